@@ -1,0 +1,255 @@
+"""`lineup check` and `lineup build`: extract → check → manifest → sign → pack."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lineup_build.bundle import BundleEntry, write_bundle
+from lineup_build.checks import check_tools, diagnostics_from_problems
+from lineup_build.config import ProjectConfig, load_config
+from lineup_build.diagnostics import Diagnostic, Where, has_errors
+from lineup_build.files import IncludedFile, collect_files
+from lineup_build.manifest import build_manifest, serialize_manifest
+from lineup_build.signing import (
+    KEY_ENV,
+    SigningKey,
+    load_signing_key,
+    sign_manifest,
+    write_keypair,
+)
+from lineup_sdk.errors import LineupError
+
+__all__ = [
+    "BuildResult",
+    "CheckResult",
+    "build_project",
+    "bundle_name",
+    "check_project",
+    "dev_key_path",
+    "resolve_signing_key",
+]
+
+IMPORT_TIMEOUT_S = 120.0
+DEV_KEY_DIR = ".lineup"
+DEV_KEY_NAME = "dev-key"
+
+
+@dataclass
+class CheckResult:
+    """What `lineup check` found: the config, extracted tools, files and diagnostics."""
+
+    root: Path
+    config: ProjectConfig | None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    files: list[IncludedFile] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def ok(self, *, strict: bool = False) -> bool:
+        return not has_errors(self.diagnostics, strict=strict)
+
+
+@dataclass
+class BuildResult:
+    """What `lineup build` produced."""
+
+    ok: bool
+    bundle: Path | None
+    manifest_sha256: str | None
+    manifest: dict[str, Any] | None
+    key_id: str | None
+    check: CheckResult
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return self.check.diagnostics
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "bundle": str(self.bundle) if self.bundle else None,
+            "manifest_sha256": self.manifest_sha256,
+            "key_id": self.key_id,
+            "diagnostics": [d.to_dict() for d in self.diagnostics],
+        }
+
+
+def bundle_name(config: ProjectConfig) -> str:
+    """`<scope>-<version>.lineup`."""
+    return f"{config.scope}-{config.version}.lineup"
+
+
+def _extract(config: ProjectConfig, files: list[IncludedFile]) -> dict[str, Any]:
+    """Stage the included files and import the entry in a fresh subprocess."""
+    with tempfile.TemporaryDirectory(prefix="lineup-stage-") as tmp:
+        stage = Path(tmp) / "app"
+        for f in files:
+            target = stage / f.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(f.data)
+        stage.mkdir(exist_ok=True)
+        out = Path(tmp) / "registry.json"
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", LINEUP_SDK_COLLECT="1")
+        env.pop("PYTHONPATH", None)
+        cmd = [sys.executable, "-m", "lineup_sdk._extract", str(stage), config.entry, str(out)]
+        try:
+            proc = subprocess.run(
+                cmd,
+                cwd=stage,
+                env=env,
+                capture_output=True,
+                timeout=IMPORT_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return _failure(
+                f"importing {config.entry!r} did not finish in {IMPORT_TIMEOUT_S:.0f} s"
+            )
+        if not out.exists():
+            tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+            return _failure(
+                f"the import subprocess exited with status {proc.returncode}: " + " | ".join(tail)
+            )
+        data: dict[str, Any] = json.loads(out.read_text("utf-8"))
+        return data
+
+
+def _failure(message: str) -> dict[str, Any]:
+    return {
+        "registry": None,
+        "tools": [],
+        "problems": [
+            {"code": "entry_import_failed", "message": message, "location": None, "related": []}
+        ],
+    }
+
+
+def check_project(root: Path, *, out_dir: Path | None = None) -> CheckResult:
+    """Steps 1–3 of the build: load the config, import the entry, report every problem."""
+    root = root.resolve()
+    config, diags = load_config(root)
+    result = CheckResult(root, config, diagnostics=diags)
+    if config is None:
+        return result
+    files, file_diags = collect_files(
+        root, config.include, exclude_dirs=(out_dir,) if out_dir else ()
+    )
+    result.files = files
+    result.diagnostics.extend(file_diags)
+    if not any(f.path.endswith(".py") for f in files):
+        result.diagnostics.append(
+            Diagnostic(
+                "config_invalid",
+                "the include globs match no Python file, so the entry cannot be imported",
+                where=Where("lineup.toml"),
+                hint='include the entry package, e.g. include = ["my_app/**/*.py"]',
+            )
+        )
+    extracted = _extract(config, files)
+    result.diagnostics.extend(diagnostics_from_problems(extracted["problems"]))
+    registry = extracted.get("registry")
+    if registry is not None and registry["app_scope"] != config.scope:
+        loc = registry.get("location")
+        result.diagnostics.append(
+            Diagnostic(
+                "config_invalid",
+                f"the registry's app_scope {registry['app_scope']!r} differs from "
+                f"lineup.toml's scope {config.scope!r}",
+                where=Where(loc["file"], loc["line"]) if loc else None,
+                related=(Where("lineup.toml"),),
+                hint="use the same scope in both places",
+            )
+        )
+    result.tools = extracted["tools"]
+    result.diagnostics.extend(check_tools(result.tools, config.scope))
+    result.diagnostics.sort(key=Diagnostic.sort_key)
+    return result
+
+
+def dev_key_path(root: Path) -> Path:
+    """The project's local development key, `.lineup/dev-key.pem`."""
+    return root / DEV_KEY_DIR / f"{DEV_KEY_NAME}.pem"
+
+
+def ensure_dev_key(root: Path) -> SigningKey:
+    """Load the project's dev key, creating it (and a `.gitignore` for it) on first use."""
+    path = dev_key_path(root)
+    if not path.exists():
+        folder = path.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ".gitignore").write_text("# local signing keys never go into git\n*\n")
+        write_keypair(folder, name=DEV_KEY_NAME)
+    return load_signing_key(path.read_bytes(), source=str(path))
+
+
+def resolve_signing_key(root: Path, *, key_file: Path | None, dev_key: bool) -> SigningKey:
+    """The signing key: `--key FILE`, else `LINEUP_SIGNING_KEY`, else `--dev-key`.
+
+    Raises:
+        LineupError: `signing_key_missing` or `signing_key_invalid`.
+    """
+    if key_file is not None:
+        try:
+            pem = key_file.read_bytes()
+        except OSError as exc:
+            raise LineupError(
+                "signing_key_invalid", f"cannot read {key_file}: {exc.strerror}"
+            ) from None
+        return load_signing_key(pem, source=str(key_file))
+    env_pem = os.environ.get(KEY_ENV)
+    if env_pem:
+        return load_signing_key(env_pem.encode("utf-8"), source=KEY_ENV)
+    if dev_key:
+        return ensure_dev_key(root)
+    raise LineupError(
+        "signing_key_missing",
+        "no signing key: pass --key FILE, set LINEUP_SIGNING_KEY, or use --dev-key",
+    )
+
+
+def build_project(
+    root: Path,
+    *,
+    key_file: Path | None = None,
+    dev_key: bool = False,
+    signing_key: SigningKey | None = None,
+    out_dir: Path | None = None,
+    strict: bool = False,
+    epoch: int | None = None,
+) -> BuildResult:
+    """Check the project and, when it is clean, write the signed bundle.
+
+    A key problem is reported beside every other diagnostic; on any error nothing is
+    written.
+    """
+    root = root.resolve()
+    out = (out_dir or root / "dist").resolve()
+    check = check_project(root, out_dir=out)
+    key = signing_key
+    if key is None:
+        try:
+            key = resolve_signing_key(root, key_file=key_file, dev_key=dev_key)
+        except LineupError as exc:
+            check.diagnostics.append(Diagnostic(exc.code, exc.message, hint=exc.hint))
+    if not check.ok(strict=strict) or key is None or check.config is None:
+        return BuildResult(False, None, None, None, None, check)
+    manifest = build_manifest(check.config, check.tools, check.files)
+    manifest_bytes = serialize_manifest(manifest)
+    entries = [
+        BundleEntry("manifest.json", manifest_bytes),
+        BundleEntry("manifest.sig", sign_manifest(key, manifest_bytes)),
+        *(BundleEntry(f"app/{f.path}", f.data) for f in check.files),
+    ]
+    target = out / bundle_name(check.config)
+    write_bundle(target, entries, epoch=epoch)
+    return BuildResult(
+        True, target, hashlib.sha256(manifest_bytes).hexdigest(), manifest, key.key_id, check
+    )

@@ -1,0 +1,3 @@
+"""LineUp reference runtime: install verified bundles and route Agent calls."""
+
+__all__: list[str] = []

@@ -1,0 +1,275 @@
+"""Every stable error and diagnostic code, with its meaning and fix (the README table)."""
+
+from __future__ import annotations
+
+# code -> (meaning, fix). Never rename or reuse a code; add a new one for a new failure.
+CODES: dict[str, tuple[str, str]] = {
+    # --- build (SPEC 2) ---
+    "config_invalid": (
+        "`lineup.toml` is missing, unparsable, or a field is invalid.",
+        "Fix the named key in lineup.toml (see the README's lineup.toml section).",
+    ),
+    "entry_import_failed": (
+        "The entry module could not be imported from the staged bundle files.",
+        "Make sure `entry` names a module inside the `include` globs and imports cleanly.",
+    ),
+    "registry_missing": (
+        "The entry module defines no `define_agent_tools(...)` registry.",
+        "Call `tools = define_agent_tools(app_scope=...)` in the entry module.",
+    ),
+    "registry_multiple": (
+        "More than one `define_agent_tools(...)` registry was defined.",
+        "Keep exactly one registry per MiniApp and import it where needed.",
+    ),
+    "invalid_method_name": (
+        "A method name does not match `<scope>.<verb>` with lowercase `[a-z][a-z0-9_]*` segments.",
+        "Rename the method, e.g. `todo.add`.",
+    ),
+    "method_outside_scope": (
+        "A method's first segment is not the registry's app scope.",
+        "Prefix the method with the app scope from lineup.toml.",
+    ),
+    "duplicate_method": (
+        "The same method is declared more than once.",
+        "Remove or rename one of the two declarations.",
+    ),
+    "missing_handler": (
+        "A `miniapp_sdk` tool was declared without a handler.",
+        "Add `@tools.handler(method)` on a function, or declare it with `@tools.tool`.",
+    ),
+    "handler_without_declaration": (
+        "`@tools.handler(method)` names a method that was never declared.",
+        "Declare the method with `tools.declare(...)` first, or use `@tools.tool`.",
+    ),
+    "handler_signature_mismatch": (
+        "A handler's parameters or return annotation disagree with the declared schemas.",
+        "Make the handler take `(ctx, params: dict)` or `(ctx, Model)` matching the schema.",
+    ),
+    "invalid_input_schema": (
+        "An input schema is not valid JSON Schema 2020-12, not an object, or uses a "
+        "forbidden keyword or an unsupported pattern.",
+        "Use a closed `type: object` schema without $id/$dynamicRef/$vocabulary.",
+    ),
+    "invalid_result_schema": (
+        "A result schema is not valid JSON Schema 2020-12 or uses a forbidden keyword "
+        "or an unsupported pattern.",
+        "Fix the return annotation or the declared result schema.",
+    ),
+    "remote_ref": (
+        "A schema `$ref` points outside the schema (network or file reference).",
+        "Inline the referenced schema under `$defs` and use `#/$defs/...`.",
+    ),
+    "unknown_runtime_handler": (
+        "`runtime_tool` names a handler key that is not in the runtime handler catalog.",
+        "Use a key from `lineup_sdk.catalog.CATALOG` (e.g. `pomodoro.start`).",
+    ),
+    "runtime_contract_mismatch": (
+        "A runtime tool's activation or schemas differ from the catalog, or its scope "
+        "may not use that key.",
+        "Declare the runtime tool with the catalog's activation and no custom schemas.",
+    ),
+    "include_unsafe": (
+        "An included path escapes the project, is a symlink, or is not a regular file.",
+        "Narrow the `include` globs to regular files inside the project.",
+    ),
+    "include_secret": (
+        "An included file holds a private key.",
+        "Move the key out of the included files (keys live in .lineup/ or CI secrets).",
+    ),
+    "signing_key_missing": (
+        "No signing key was given.",
+        "Run `lineup keygen` and pass `--key FILE` or LINEUP_SIGNING_KEY, or use `--dev-key`.",
+    ),
+    "signing_key_invalid": (
+        "The signing key is unreadable, not Ed25519, or the passphrase is wrong.",
+        "Pass a PKCS#8 Ed25519 PEM; set LINEUP_SIGNING_KEY_PASSPHRASE if it is encrypted.",
+    ),
+    "missing_description": (
+        "Warning: a tool or parameter has no description.",
+        "Add a docstring, `description=`, or `Field(description=...)`.",
+    ),
+    "large_schema": (
+        "Warning: a schema is over 64 KiB of canonical JSON.",
+        "Simplify the schema; Agents pay for every byte of it.",
+    ),
+    "init_target_not_empty": (
+        "`lineup init` target folder exists and is not empty.",
+        "Choose a new folder name or empty the folder first.",
+    ),
+    "template_unknown": (
+        "`lineup init --template` names a template that does not exist.",
+        "Use one of the templates listed by `lineup init --help`.",
+    ),
+    "scope_invalid": (
+        "An app scope is not a lowercase `[a-z][a-z0-9_]*` name.",
+        "Pass `--scope` with a valid name, e.g. `--scope my_todo`.",
+    ),
+    # --- verify and trust (SPEC 4) ---
+    "bundle_unreadable": (
+        "The bundle is empty, missing, or not a zip archive.",
+        "Rebuild the bundle with `lineup build`.",
+    ),
+    "bundle_layout_invalid": (
+        "The bundle holds an entry outside `manifest.json`, `manifest.sig`, `app/...`.",
+        "Rebuild the bundle with `lineup build`; never edit bundles by hand.",
+    ),
+    "bundle_not_canonical": (
+        "The archive is not in the exact form `lineup build` writes (re-zipped or edited).",
+        "Rebuild the bundle with `lineup build`; compress for transport outside it.",
+    ),
+    "unsafe_path": (
+        "An entry name is unsafe (traversal, absolute, backslash, control character, collision).",
+        "Rebuild from a clean source tree; do not trust this bundle.",
+    ),
+    "limits_exceeded": (
+        "The bundle or its manifest exceeds a size, count or depth limit.",
+        "Reduce the bundle's files or schema size, or raise the configured limit.",
+    ),
+    "signature_missing": (
+        "The bundle has no `manifest.sig`.",
+        "Build the bundle with a signing key.",
+    ),
+    "signature_invalid": (
+        "The signature does not verify, or `manifest.sig` is malformed.",
+        "The bundle was altered or signed with another key; rebuild and re-sign it.",
+    ),
+    "untrusted_key": (
+        "The signing key is not in the trust store.",
+        "Add the publisher's public key with `lineup trust add` if you trust it.",
+    ),
+    "key_revoked": (
+        "The signing key is revoked in the trust store.",
+        "Ask the publisher for a bundle signed with a current key.",
+    ),
+    "weak_key": (
+        "A public key is a weak (small-order) Ed25519 key.",
+        "Remove that key; generate a real one with `lineup keygen`.",
+    ),
+    "scope_not_allowed": (
+        "The signing key is not allowed to sign for this app scope.",
+        "Add the scope to the key's `scopes` in the trust store if intended.",
+    ),
+    "manifest_invalid": (
+        "`manifest.json` is not strict JSON or does not match the manifest schema.",
+        "Rebuild the bundle with `lineup build`; manifests are never hand-written.",
+    ),
+    "file_missing": (
+        "A file listed in the manifest is not in the bundle.",
+        "Rebuild the bundle with `lineup build`.",
+    ),
+    "file_hash_mismatch": (
+        "A bundled file's size or SHA-256 differs from the manifest.",
+        "The bundle was altered; rebuild it.",
+    ),
+    "file_unlisted": (
+        "The bundle holds an `app/` file the manifest does not list.",
+        "The bundle was altered; rebuild it.",
+    ),
+    "stale_bundle": (
+        "The bundle's manifest differs from a fresh build of the source.",
+        "Run `lineup build` again and commit or publish the new bundle.",
+    ),
+    "trust_store_invalid": (
+        "The trust store file is unreadable or malformed.",
+        "Fix the named entry, or recreate it with `lineup trust add`.",
+    ),
+    # --- install (SPEC 4, 5.1) ---
+    "version_conflict": (
+        "The same scope and version is installed with a different manifest.",
+        "Bump the version in lineup.toml and rebuild.",
+    ),
+    "downgrade_refused": (
+        "A lower version of an installed scope was offered.",
+        "Install a version at least as high, or uninstall the scope first.",
+    ),
+    "install_tampered": (
+        "An installed app's files no longer match its manifest.",
+        "Reinstall the bundle.",
+    ),
+    "sdk_incompatible": (
+        "The bundle was built by an SDK major version this runtime does not support.",
+        "Rebuild the MiniApp with a compatible lineup SDK.",
+    ),
+    "dependency_missing": (
+        "A dependency listed in the manifest is not importable in the runtime's environment.",
+        "Install the dependency into the runtime's Python environment.",
+    ),
+    # --- runtime (SPEC 5) ---
+    "runtime_locked": (
+        "Another runtime already has this database open.",
+        "Close the other runtime, or use another database file.",
+    ),
+    "store_schema_unsupported": (
+        "The database was written by a newer, unsupported store schema.",
+        "Use a runtime at least as new as the one that wrote the database.",
+    ),
+    "unknown_method": (
+        "No installed app declares this method.",
+        "Read the Agent Inventory for the available methods.",
+    ),
+    "invalid_params": (
+        "The call's params do not match the tool's input schema.",
+        "Correct the params at the JSON pointers listed in `details`.",
+    ),
+    "call_id_conflict": (
+        "A call_id was reused with a different conversation, method or params.",
+        "Use a fresh call_id for a new call.",
+    ),
+    "app_not_running": (
+        "The tool acts only on an app that is already running in this conversation.",
+        "Start the app with one of its activating tools first.",
+    ),
+    "activation_failed": (
+        "The app could not be activated; the call was not run.",
+        "See `details.reason`; retry with a new call_id.",
+    ),
+    "activation_cancelled": (
+        "The activation was cancelled; the call was not run.",
+        "See `details.reason`; retry with a new call_id if still wanted.",
+    ),
+    "handler_timeout": (
+        "The MiniApp handler did not answer within its timeout.",
+        "Retry later; MiniApp authors can raise `timeout_s`.",
+    ),
+    "handler_failed": (
+        "The MiniApp handler raised an unexpected error.",
+        "MiniApp authors: see the worker log (`lineup run --verbose`).",
+    ),
+    "handler_result_invalid": (
+        "The handler's result does not match the tool's result schema.",
+        "MiniApp authors: return a value matching the declared return type.",
+    ),
+    "delivery_interrupted": (
+        "The call was delivered but its worker stopped before answering.",
+        "Check with a read tool whether it took effect before retrying with a new call_id.",
+    ),
+    "worker_protocol_error": (
+        "The MiniApp worker sent a malformed or oversized bridge message.",
+        "MiniApp authors: do not write to the bridge; use `print` or the logger.",
+    ),
+    "session_data_revision_conflict": (
+        "Session data changed since the revision the writer expected.",
+        "Read the data again and retry with the new revision.",
+    ),
+    "session_data_invalid": (
+        "Session data must be a JSON object.",
+        "Pass a dict of JSON-compatible values.",
+    ),
+    "session_data_too_large": (
+        "Session data is over 1 MiB of JSON.",
+        "Store less per session.",
+    ),
+    "pomodoro_already_active": (
+        "A Pomodoro is already starting or focusing in this conversation.",
+        "Interrupt it first with `pomodoro.interrupt`.",
+    ),
+    # --- simulation (SPEC 5.8) ---
+    "scenario_invalid": (
+        "A scenario file is malformed; the message names the step.",
+        "Fix the named step (see the README's scenario format).",
+    ),
+    "expectation_failed": (
+        "A scenario step's messages did not match its `expect` list.",
+        "Compare the expected and actual messages printed for the step.",
+    ),
+}

@@ -1,0 +1,304 @@
+"""Import a MiniApp's entry module and dump its registry as data (run by `lineup build`).
+
+Usage: `python -m lineup_sdk._extract STAGING_DIR ENTRY OUTPUT_JSON`, with
+`LINEUP_SDK_COLLECT=1` so declaration mistakes are recorded instead of raised. The
+result goes to OUTPUT_JSON, never stdout, so an author's `print()` cannot corrupt it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from lineup_sdk._registry import (
+    Declaration,
+    Location,
+    Problem,
+    ToolRegistry,
+    collected,
+)
+from lineup_sdk._schema import (
+    HandlerShapeError,
+    analyze_handler,
+    closed_model_schema,
+    describe,
+    doc_summary,
+    result_schema_of,
+)
+from lineup_sdk.catalog import CATALOG
+
+
+def _strip_titles(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _strip_titles(v) for k, v in schema.items() if k not in ("title", "description")}
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+def _prop_shape(schema: dict[str, Any]) -> tuple[set[str], set[str]]:
+    props = schema.get("properties")
+    names = set(props) if isinstance(props, dict) else set()
+    req = schema.get("required")
+    return names, set(req) if isinstance(req, list) else set()
+
+
+class _Extractor:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.problems: list[dict[str, Any]] = []
+
+    def loc(self, location: Location | None) -> dict[str, Any] | None:
+        if location is None:
+            return None
+        path = Path(location.file)
+        try:
+            rel = path.resolve().relative_to(self.root).as_posix()
+        except (ValueError, OSError):
+            rel = location.file
+        return {"file": rel, "line": location.line}
+
+    def problem(self, p: Problem) -> None:
+        self.problems.append(
+            {
+                "code": p.code,
+                "message": p.message,
+                "hint": p.hint,
+                "location": self.loc(p.location),
+                "related": [self.loc(r) for r in p.related],
+            }
+        )
+
+    def add(
+        self, code: str, message: str, where: Location | None, related: list[Location] | None = None
+    ) -> None:
+        self.problem(Problem(code, message, where, related or []))
+
+    def tool(self, registry: ToolRegistry, decl: Declaration) -> dict[str, Any] | None:
+        out: dict[str, Any] = {
+            "method": decl.method,
+            "delivery": decl.delivery,
+            "activation": decl.activation,
+            "location": self.loc(decl.location),
+        }
+        if decl.delivery == "runtime":
+            assert decl.handler_key is not None
+            entry = CATALOG[decl.handler_key]
+            out.update(
+                description=decl.description or "",
+                long_running=entry.long_running,
+                handler_key=decl.handler_key,
+                declared_input_schema=decl.input_schema,
+                declared_result_schema=decl.result_schema,
+                input_schema=entry.input_schema,
+                result_schema=entry.result_schema,
+            )
+            return out
+        out["long_running"] = False
+        out["timeout_s"] = decl.timeout_s
+        fn = decl.handler
+        if fn is None:
+            self.add(
+                "missing_handler",
+                f"tool {decl.method!r} is declared but has no handler",
+                decl.location,
+            )
+            return None
+        hloc = decl.handler_location or decl.location
+        name = "".join(p.title() for p in decl.method.replace(".", "_").split("_")) + "Params"
+        try:
+            shape = analyze_handler(fn, model_name=name)
+        except HandlerShapeError as exc:
+            self.add("handler_signature_mismatch", str(exc), hloc)
+            return None
+        out["description"] = decl.description or doc_summary(fn) or ""
+        if decl.origin == "tool":
+            if shape.form == "dict" or shape.model is None:
+                self.add(
+                    "handler_signature_mismatch",
+                    f"{decl.method!r}: a decorated tool needs typed parameters or a model, not a "
+                    "plain dict (use tools.declare(...) for schema-first tools)",
+                    hloc,
+                )
+                return None
+            if not shape.has_return:
+                self.add(
+                    "handler_signature_mismatch",
+                    f"{decl.method!r}: the handler has no return annotation, so the result "
+                    "schema is unknown (annotate it; use `-> None` for no result)",
+                    hloc,
+                )
+                return None
+            try:
+                input_schema = closed_model_schema(shape.model)
+                describe(input_schema, fn)
+                result_schema = result_schema_of(shape.returns)
+            except Exception as exc:
+                self.add(
+                    "handler_signature_mismatch",
+                    f"{decl.method!r}: cannot derive a JSON Schema: {type(exc).__name__}: {exc}",
+                    hloc,
+                )
+                return None
+            out["input_schema"] = input_schema
+            out["result_schema"] = result_schema
+            return out
+        # schema-first: compare the handler with what was declared
+        declared_in = decl.input_schema or {}
+        declared_out = decl.result_schema or {}
+        out["input_schema"] = declared_in
+        out["result_schema"] = declared_out
+        related = [decl.location]
+        if shape.form == "model" and shape.model is not None:
+            try:
+                theirs = _strip_titles(closed_model_schema(shape.model))
+            except Exception as exc:
+                self.add("handler_signature_mismatch", f"{decl.method!r}: {exc}", hloc, related)
+                return None
+            if theirs != _strip_titles(declared_in):
+                self.add(
+                    "handler_signature_mismatch",
+                    f"{decl.method!r}: the handler's model {shape.model.__name__} does not "
+                    "produce the declared input schema",
+                    hloc,
+                    related,
+                )
+                return None
+        elif shape.form == "kwargs" and shape.model is not None:
+            theirs = closed_model_schema(shape.model)
+            if _prop_shape(theirs) != _prop_shape(declared_in):
+                names, req = _prop_shape(declared_in)
+                got_names, got_req = _prop_shape(theirs)
+                self.add(
+                    "handler_signature_mismatch",
+                    f"{decl.method!r}: handler parameters {sorted(got_names)} (required "
+                    f"{sorted(got_req)}) disagree with the declared properties {sorted(names)} "
+                    f"(required {sorted(req)})",
+                    hloc,
+                    related,
+                )
+                return None
+        if shape.has_return and shape.returns is not None:
+            ret = shape.returns
+            if isinstance(ret, type) and hasattr(ret, "model_json_schema"):
+                try:
+                    theirs = _strip_titles(result_schema_of(ret))
+                except Exception as exc:
+                    self.add("handler_signature_mismatch", f"{decl.method!r}: {exc}", hloc, related)
+                    return None
+                if theirs != _strip_titles(declared_out):
+                    self.add(
+                        "handler_signature_mismatch",
+                        f"{decl.method!r}: the return annotation {ret.__name__} does not "
+                        "produce the declared result schema",
+                        hloc,
+                        related,
+                    )
+                    return None
+        return out
+
+
+def _import_failure(root: Path, exc: BaseException) -> dict[str, Any]:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = None
+    for fr in reversed(frames):
+        try:
+            rel = Path(fr.filename).resolve().relative_to(root).as_posix()
+        except (ValueError, OSError):
+            continue
+        where = {"file": rel, "line": fr.lineno}
+        break
+    if where is None and isinstance(exc, SyntaxError) and exc.filename:
+        try:
+            rel = Path(exc.filename).resolve().relative_to(root).as_posix()
+            where = {"file": rel, "line": exc.lineno or 1}
+        except (ValueError, OSError):
+            pass
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return {
+        "code": "entry_import_failed",
+        "message": f"importing the entry failed: {text}",
+        "hint": "the bundle holds only the `include`d files; check the import and the globs",
+        "location": where,
+        "related": [],
+    }
+
+
+def extract(root: Path, entry: str) -> dict[str, Any]:
+    """Import `entry` from `root` and return the registry as data plus problems."""
+    root = root.resolve()
+    sys.path.insert(0, str(root))
+    ex = _Extractor(root)
+    try:
+        importlib.import_module(entry)
+    except BaseException as exc:  # the author's import may raise anything, SystemExit too
+        return {"registry": None, "tools": [], "problems": [_import_failure(root, exc)]}
+    registries, stray = collected()
+    for p in stray:
+        ex.problem(p)
+    if not registries:
+        ex.problems.append(
+            {
+                "code": "registry_missing",
+                "message": f"entry {entry!r} defines no registry",
+                "hint": "call `tools = define_agent_tools(app_scope=...)` in the entry module",
+                "location": None,
+                "related": [],
+            }
+        )
+        return {"registry": None, "tools": [], "problems": ex.problems}
+    registry = registries[0]
+    tools: list[dict[str, Any]] = []
+    for reg in registries:
+        for p in reg.problems:
+            ex.problem(p)
+    for decl in registry.declarations():
+        spec = ex.tool(registry, decl)
+        if spec is not None:
+            tools.append(spec)
+    return {
+        "registry": {"app_scope": registry.app_scope, "location": ex.loc(registry.location)},
+        "tools": tools,
+        "problems": ex.problems,
+    }
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of the build's import subprocess."""
+    root, entry, output = Path(argv[0]), argv[1], Path(argv[2])
+    result = extract(root, entry)
+    try:
+        data = json.dumps(result, allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        data = json.dumps(
+            {
+                "registry": result["registry"],
+                "tools": [],
+                "problems": [
+                    *result["problems"],
+                    {
+                        "code": "invalid_input_schema",
+                        "message": f"a schema is not JSON-serializable: {exc}",
+                        "hint": "defaults and examples must be JSON values (no NaN)",
+                        "location": None,
+                        "related": [],
+                    },
+                ],
+            }
+        )
+    tmp = output.with_suffix(".tmp")
+    tmp.write_text(data, encoding="utf-8")
+    os.replace(tmp, output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.stdout.flush()
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    os._exit(code)  # skip an author's atexit hooks and non-daemon threads

@@ -1,0 +1,384 @@
+"""`define_agent_tools` and the registry it returns: declarations as inert data + handlers."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from lineup_sdk.catalog import CATALOG
+from lineup_sdk.errors import DeclarationError
+
+__all__ = [
+    "ACTIVATIONS",
+    "COLLECT_ENV",
+    "Declaration",
+    "Location",
+    "Problem",
+    "ToolRegistry",
+    "collected",
+    "define_agent_tools",
+    "method_name_problem",
+]
+
+ACTIVATIONS = ("app_ready", "foreground_required", "activation_not_required")
+#: Set by `lineup build` in its import subprocess: record declaration mistakes, keep going.
+COLLECT_ENV = "LINEUP_SDK_COLLECT"
+_SEGMENT = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a declaration was made."""
+
+    file: str
+    line: int
+
+
+@dataclass
+class Problem:
+    """A declaration mistake recorded in collecting mode (what normal mode raises)."""
+
+    code: str
+    message: str
+    location: Location | None
+    related: list[Location] = field(default_factory=list)
+    hint: str | None = None
+
+    def to_error(self) -> DeclarationError:
+        loc = self.location
+        return DeclarationError(
+            self.code,
+            self.message,
+            file=loc.file if loc else None,
+            line=loc.line if loc else None,
+            related=[(r.file, r.line) for r in self.related],
+            hint=self.hint,
+        )
+
+
+@dataclass
+class Declaration:
+    """One declared tool, as data plus (for `miniapp_sdk`) a handler reference.
+
+    Attributes:
+        method: `<scope>.<verb>`.
+        activation: One of `ACTIVATIONS`.
+        delivery: `miniapp_sdk` or `runtime`.
+        origin: How it was declared: `tool`, `declare` or `runtime_tool`.
+        location: The declaring call site.
+        description: Explicit description (else the docstring's first paragraph).
+        timeout_s: Handler timeout in seconds.
+        input_schema: Declared input schema (schema-first and runtime tools).
+        result_schema: Declared result schema (schema-first and runtime tools).
+        handler_key: Catalog key of a runtime tool.
+        handler: The local handler function (never stored in the manifest).
+        handler_location: Where the handler was attached.
+    """
+
+    method: str
+    activation: str
+    delivery: str
+    origin: str
+    location: Location
+    description: str | None = None
+    timeout_s: float = 30
+    input_schema: dict[str, Any] | None = None
+    result_schema: dict[str, Any] | None = None
+    handler_key: str | None = None
+    handler: Callable[..., Any] | None = None
+    handler_location: Location | None = None
+
+
+def _caller(depth: int = 2) -> Location:
+    frame = sys._getframe(depth)
+    return Location(frame.f_code.co_filename, frame.f_lineno)
+
+
+def method_name_problem(method: str, app_scope: str) -> tuple[str, str] | None:
+    """`(code, message)` if `method` breaks the naming rule or leaves the scope, else None."""
+    parts = method.split(".") if isinstance(method, str) else []
+    if len(parts) < 2 or not all(_SEGMENT.match(p) for p in parts):
+        return (
+            "invalid_method_name",
+            f"method {method!r} must be lowercase `[a-z][a-z0-9_]*` segments joined by dots, "
+            "starting with the app scope",
+        )
+    if parts[0] != app_scope:
+        return (
+            "method_outside_scope",
+            f"method {method!r} is outside app scope {app_scope!r}",
+        )
+    return None
+
+
+def scope_problem(app_scope: str) -> str | None:
+    """A message if `app_scope` is not a valid scope name."""
+    if not isinstance(app_scope, str) or not _SEGMENT.match(app_scope):
+        return f"app_scope {app_scope!r} must match [a-z][a-z0-9_]*"
+    return None
+
+
+class ToolRegistry:
+    """A MiniApp's tools. Create it with `define_agent_tools(app_scope=...)`.
+
+    The registry is inert data plus handler references: the build reads it as data and the
+    SDK's receive entry maps `method → handler` inside the bundle.
+    """
+
+    def __init__(self, app_scope: str, *, location: Location, collecting: bool) -> None:
+        self.app_scope = app_scope
+        self.location = location
+        self.problems: list[Problem] = []
+        self._collecting = collecting
+        self._decls: dict[str, Declaration] = {}
+
+    # -- reporting ---------------------------------------------------------------------
+    def _report(self, problem: Problem) -> None:
+        if self._collecting:
+            self.problems.append(problem)
+            return
+        raise problem.to_error()
+
+    def _check_new(self, method: str, activation: str, where: Location) -> bool:
+        """Validate a new declaration; False (in collecting mode) means skip it."""
+        if activation not in ACTIVATIONS:
+            self._report(
+                Problem(
+                    "config_invalid",
+                    f"activation {activation!r} of {method!r} must be one of {', '.join(ACTIVATIONS)}",
+                    where,
+                )
+            )
+            return False
+        if not self._collecting:
+            bad = method_name_problem(method, self.app_scope)
+            if bad:
+                self._report(Problem(bad[0], bad[1], where))
+        first = self._decls.get(method)
+        if first is not None:
+            self._report(
+                Problem(
+                    "duplicate_method",
+                    f"method {method!r} is declared twice",
+                    where,
+                    [first.location],
+                )
+            )
+            return False
+        return True
+
+    # -- declaring ---------------------------------------------------------------------
+    def tool(
+        self,
+        method: str,
+        *,
+        activation: str,
+        description: str | None = None,
+        timeout_s: float = 30,
+    ) -> Callable[[F], F]:
+        """Declare a `miniapp_sdk` tool and its handler in one place.
+
+        Args:
+            method: `<app_scope>.<verb>`.
+            activation: `app_ready`, `foreground_required` or `activation_not_required`.
+            description: Overrides the docstring's first paragraph.
+            timeout_s: How long the handler may run before `handler_timeout`.
+        """
+        where = _caller()
+
+        def decorate(fn: F) -> F:
+            if self._check_new(method, activation, where):
+                self._decls[method] = Declaration(
+                    method=method,
+                    activation=activation,
+                    delivery="miniapp_sdk",
+                    origin="tool",
+                    location=where,
+                    description=description,
+                    timeout_s=timeout_s,
+                    handler=fn,
+                    handler_location=where,
+                )
+            return fn
+
+        return decorate
+
+    def declare(
+        self,
+        method: str,
+        *,
+        input_schema: dict[str, Any],
+        result_schema: dict[str, Any],
+        activation: str,
+        description: str | None = None,
+        timeout_s: float = 30,
+    ) -> None:
+        """Declare a `miniapp_sdk` tool schema-first; attach its handler with `handler()`."""
+        where = _caller()
+        if self._check_new(method, activation, where):
+            self._decls[method] = Declaration(
+                method=method,
+                activation=activation,
+                delivery="miniapp_sdk",
+                origin="declare",
+                location=where,
+                description=description,
+                timeout_s=timeout_s,
+                input_schema=input_schema,
+                result_schema=result_schema,
+            )
+
+    def handler(self, method: str) -> Callable[[F], F]:
+        """Attach the handler of a method declared with `declare()`."""
+        where = _caller()
+
+        def decorate(fn: F) -> F:
+            decl = self._decls.get(method)
+            if decl is None:
+                self._report(
+                    Problem(
+                        "handler_without_declaration",
+                        f"handler for {method!r}, which is not declared",
+                        where,
+                        hint=f"call tools.declare({method!r}, ...) before the handler",
+                    )
+                )
+            elif decl.delivery == "runtime":
+                self._report(
+                    Problem(
+                        "handler_without_declaration",
+                        f"{method!r} is a runtime tool; the runtime serves it, so it takes no handler",
+                        where,
+                        [decl.location],
+                    )
+                )
+            elif decl.handler is not None:
+                assert decl.handler_location is not None
+                self._report(
+                    Problem(
+                        "duplicate_method",
+                        f"method {method!r} already has a handler",
+                        where,
+                        [decl.handler_location],
+                    )
+                )
+            else:
+                decl.handler = fn
+                decl.handler_location = where
+            return fn
+
+        return decorate
+
+    def runtime_tool(
+        self,
+        method: str,
+        *,
+        handler_key: str,
+        activation: str,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        result_schema: dict[str, Any] | None = None,
+    ) -> None:
+        """Declare a `delivery = runtime` tool served by a catalog handler key.
+
+        The schemas come from the catalog; pass them only to restate the catalog's.
+        """
+        where = _caller()
+        if handler_key not in CATALOG:
+            self._report(
+                Problem(
+                    "unknown_runtime_handler",
+                    f"runtime handler key {handler_key!r} of {method!r} is not in the catalog",
+                    where,
+                    hint=f"known keys: {', '.join(sorted(CATALOG))}",
+                )
+            )
+            return
+        if self._check_new(method, activation, where):
+            entry = CATALOG[handler_key]
+            self._decls[method] = Declaration(
+                method=method,
+                activation=activation,
+                delivery="runtime",
+                origin="runtime_tool",
+                location=where,
+                description=description if description is not None else entry.description,
+                input_schema=input_schema,
+                result_schema=result_schema,
+                handler_key=handler_key,
+            )
+
+    # -- reading -----------------------------------------------------------------------
+    def declarations(self) -> list[Declaration]:
+        """Every declaration, sorted by method."""
+        return [self._decls[m] for m in sorted(self._decls)]
+
+    def get(self, method: str) -> Declaration | None:
+        """The declaration of `method`, if any."""
+        return self._decls.get(method)
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry(app_scope={self.app_scope!r}, tools={len(self._decls)})"
+
+
+# Registries alive per defining module, to catch a second registry in normal use.
+_LIVE: weakref.WeakValueDictionary[str, ToolRegistry] = weakref.WeakValueDictionary()
+# Every registry created while collecting (the build's import subprocess).
+_COLLECTED: list[ToolRegistry] = []
+_STRAY: list[Problem] = []
+
+
+def collected() -> tuple[list[ToolRegistry], list[Problem]]:
+    """Registries created in collecting mode, and problems not tied to one registry."""
+    return list(_COLLECTED), list(_STRAY)
+
+
+def define_agent_tools(*, app_scope: str) -> ToolRegistry:
+    """Create the MiniApp's tool registry (one per MiniApp).
+
+    Args:
+        app_scope: The app scope from `lineup.toml`; every method starts with it.
+
+    Raises:
+        DeclarationError: `scope_invalid`, or `registry_multiple` when the module already
+            defined a registry.
+    """
+    where = _caller()
+    collecting = os.environ.get(COLLECT_ENV) == "1"
+    registry = ToolRegistry(app_scope, location=where, collecting=collecting)
+    bad = scope_problem(app_scope)
+    if collecting:
+        if bad:
+            _STRAY.append(Problem("scope_invalid", bad, where))
+        if _COLLECTED:
+            _STRAY.append(
+                Problem(
+                    "registry_multiple",
+                    "a second registry was defined",
+                    where,
+                    [_COLLECTED[0].location],
+                )
+            )
+        _COLLECTED.append(registry)
+        return registry
+    if bad:
+        raise DeclarationError("scope_invalid", bad, file=where.file, line=where.line)
+    module = sys._getframe(1).f_globals.get("__name__", "?")
+    first = _LIVE.get(module)
+    if first is not None:
+        raise DeclarationError(
+            "registry_multiple",
+            f"module {module!r} defines a second registry",
+            file=where.file,
+            line=where.line,
+            related=[(first.location.file, first.location.line)],
+        )
+    _LIVE[module] = registry
+    return registry

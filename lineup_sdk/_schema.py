@@ -1,0 +1,200 @@
+"""Derive a tool's schemas and description from its handler's signature and docstring."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
+
+__all__ = [
+    "HandlerShape",
+    "analyze_handler",
+    "closed_model_schema",
+    "describe",
+    "doc_summary",
+    "result_schema_of",
+]
+
+_NO_RETURN = object()
+
+
+class _ClosedSchema(GenerateJsonSchema):
+    """Models are closed (`additionalProperties: false`) unless they opt in with extra='allow'.
+
+    The schema the Agent sees is the schema the runtime enforces, so an unknown argument is
+    `invalid_params` rather than silently dropped.
+    """
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        json_schema = super().model_schema(schema)
+        extra = schema["cls"].model_config.get("extra")
+        if (
+            extra != "allow"
+            and json_schema.get("type") == "object"
+            and "additionalProperties" not in json_schema
+        ):
+            json_schema["additionalProperties"] = False
+        return json_schema
+
+
+@dataclass
+class HandlerShape:
+    """How a handler takes its params.
+
+    Attributes:
+        form: `model` (one pydantic model after ctx), `kwargs` (annotated keyword
+            parameters), or `dict` (schema-first `(ctx, params: dict)`).
+        model: The model that validates params (generated for `kwargs`).
+        field_names: Keyword names for the `kwargs` form.
+        returns: The return annotation, or `None` when the handler has none.
+        has_return: Whether a return annotation was written.
+        is_async: Whether the handler is a coroutine function.
+    """
+
+    form: str
+    model: type[BaseModel] | None
+    field_names: tuple[str, ...]
+    returns: Any
+    has_return: bool
+    is_async: bool
+
+
+class HandlerShapeError(Exception):
+    """The handler's signature cannot take `(ctx, params)`; the message says why."""
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # an unresolvable forward ref is an author mistake
+        raise HandlerShapeError(f"cannot resolve the annotations of {fn.__name__}: {exc}") from exc
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def analyze_handler(fn: Callable[..., Any], *, model_name: str) -> HandlerShape:
+    """Inspect a handler and build the model that validates its params.
+
+    Raises:
+        HandlerShapeError: the signature cannot accept `(ctx, params)`.
+    """
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    if not params or params[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        raise HandlerShapeError(f"{fn.__name__} must take the ToolContext as its first parameter")
+    hints = _hints(fn)
+    rest = params[1:]
+    has_return = "return" in hints
+    returns = hints.get("return", _NO_RETURN)
+    is_async = inspect.iscoroutinefunction(fn)
+    if len(rest) == 1 and rest[0].kind != inspect.Parameter.VAR_KEYWORD:
+        tp = hints.get(rest[0].name)
+        if _is_model(tp):
+            return HandlerShape("model", tp, (), returns, has_return, is_async)
+        if tp is dict or typing.get_origin(tp) is dict:
+            return HandlerShape("dict", None, (), returns, has_return, is_async)
+    fields: dict[str, Any] = {}
+    for p in rest:
+        if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise HandlerShapeError(
+                f"{fn.__name__}: *args/**kwargs cannot be described by a schema"
+            )
+        if p.name not in hints:
+            raise HandlerShapeError(f"{fn.__name__}: parameter {p.name!r} needs a type annotation")
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (hints[p.name], default)
+    model = pydantic.create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+    return HandlerShape("kwargs", model, tuple(fields), returns, has_return, is_async)
+
+
+def closed_model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The input JSON Schema of a model, closed unless the model allows extras."""
+    return model.model_json_schema(schema_generator=_ClosedSchema)
+
+
+def result_schema_of(annotation: Any) -> dict[str, Any]:
+    """The result JSON Schema of a return annotation (`None` → `{"type": "null"}`)."""
+    if annotation is None or annotation is type(None):
+        return {"type": "null"}
+    if _is_model(annotation):
+        schema: dict[str, Any] = annotation.model_json_schema(
+            mode="serialization", schema_generator=_ClosedSchema
+        )
+        return schema
+    schema = TypeAdapter(annotation).json_schema(
+        mode="serialization", schema_generator=_ClosedSchema
+    )
+    return schema
+
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
+_SECTION = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
+_ARG_LINE = re.compile(r"^(\s*)(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
+
+
+def doc_summary(fn: Callable[..., Any]) -> str | None:
+    """The docstring's first paragraph, joined into one line."""
+    doc = inspect.getdoc(fn)
+    if not doc:
+        return None
+    para = doc.strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in para.splitlines()) or None
+
+
+def doc_args(fn: Callable[..., Any]) -> dict[str, str]:
+    """Parameter descriptions from a Google-style `Args:` section."""
+    doc = inspect.getdoc(fn) or ""
+    out: dict[str, str] = {}
+    in_args = False
+    indent: int | None = None
+    current: str | None = None
+    for line in doc.splitlines():
+        if _ARGS_HEADER.match(line):
+            in_args, indent, current = True, None, None
+            continue
+        if not in_args:
+            continue
+        if not line.strip():
+            current = None
+            continue
+        if _SECTION.match(line) and (len(line) - len(line.lstrip())) == 0:
+            break
+        m = _ARG_LINE.match(line)
+        width = len(line) - len(line.lstrip())
+        if m and (indent is None or width <= indent):
+            indent = width
+            current = m.group(2).lstrip("*")
+            out[current] = m.group(4).strip()
+        elif current is not None:
+            out[current] = f"{out[current]} {line.strip()}".strip()
+    return out
+
+
+def describe(schema: dict[str, Any], fn: Callable[..., Any]) -> None:
+    """Fill missing top-level property descriptions from the docstring's `Args:` section."""
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return
+    docs = doc_args(fn)
+    for name, prop in props.items():
+        if isinstance(prop, dict) and "description" not in prop and docs.get(name):
+            prop["description"] = docs[name]
+
+
+def field_default_is_fieldinfo(value: Any) -> bool:
+    """Whether a parameter default is a pydantic `Field(...)`."""
+    return isinstance(value, FieldInfo)

@@ -1,0 +1,71 @@
+"""What a handler sees of its call: `ToolContext` and the session-data client interface."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["SessionData", "Snapshot", "ToolContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One revision of a session's data. Nothing stored yet is `data=None, revision=0`."""
+
+    data: dict[str, Any] | None
+    revision: int
+
+
+class SessionData(Protocol):
+    """The session-data client a handler gets; scope and session come from the delivery.
+
+    A MiniApp cannot name another session: the client is bound to the call's session.
+    """
+
+    async def get(self) -> Snapshot:
+        """Read the current snapshot."""
+        ...
+
+    async def replace(self, data: dict[str, Any], *, expected_revision: int) -> Snapshot:
+        """Replace the whole object if the revision is still `expected_revision`.
+
+        Raises:
+            LineupError: `session_data_revision_conflict`, `session_data_invalid`, or
+                `session_data_too_large`.
+        """
+        ...
+
+    def get_sync(self) -> Snapshot:
+        """`get()` for a sync handler (which runs in a worker thread)."""
+        ...
+
+    def replace_sync(self, data: dict[str, Any], *, expected_revision: int) -> Snapshot:
+        """`replace()` for a sync handler (which runs in a worker thread)."""
+        ...
+
+    def subscribe(self, listener: Callable[[str, Snapshot], None]) -> Callable[[], None]:
+        """Register a listener; returns the function that unsubscribes it."""
+        ...
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """The context of one delivered call.
+
+    Attributes:
+        call_id: The Agent's call id; use it to make side effects idempotent.
+        app_scope: The MiniApp's scope.
+        app_session_id: The App session this call was delivered to.
+        conversation_id: The conversation the call came from.
+        session_data: The session-data client bound to this App session.
+        logger: A logger whose output goes to the worker log, never to the Agent.
+    """
+
+    call_id: str
+    app_scope: str
+    app_session_id: str
+    conversation_id: str
+    session_data: SessionData
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("lineup.app"))

@@ -1,0 +1,94 @@
+"""The error hierarchy: every failure a user can hit carries a stable snake_case code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lineup_sdk._codes import CODES
+
+__all__ = ["DeclarationError", "LineupError", "ToolError"]
+
+
+class LineupError(Exception):
+    """Root of every toolchain error.
+
+    Attributes:
+        code: Stable snake_case code from the spec (never renamed or reused).
+        message: What is wrong, in one sentence.
+        hint: How to fix it, when there is a fix.
+        details: Machine-readable extras (locations, JSON pointers, ...).
+        exit_code: Process exit status for the CLI (1 = rejected, 2 = usage).
+    """
+
+    exit_code: int = 1
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        hint: str | None = None,
+        details: Any = None,
+        exit_code: int | None = None,
+    ) -> None:
+        if code not in CODES:
+            raise ValueError(f"undocumented error code {code!r}")
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.hint = hint if hint is not None else CODES[code][1] or None
+        self.details = details
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def to_dict(self) -> dict[str, Any]:
+        """The same facts as data, for `--json` output and the Agent channel."""
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.hint:
+            out["hint"] = self.hint
+        if self.details is not None:
+            out["details"] = self.details
+        return out
+
+
+class DeclarationError(LineupError):
+    """A mistake in `define_agent_tools` declarations, raised at decoration time.
+
+    Attributes:
+        file: Source file of the offending declaration.
+        line: Line of the offending declaration.
+        related: Other places involved (for a duplicate, where the first one was made).
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        related: list[tuple[str, int]] | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = f" ({file}:{line})" if file else ""
+        also = "".join(f"; see also {f}:{n}" for f, n in related or [])
+        super().__init__(code, f"{message}{where}{also}", hint=hint)
+        self.file = file
+        self.line = line
+        self.related = list(related or [])
+
+
+class ToolError(Exception):
+    """A business error raised by a handler; the Agent sees it as `app.<code>`.
+
+    Args:
+        code: snake_case code chosen by the MiniApp (`not_found`, `list_full`, ...).
+        message: Human-readable explanation for the Agent.
+        details: Optional JSON-compatible extras.
+    """
+
+    def __init__(self, code: str, message: str, *, details: Any = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.details = details
