@@ -1,0 +1,69 @@
+"""Named fault points: a test-only hook that can fail (raise) or crash (exit) the runtime.
+
+In production nothing is armed and `hit()` is a dictionary lookup.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+__all__ = ["POINTS", "FaultInjected", "arm", "disarm", "hit", "hits"]
+
+#: Every named point. A test asserts each one is exercised by the suite.
+POINTS: tuple[str, ...] = (
+    "commit.before",  # before BEGIN of a state change
+    "commit.after_write",  # inside the transaction, after the writes, before COMMIT
+    "commit.after",  # after COMMIT, before any reconcile step
+    "deliver.before_send",  # worker delivery: after `delivered` committed, before sending
+    "deliver.after_reply",  # worker delivery: reply received, before the result commit
+    "host.reconcile",  # before the Host simulator is asked to act
+    "outbox.fetch",  # while the Agent drains the outbox
+    "recover.step",  # between recovery steps
+)
+
+
+class FaultInjected(Exception):
+    """Raised at an armed point in `raise` mode."""
+
+
+_ARMED: dict[str, tuple[str, int]] = {}
+_HITS: Counter[str] = Counter()
+
+
+def arm(point: str, mode: str = "raise", *, after: int = 0) -> None:
+    """Arm `point`: `raise` FaultInjected or `crash` (os._exit) on its `after`+1-th hit."""
+    if point not in POINTS:
+        raise ValueError(f"unknown fault point {point!r}")
+    if mode not in ("raise", "crash"):
+        raise ValueError("mode is raise or crash")
+    _ARMED[point] = (mode, after)
+
+
+def disarm(point: str | None = None) -> None:
+    """Disarm one point, or every point."""
+    if point is None:
+        _ARMED.clear()
+    else:
+        _ARMED.pop(point, None)
+
+
+def hits() -> Counter[str]:
+    """How often each point was reached (armed or not) in this process."""
+    return Counter(_HITS)
+
+
+def hit(point: str) -> None:
+    """Mark `point`; fail or crash here if it is armed."""
+    _HITS[point] += 1
+    armed = _ARMED.get(point)
+    if armed is None:
+        return
+    mode, after = armed
+    if after > 0:
+        _ARMED[point] = (mode, after - 1)
+        return
+    del _ARMED[point]
+    if mode == "crash":
+        os._exit(137)
+    raise FaultInjected(point)

@@ -1,0 +1,229 @@
+"""Install verified bundles: downgrade refusal, unpack-then-rename, Registry and Inventory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lineup_runtime_lite.store import Store
+from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
+from lineup_sdk.errors import LineupError
+
+if TYPE_CHECKING:
+    from lineup_build.verify import VerifiedBundle
+
+__all__ = ["InstallResult", "Tool", "compare_versions", "install_verified", "load_tools"]
+
+
+def _semver_key(version: str) -> tuple[Any, ...]:
+    core, _, pre = version.split("+", 1)[0].partition("-")
+    nums = tuple(int(x) for x in core.split("."))
+    if not pre:
+        return (*nums, 1, ())
+    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
+    return (*nums, 0, ids)
+
+
+def compare_versions(a: str, b: str) -> int:
+    """-1, 0 or 1 by Semantic Versioning precedence."""
+    ka, kb = _semver_key(a), _semver_key(b)
+    return (ka > kb) - (ka < kb)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One Registry record: method → how the runtime routes it."""
+
+    method: str
+    scope: str
+    version: str
+    description: str
+    delivery: str
+    activation: str
+    long_running: bool
+    timeout_s: float
+    input_schema: dict[str, Any]
+    result_schema: Any
+    handler_key: str | None
+
+    def inventory(self) -> dict[str, Any]:
+        """The Agent Inventory entry: no delivery internals, no handler keys."""
+        return {
+            "method": self.method,
+            "app_scope": self.scope,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "result_schema": self.result_schema,
+            "activation": self.activation,
+            "long_running": self.long_running,
+        }
+
+
+def load_tools(scope: str, version: str, manifest: dict[str, Any]) -> list[Tool]:
+    """The Registry projection of one manifest."""
+    return [
+        Tool(
+            method=t["method"],
+            scope=scope,
+            version=version,
+            description=t["description"],
+            delivery=t["delivery"],
+            activation=t["activation"],
+            long_running=bool(t["long_running"]),
+            timeout_s=float(t.get("timeout_s", 30)),
+            input_schema=t["input_schema"],
+            result_schema=t["result_schema"],
+            handler_key=t.get("handler_key"),
+        )
+        for t in manifest["tools"]
+    ]
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    """What `install()` did: `installed`, `upgraded` or `unchanged`."""
+
+    scope: str
+    version: str
+    action: str
+    key_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "version": self.version,
+            "action": self.action,
+            "key_id": self.key_id,
+        }
+
+
+def _check_sdk(manifest: dict[str, Any]) -> None:
+    theirs = str(manifest["sdk"]["version"]).split(".")[0]
+    ours = RUNTIME_SDK_VERSION.split(".")[0]
+    if theirs != ours:
+        raise LineupError(
+            "sdk_incompatible",
+            f"the bundle was built by SDK {manifest['sdk']['version']}; this runtime supports "
+            f"SDK {ours}.x",
+        )
+
+
+def _check_dependencies(manifest: dict[str, Any]) -> None:
+    import importlib.metadata
+    import re
+
+    for req in manifest["app"].get("dependencies", []):
+        name = re.split(r"[\s<>=!~\[;]", req, maxsplit=1)[0]
+        try:
+            importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            raise LineupError(
+                "dependency_missing",
+                f"the app needs {req!r}, which is not installed in the runtime's environment",
+            ) from None
+
+
+def install_verified(
+    store: Store, apps_dir: Path, bundle: VerifiedBundle, now_ms: int
+) -> InstallResult:
+    """Install a bundle that `verify` produced; atomic on disk and in the database."""
+    manifest = bundle.manifest
+    scope, version = manifest["app"]["scope"], manifest["app"]["version"]
+    digest = hashlib.sha256(bundle.manifest_bytes).hexdigest()
+    same = store.one(
+        "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?", (scope, version)
+    )
+    if same is not None:
+        if same["manifest_sha256"] != digest:
+            raise LineupError(
+                "version_conflict",
+                f"{scope} {version} is already installed with a different manifest",
+            )
+        current = store.one("SELECT version FROM apps WHERE scope=?", (scope,))
+        if current is not None and current["version"] == version:
+            return InstallResult(scope, version, "unchanged", bundle.key_id)
+    current = store.one("SELECT version FROM apps WHERE scope=?", (scope,))
+    if current is not None and compare_versions(version, current["version"]) < 0:
+        raise LineupError(
+            "downgrade_refused",
+            f"{scope} {current['version']} is installed; refusing to install {version}",
+        )
+    _check_sdk(manifest)
+    _check_dependencies(manifest)
+    target = apps_dir / scope / version
+    if same is None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=target.parent))
+        try:
+            bundle.extract_to(tmp)
+            if target.exists():  # left over from an install that never committed
+                shutil.rmtree(target)
+            tmp.rename(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    with store.transaction() as db:
+        if same is None:
+            db.execute(
+                "INSERT INTO app_versions VALUES (?,?,?,?,?,?,?)",
+                (scope, version, bundle.manifest_bytes, digest, bundle.key_id, str(target), now_ms),
+            )
+        db.execute(
+            "INSERT INTO apps (scope, version) VALUES (?, ?) "
+            "ON CONFLICT(scope) DO UPDATE SET version=excluded.version",
+            (scope, version),
+        )
+    return InstallResult(scope, version, "upgraded" if current else "installed", bundle.key_id)
+
+
+def installed_manifest(store: Store, scope: str, version: str) -> dict[str, Any]:
+    """The stored manifest of an installed version."""
+    row = store.one(
+        "SELECT manifest FROM app_versions WHERE scope=? AND version=?", (scope, version)
+    )
+    if row is None:
+        raise KeyError((scope, version))
+    out: dict[str, Any] = json.loads(row["manifest"])
+    return out
+
+
+def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
+    """Before loading an installed app: its files still match the manifest, and its key is
+    still trusted.
+
+    Raises:
+        LineupError: `install_tampered`, `key_revoked` or `untrusted_key`.
+    """
+    row = store.one(
+        "SELECT manifest, key_id, dir FROM app_versions WHERE scope=? AND version=?",
+        (scope, version),
+    )
+    if row is None:
+        raise LineupError("install_tampered", f"{scope} {version} is not installed")
+    trust.lookup(row["key_id"])
+    manifest = json.loads(row["manifest"])
+    root = Path(row["dir"])
+    for entry in manifest["files"]:
+        path = root / entry["path"]
+        try:
+            if path.is_symlink():
+                raise OSError("symlink")
+            digest = hashlib.sha256()
+            size = 0
+            with open(path, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    digest.update(chunk)
+                    size += len(chunk)
+        except OSError:
+            raise LineupError(
+                "install_tampered", f"{scope} {version}: {entry['path']} is missing or unreadable"
+            ) from None
+        if size != entry["size"] or digest.hexdigest() != entry["sha256"]:
+            raise LineupError(
+                "install_tampered", f"{scope} {version}: {entry['path']} changed since install"
+            )

@@ -1,0 +1,121 @@
+"""AgentMessages: receipts, results and errors — persisted, then written to the outbox once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from typing import Any
+
+from lineup_runtime_lite.clock import format_ts
+from lineup_sdk._codes import CODES
+
+__all__ = [
+    "FINAL_STAGES",
+    "error_body",
+    "fingerprint",
+    "latest_message",
+    "make_message",
+    "record",
+    "reject",
+]
+
+FINAL_STAGES = ("result", "error")
+
+
+def fingerprint(conversation_id: str, method: str, params: Any) -> str:
+    """SHA-256 of the canonical JSON of (conversation_id, method, params)."""
+    blob = json.dumps(
+        [conversation_id, method, params], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def error_body(
+    code: str, message: str, *, hint: str | None = None, details: Any = None
+) -> dict[str, Any]:
+    """An `error` object; documented codes get their README hint by default."""
+    out: dict[str, Any] = {"code": code, "message": message}
+    if hint is None and code in CODES:
+        hint = CODES[code][1]
+    if hint:
+        out["hint"] = hint
+    if details is not None:
+        out["details"] = details
+    return out
+
+
+def make_message(
+    call_id: str,
+    app_scope: str,
+    stage: str,
+    at_ms: int,
+    *,
+    result: Any = None,
+    error: dict[str, Any] | None = None,
+    activation: str | None = None,
+    reason: str | None = None,
+    started_at: str | None = None,
+    ends_at: str | None = None,
+    has_result: bool = False,
+) -> dict[str, Any]:
+    """One AgentMessage (a closed field list; never an instance, session or operation id)."""
+    kind = "result" if stage == "result" else "error" if stage == "error" else "receipt"
+    msg: dict[str, Any] = {
+        "id": f"{call_id}:{stage}",
+        "call_id": call_id,
+        "app_scope": app_scope,
+        "kind": kind,
+        "stage": stage,
+        "at": format_ts(at_ms),
+    }
+    if activation is not None:
+        msg["activation"] = activation
+    if reason is not None:
+        msg["reason"] = reason
+    if started_at is not None:
+        msg["started_at"] = started_at
+    if ends_at is not None:
+        msg["ends_at"] = ends_at
+    if stage == "result" or has_result:
+        msg["result"] = result
+    if error is not None:
+        msg["error"] = error
+    return msg
+
+
+def reject(call_id: str, app_scope: str, at_ms: int, error: dict[str, Any]) -> dict[str, Any]:
+    """An error answered without persisting anything (unknown method, bad params, conflict)."""
+    return make_message(call_id, app_scope, "error", at_ms, error=error)
+
+
+def record(db: sqlite3.Connection, msg: dict[str, Any]) -> bool:
+    """Persist `msg` as its call's next receipt and queue it in the outbox, inside the
+    caller's transaction. Returns False (writing nothing) when that stage already exists."""
+    call_id, stage = msg["call_id"], msg["stage"]
+    body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    n_row = db.execute("SELECT COALESCE(MAX(n), 0) FROM receipts WHERE call_id=?", (call_id,))
+    n = int(n_row.fetchone()[0]) + 1
+    cur = db.execute(
+        "INSERT OR IGNORE INTO receipts (call_id, stage, n, body) VALUES (?,?,?,?)",
+        (call_id, stage, n, body),
+    )
+    if cur.rowcount == 0:
+        return False
+    db.execute(
+        "INSERT INTO outbox (msg_id, call_id, body) VALUES (?,?,?)", (msg["id"], call_id, body)
+    )
+    if stage in FINAL_STAGES:
+        db.execute("UPDATE calls SET state='done' WHERE call_id=?", (call_id,))
+    return True
+
+
+def latest_message(db: sqlite3.Connection, call_id: str) -> dict[str, Any] | None:
+    """The latest persisted message of a call (the final one once there is one)."""
+    row = db.execute(
+        "SELECT body FROM receipts WHERE call_id=? ORDER BY n DESC LIMIT 1", (call_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    out: dict[str, Any] = json.loads(row[0])
+    return out

@@ -1,0 +1,358 @@
+"""The embeddable, synchronous `Runtime` (SPEC 5.0): a facade over the core's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock
+from lineup_runtime_lite.core import Core
+from lineup_runtime_lite.host import HostSimulator
+from lineup_runtime_lite.install import InstallResult, install_verified
+from lineup_runtime_lite.store import Store
+from lineup_sdk.context import Snapshot
+
+__all__ = ["Outbox", "Runtime", "Surface"]
+
+T = TypeVar("T")
+
+
+class Outbox:
+    """The Agent channel: at-least-once; unacked items are fetched again."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self._rt = rt
+
+    def fetch(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Up to `limit` unacknowledged messages, oldest first."""
+
+        def go() -> list[dict[str, Any]]:
+            from lineup_runtime_lite import faults
+
+            faults.hit("outbox.fetch")
+            rows = self._rt._core.store.all(
+                "SELECT body FROM outbox WHERE acked=0 ORDER BY id LIMIT ?", (limit,)
+            )
+            return [json.loads(r[0]) for r in rows]
+
+        return self._rt._call_sync(go)
+
+    def ack(self, ids: list[str]) -> None:
+        """Mark messages (by their `id`) as received."""
+
+        def go() -> None:
+            with self._rt._core.store.transaction(fault_points=False) as db:
+                db.executemany("UPDATE outbox SET acked=1 WHERE msg_id=?", [(i,) for i in ids])
+
+        self._rt._call_sync(go)
+
+    def all(self) -> list[dict[str, Any]]:
+        """Every message ever written, acked or not (timelines and tests)."""
+        rows = self._rt._call_sync(
+            lambda: self._rt._core.store.all("SELECT body FROM outbox ORDER BY id")
+        )
+        return [json.loads(r[0]) for r in rows]
+
+
+class Surface:
+    """The Surface's read-only view of one conversation's App session for a scope."""
+
+    def __init__(self, rt: Runtime, conversation_id: str, scope: str) -> None:
+        self._rt, self.conversation_id, self.scope = rt, conversation_id, scope
+
+    def get(self) -> Snapshot:
+        """The current session data (`Snapshot(None, 0)` when nothing is stored)."""
+        return self._rt._call_sync(
+            lambda: self._rt._core.surface_get(self.conversation_id, self.scope)
+        )
+
+    def subscribe(self, listener: Callable[[str, Snapshot], None]) -> Callable[[], None]:
+        """Current snapshot first, then every change with strictly increasing revisions."""
+        key = (self.scope, self.conversation_id)
+        core = self._rt._core
+
+        def register() -> int:
+            return core.subs.add(key, listener, core.surface_get(self.conversation_id, self.scope))
+
+        token = self._rt._call_sync(register)
+        return lambda: self._rt._call_sync(lambda: core.subs.remove(key, token))
+
+    def operations(self) -> list[dict[str, Any]]:
+        """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
+        from lineup_runtime_lite.clock import format_ts
+
+        def go() -> list[dict[str, Any]]:
+            rows = self._rt._core.store.all(
+                "SELECT o.* FROM operations o JOIN app_sessions s ON s.app_session_id=o.app_session_id "
+                "WHERE s.conversation_id=? AND s.scope=? ORDER BY o.started_ms",
+                (self.conversation_id, self.scope),
+            )
+            return [
+                {
+                    "kind": r["kind"],
+                    "state": r["state"],
+                    "started_at": format_ts(r["started_ms"]),
+                    "ends_at": format_ts(r["ends_ms"]),
+                    "ended_at": format_ts(r["ended_ms"]) if r["ended_ms"] is not None else None,
+                }
+                for r in rows
+            ]
+
+        return self._rt._call_sync(go)
+
+
+class _HostPort:
+    """`rt.host`: the Host simulator's event entry point."""
+
+    def __init__(self, rt: Runtime, sim: HostSimulator) -> None:
+        self._rt, self.simulator = rt, sim
+
+    def event(
+        self, event: str, *, conversation: str, scope: str, instance: str | None = None
+    ) -> bool:
+        """Send a Host event; without `instance`, the latest shown for that conversation."""
+        inst = instance or self.simulator.instance_for(conversation, scope)
+        if inst is None:
+            return False
+        applied = self._rt._run(self.simulator.send(event, inst, conversation, scope))
+        self._rt._settle()
+        return applied
+
+
+class Runtime:
+    """The reference runtime. Create it with `Runtime.open(...)`."""
+
+    trust: Any
+    clock: Clock
+    host: _HostPort
+    outbox: Outbox
+    _core: Core
+
+    def __init__(self) -> None:  # use Runtime.open
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="lineup-runtime", daemon=True
+        )
+        self._timer: asyncio.TimerHandle | None = None
+        self._tmp: Path | None = None
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        trust: Any,
+        clock: Clock | None = None,
+        host: HostSimulator | None = None,
+        apps_dir: str | Path | None = None,
+        activation_timeout_s: float = 60.0,
+    ) -> Runtime:
+        """Open (or create) the runtime database at `path` (`:memory:` for tests).
+
+        Args:
+            path: SQLite file; one runtime per file (`runtime_locked`).
+            trust: A trust store path or `TrustStore`.
+            clock: `RealClock()` (default) or a `VirtualClock`, whose time persists here.
+            host: The Host simulator (default: `HostSimulator(policy="auto")`).
+            apps_dir: Where installed apps are unpacked (default: next to the database).
+            activation_timeout_s: Runtime-clock seconds before a starting activation fails.
+        """
+        from lineup_build.trust import TrustStore
+
+        rt = cls()
+        rt.trust = trust if isinstance(trust, TrustStore) else TrustStore.load(Path(trust))
+        rt.clock = clock or RealClock()
+        store = Store(path)
+        try:
+            if str(path) == ":memory:" and apps_dir is None:
+                rt._tmp = Path(tempfile.mkdtemp(prefix="lineup-rt-"))
+                apps = rt._tmp
+            else:
+                apps = Path(apps_dir) if apps_dir else Path(str(path) + ".apps")
+            apps.mkdir(parents=True, exist_ok=True)
+            if isinstance(rt.clock, VirtualClock):
+                saved = store.meta("virtual_now_ms")
+                if saved is not None:
+                    rt.clock.set(int(saved))
+            sim = host or HostSimulator(policy="auto")
+            rt._core = Core(
+                store,
+                rt.clock,
+                apps,
+                apps / "_logs",
+                activation_timeout_s=activation_timeout_s,
+                host_intent=sim.on_intent,
+                check_app=rt._check_app,
+            )
+            sim.bind(rt._core.host_event)
+            rt.host = _HostPort(rt, sim)
+            rt.outbox = Outbox(rt)
+            rt._thread.start()
+            rt._run(rt._core.recover())
+            rt._settle()
+            rt.clock.on_advance(rt._advanced)
+        except BaseException:
+            if rt._thread.is_alive():
+                if hasattr(rt, "_core"):
+                    asyncio.run_coroutine_threadsafe(rt._core.close(), rt._loop).result()
+                rt._loop.call_soon_threadsafe(rt._loop.stop)
+                rt._thread.join(timeout=5)
+            rt._loop.close()
+            store.close()
+            if rt._tmp is not None:
+                shutil.rmtree(rt._tmp, ignore_errors=True)
+            raise
+        return rt
+
+    # -- loop plumbing -------------------------------------------------------------------
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            raise RuntimeError("the runtime is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _call_sync(self, fn: Callable[[], T]) -> T:
+        async def wrap() -> T:
+            return fn()
+
+        return self._run(wrap())
+
+    def _settle(self) -> None:
+        """Let background work finish, then arm the real-clock timer for the next deadline."""
+        self._run(self._core.idle())
+        self._arm()
+
+    def _arm(self) -> None:
+        if self.clock.virtual:
+            return
+
+        def arm() -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+            due = self._core.next_deadline()
+            if due is None:
+                return
+            delay = max(0.0, (due - self.clock.now_ms()) / 1000)
+            self._timer = self._loop.call_later(delay, lambda: self._core.spawn(self._fire()))
+
+        self._loop.call_soon_threadsafe(arm)
+
+    async def _fire(self) -> None:
+        await self._core.tick()
+        self._arm()
+
+    def _advanced(self, now_ms: int) -> None:
+        async def go() -> None:
+            with self._core.store.transaction(fault_points=False) as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('virtual_now_ms', ?)", (str(now_ms),)
+                )
+            await self._core.tick()
+
+        self._run(go())
+        self._settle()
+
+    def _check_app(self, scope: str, version: str) -> None:
+        from lineup_runtime_lite.install import check_installed
+
+        check_installed(self._core.store, self.trust, scope, version)
+
+    # -- public API ----------------------------------------------------------------------
+    def install(self, bundle: str | Path) -> InstallResult:
+        """Verify a bundle against the trust store and install it (SPEC 5.1)."""
+        from lineup_build.verify import verify_bundle
+
+        verified = verify_bundle(Path(bundle), self.trust)
+
+        def go() -> InstallResult:
+            result = install_verified(
+                self._core.store, self._core.apps_dir, verified, self.clock.now_ms()
+            )
+            self._core.load_registry()
+            return result
+
+        return self._call_sync(go)
+
+    def apps(self) -> list[dict[str, Any]]:
+        """Installed apps: scope, current version, key id."""
+        rows = self._call_sync(
+            lambda: self._core.store.all(
+                "SELECT a.scope, a.version, v.key_id, v.manifest_sha256 FROM apps a JOIN app_versions v "
+                "ON v.scope=a.scope AND v.version=a.version ORDER BY a.scope"
+            )
+        )
+        return [dict(r) for r in rows]
+
+    def uninstall(self, scope: str) -> None:
+        """Remove a scope from the Registry (its sessions' history stays in the database)."""
+
+        def go() -> None:
+            with self._core.store.transaction() as db:
+                db.execute("DELETE FROM apps WHERE scope=?", (scope,))
+            self._core.load_registry()
+
+        self._call_sync(go)
+
+    def inventory(self) -> list[dict[str, Any]]:
+        """The Agent Inventory: every installed tool without delivery internals."""
+        return self._call_sync(
+            lambda: [
+                t.inventory() for t in sorted(self._core.registry.values(), key=lambda t: t.method)
+            ]
+        )
+
+    def call(self, call_id: str, conversation_id: str, method: str, params: Any) -> dict[str, Any]:
+        """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0)."""
+        msg = self._run(self._core.call(call_id, conversation_id, method, params))
+        self._arm()
+        return msg
+
+    def settle(self) -> None:
+        """Wait until background work (activations, deliveries) has settled."""
+        self._settle()
+
+    def surface(self, conversation_id: str, scope: str) -> Surface:
+        """The Surface's read-only view for a conversation and app scope."""
+        return Surface(self, conversation_id, scope)
+
+    def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The immutable IM records written for a conversation, oldest first."""
+        rows = self._call_sync(
+            lambda: self._core.store.all(
+                "SELECT body FROM im_records WHERE conversation_id=? ORDER BY created_ms, operation_id",
+                (conversation_id,),
+            )
+        )
+        return [json.loads(r[0]) for r in rows]
+
+    def store_dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every table's rows (tests and invariant checks)."""
+        return self._call_sync(self._core.store.dump)
+
+    def close(self) -> None:
+        """Stop workers, close the database and release its lock."""
+        if self._closed:
+            return
+        try:
+            self._run(self._core.close())
+            self._call_sync(self._core.store.close)
+        finally:
+            self._closed = True
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+            if not self._thread.is_alive():
+                self._loop.close()
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,181 @@
+"""The runtime's SQLite store: one file, WAL, synchronous=FULL, `BEGIN IMMEDIATE` per change."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lineup_runtime_lite import faults
+from lineup_sdk.errors import LineupError
+
+__all__ = ["SCHEMA_VERSION", "Store"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE app_versions (
+  scope TEXT NOT NULL, version TEXT NOT NULL, manifest BLOB NOT NULL,
+  manifest_sha256 TEXT NOT NULL, key_id TEXT NOT NULL, dir TEXT NOT NULL,
+  installed_ms INTEGER NOT NULL, PRIMARY KEY (scope, version));
+CREATE TABLE apps (scope TEXT PRIMARY KEY, version TEXT NOT NULL);
+CREATE TABLE app_sessions (
+  app_session_id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, scope TEXT NOT NULL,
+  version TEXT NOT NULL, created_ms INTEGER NOT NULL, next_seq INTEGER NOT NULL DEFAULT 1,
+  UNIQUE (conversation_id, scope));
+CREATE TABLE activations (
+  activation_id TEXT PRIMARY KEY, app_session_id TEXT NOT NULL, trigger_call_id TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('starting','ready','failed','cancelled')),
+  requires_foreground INTEGER NOT NULL, worker_ready INTEGER NOT NULL DEFAULT 0,
+  foreground INTEGER NOT NULL DEFAULT 0, reason TEXT, deadline_ms INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL, ended_ms INTEGER);
+CREATE INDEX activations_session ON activations (app_session_id, created_ms);
+CREATE TABLE calls (
+  call_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, conversation_id TEXT NOT NULL,
+  scope TEXT NOT NULL, method TEXT NOT NULL, params TEXT NOT NULL,
+  app_session_id TEXT, activation_id TEXT, seq INTEGER,
+  state TEXT NOT NULL CHECK (state IN ('queued','delivered','running','done')),
+  created_ms INTEGER NOT NULL, UNIQUE (app_session_id, seq));
+CREATE INDEX calls_queue ON calls (app_session_id, state, seq);
+CREATE TABLE receipts (
+  call_id TEXT NOT NULL, stage TEXT NOT NULL, n INTEGER NOT NULL, body TEXT NOT NULL,
+  PRIMARY KEY (call_id, stage));
+CREATE TABLE outbox (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL UNIQUE, call_id TEXT NOT NULL,
+  body TEXT NOT NULL, acked INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX outbox_pending ON outbox (acked, id);
+CREATE TABLE session_data (
+  scope TEXT NOT NULL, app_session_id TEXT NOT NULL, revision INTEGER NOT NULL CHECK (revision >= 1),
+  data TEXT NOT NULL, PRIMARY KEY (scope, app_session_id));
+CREATE TABLE operations (
+  operation_id TEXT PRIMARY KEY, call_id TEXT NOT NULL UNIQUE, conversation_id TEXT NOT NULL,
+  app_session_id TEXT NOT NULL, kind TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('focusing','completed','interrupted')),
+  started_ms INTEGER NOT NULL, ends_ms INTEGER NOT NULL, ended_ms INTEGER, params TEXT NOT NULL);
+CREATE TABLE im_records (
+  operation_id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, body TEXT NOT NULL,
+  created_ms INTEGER NOT NULL);
+CREATE TABLE host_intents (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, dedup_key TEXT NOT NULL UNIQUE, body TEXT NOT NULL,
+  delivered INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE host_events (dedup_key TEXT PRIMARY KEY, body TEXT NOT NULL);
+"""
+
+
+class Store:
+    """One SQLite connection, used only from the runtime's loop thread.
+
+    Every state change goes through `transaction()`: `BEGIN IMMEDIATE`, the writes, COMMIT —
+    or ROLLBACK, leaving every table as it was.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._lock_fd: int | None = None
+        if self.path != ":memory:":
+            self._take_lock()
+        try:
+            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.db.row_factory = sqlite3.Row
+            if self.path != ":memory:":
+                self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    # -- locking -------------------------------------------------------------------------
+    def _take_lock(self) -> None:
+        import fcntl
+
+        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LineupError("runtime_locked", f"another runtime has {self.path} open") from None
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- schema --------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        has_meta = self.db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+        ).fetchone()
+        if not has_meta:
+            with self.transaction(fault_points=False):
+                for stmt in _SCHEMA.strip().split(";"):
+                    if stmt.strip():
+                        self.db.execute(stmt)
+                self.db.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            return
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version != SCHEMA_VERSION:
+            raise LineupError(
+                "store_schema_unsupported",
+                f"{self.path} has store schema {version}; this runtime reads {SCHEMA_VERSION}",
+            )
+
+    # -- transactions --------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self, *, fault_points: bool = True) -> Iterator[sqlite3.Connection]:
+        """`BEGIN IMMEDIATE` … COMMIT; any exception rolls everything back."""
+        if fault_points:
+            faults.hit("commit.before")
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+            if fault_points:
+                faults.hit("commit.after_write")
+            self.db.execute("COMMIT")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+        if fault_points:
+            faults.hit("commit.after")
+
+    def one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
+        """The first row of a read, or None."""
+        row: sqlite3.Row | None = self.db.execute(sql, args).fetchone()
+        return row
+
+    def all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """Every row of a read."""
+        return list(self.db.execute(sql, args).fetchall())
+
+    def meta(self, key: str) -> str | None:
+        """A value from the meta table."""
+        row = self.one("SELECT value FROM meta WHERE key=?", (key,))
+        return str(row[0]) if row else None
+
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of every table (tests compare dumps before and after a failed commit)."""
+        tables = [
+            r[0]
+            for r in self.db.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+                "ORDER BY name"
+            )
+        ]
+        return {t: [tuple(r) for r in self.db.execute(f"SELECT * FROM {t}")] for t in tables}
+
+    def close(self) -> None:
+        """Close the connection and release the lock."""
+        try:
+            self.db.close()
+        finally:
+            self._release_lock()

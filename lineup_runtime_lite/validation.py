@@ -1,0 +1,180 @@
+"""Compiled, cached JSON Schema validators for tool params and results.
+
+`pattern` is evaluated by pydantic-core's linear-time Rust regex engine, never Python `re`
+on Agent-controlled strings; formats pydantic emits (date-time, date, time, uuid, email)
+are checked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import date, datetime, time
+from typing import Any
+
+from lineup_build.schemas import canonical_json, compile_pattern
+
+__all__ = ["Validator", "clip", "validator_for"]
+
+_EMAIL = re.compile(r"[^@\s]{1,64}@[^@\s]{1,255}\Z")  # fixed, linear: no Agent-made patterns
+
+
+def _pattern_matches(pattern: str, value: str) -> bool:
+    try:
+        compile_pattern(pattern).validate_python(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _build_validator_class() -> Any:
+    from jsonschema import Draft202012Validator, FormatChecker, validators
+    from jsonschema.exceptions import ValidationError
+
+    def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Any:
+        if isinstance(instance, str) and not _pattern_matches(patrn, instance):
+            yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    def pattern_properties(validator: Any, pp: dict[str, Any], instance: Any, schema: Any) -> Any:
+        if not isinstance(instance, dict):
+            return
+        for patrn, sub in pp.items():
+            for k, v in instance.items():
+                if _pattern_matches(patrn, k):
+                    yield from validator.descend(v, sub, path=k, schema_path=patrn)
+
+    checker = FormatChecker(formats=())
+
+    def _dt(s: object) -> bool:
+        if not isinstance(s, str):
+            return True
+        if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)", s):
+            return False
+        datetime.fromisoformat(s.replace("Z", "+00:00"))
+        return True
+
+    def _d(s: object) -> bool:
+        if isinstance(s, str):
+            if not re.fullmatch(r"\d{4}-\d\d-\d\d", s):
+                return False
+            date.fromisoformat(s)
+        return True
+
+    def _t(s: object) -> bool:
+        if isinstance(s, str):
+            if not re.fullmatch(r"\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?", s):
+                return False
+            time.fromisoformat(s.replace("Z", "+00:00"))
+        return True
+
+    def _u(s: object) -> bool:
+        if isinstance(s, str):
+            uuid.UUID(s)
+        return True
+
+    def _e(s: object) -> bool:
+        return not isinstance(s, str) or bool(_EMAIL.match(s))
+
+    checker.checks("date-time", raises=ValueError)(_dt)
+    checker.checks("date", raises=ValueError)(_d)
+    checker.checks("time", raises=ValueError)(_t)
+    checker.checks("uuid", raises=ValueError)(_u)
+    checker.checks("email")(_e)
+    cls = validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator, {"pattern": pattern, "patternProperties": pattern_properties}
+    )
+    return cls, checker
+
+
+_CLS: Any = None
+_CACHE: dict[bytes, Validator] = {}
+
+
+def clip(value: Any, limit: int = 120) -> str:
+    """JSON of `value`, clipped to `limit` characters."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _pointer(parts: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _expected(err: Any) -> str:
+    kw = err.validator
+    val = err.validator_value
+    if kw in ("type", "enum", "const", "format", "pattern"):
+        return f"{kw} {json.dumps(val) if kw != 'pattern' else val}"
+    if kw == "additionalProperties":
+        return "no properties beyond those declared"
+    if kw == "required":
+        return f"required {json.dumps(val)}"
+    return f"{kw} {clip(val, 60)}"
+
+
+class Validator:
+    """A compiled validator for one schema."""
+
+    def __init__(self, schema: dict[str, Any] | bool) -> None:
+        global _CLS
+        if _CLS is None:
+            _CLS = _build_validator_class()
+        cls, checker = _CLS
+        self._v = cls(schema, format_checker=checker)
+
+    def problems(self, instance: Any) -> list[dict[str, Any]]:
+        """Every problem as `{path, message, expected, value}` (empty when valid)."""
+        out = []
+        for err in self._v.iter_errors(instance):
+            leaves = [err]
+            if err.context:  # anyOf/oneOf: report the branch errors that got furthest
+                best = max(len(list(e.absolute_path)) for e in err.context)
+                leaves = [e for e in err.context if len(list(e.absolute_path)) == best][:3]
+            for e in leaves:
+                if e.validator == "additionalProperties" and isinstance(e.instance, dict):
+                    allowed = set((e.schema.get("properties") or {}).keys())
+                    for extra in sorted(k for k in e.instance if k not in allowed):
+                        out.append(
+                            {
+                                "path": _pointer([*e.absolute_path, extra]),
+                                "message": f"unknown property {extra!r}",
+                                "expected": _expected(e),
+                                "value": clip(e.instance[extra]),
+                            }
+                        )
+                    continue
+                if e.validator == "required" and isinstance(e.instance, dict):
+                    for name in e.validator_value:
+                        if name not in e.instance:
+                            out.append(
+                                {
+                                    "path": _pointer([*e.absolute_path, name]),
+                                    "message": f"missing required property {name!r}",
+                                    "expected": "present",
+                                    "value": "undefined",
+                                }
+                            )
+                    continue
+                out.append(
+                    {
+                        "path": _pointer(e.absolute_path),
+                        "message": e.message if len(e.message) <= 200 else e.message[:199] + "…",
+                        "expected": _expected(e),
+                        "value": clip(e.instance),
+                    }
+                )
+        out.sort(key=lambda p: (p["path"], p["message"]))
+        return out
+
+
+def validator_for(schema: dict[str, Any] | bool) -> Validator:
+    """The cached validator of `schema` (compiled once per distinct schema)."""
+    key = canonical_json(schema)
+    v = _CACHE.get(key)
+    if v is None:
+        v = _CACHE[key] = Validator(schema)
+    return v

@@ -1,0 +1,145 @@
+"""The SDK's single receive entry: map a delivered `method` to its local handler.
+
+The Runtime never stores or calls a handler; it delivers `method + params + context` and
+this dispatcher, inside the bundle's worker, finds the handler and runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from lineup_sdk._registry import ToolRegistry
+from lineup_sdk._schema import HandlerShape, analyze_handler
+from lineup_sdk.context import ToolContext
+from lineup_sdk.errors import LineupError, ToolError
+
+__all__ = ["Dispatcher", "Outcome"]
+
+_SNAKE = re.compile(r"[a-z][a-z0-9_]*\Z")
+log = logging.getLogger("lineup.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A handler's outcome: `ok` with a JSON `result`, or an `error` object."""
+
+    ok: bool
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+def _fail(code: str, message: str, details: Any = None) -> Outcome:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        err["details"] = details
+    return Outcome(False, error=err)
+
+
+@dataclass(frozen=True)
+class _Route:
+    fn: Callable[..., Any]
+    shape: HandlerShape
+    dump: Callable[[Any], Any]
+
+
+def _dumper(shape: HandlerShape) -> Callable[[Any], Any]:
+    ann = shape.returns
+    if not shape.has_return or ann is None or ann is type(None):
+        return lambda value: (
+            value if not isinstance(value, BaseModel) else value.model_dump(mode="json")
+        )
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+
+        def dump_model(value: Any) -> Any:
+            if isinstance(value, BaseModel):
+                return value.model_dump(mode="json")
+            return value
+
+        return dump_model
+    adapter: TypeAdapter[Any] = TypeAdapter(ann)
+    return functools.partial(adapter.dump_python, mode="json")
+
+
+def _pointer(loc: tuple[int | str, ...]) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in loc)
+
+
+class Dispatcher:
+    """Routes delivered calls to the registry's handlers (routes are built once, lazily)."""
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self.registry = registry
+        self._routes: dict[str, _Route] = {}
+
+    def methods(self) -> list[str]:
+        """The `miniapp_sdk` methods this bundle can serve (reported at worker start)."""
+        return sorted(
+            d.method
+            for d in self.registry.declarations()
+            if d.delivery == "miniapp_sdk" and d.handler is not None
+        )
+
+    def _route(self, method: str) -> _Route | None:
+        route = self._routes.get(method)
+        if route is None:
+            decl = self.registry.get(method)
+            if decl is None or decl.handler is None:
+                return None
+            name = "".join(p.title() for p in method.replace(".", "_").split("_")) + "Params"
+            shape = analyze_handler(decl.handler, model_name=name)
+            route = self._routes[method] = _Route(decl.handler, shape, _dumper(shape))
+        return route
+
+    async def dispatch(self, method: str, params: dict[str, Any], ctx: ToolContext) -> Outcome:
+        """Validate `params`, run the handler, and turn whatever happens into an Outcome."""
+        try:
+            route = self._route(method)
+        except Exception as exc:
+            log.exception("cannot prepare the handler of %s", method)
+            return _fail("handler_failed", f"the handler of {method} cannot be prepared: {exc}")
+        if route is None:
+            return _fail("handler_failed", f"this app has no handler for {method}")
+        shape = route.shape
+        try:
+            if shape.form == "dict":
+                args: tuple[Any, ...] = (params,)
+                kwargs: dict[str, Any] = {}
+            else:
+                assert shape.model is not None
+                model = shape.model.model_validate(params)
+                if shape.form == "model":
+                    args, kwargs = (model,), {}
+                else:
+                    args, kwargs = (), {n: getattr(model, n) for n in shape.field_names}
+        except ValidationError as exc:
+            details = [
+                {"path": _pointer(tuple(e["loc"])), "message": e["msg"]} for e in exc.errors()
+            ]
+            return _fail("invalid_params", f"params of {method} are invalid", details)
+        try:
+            if shape.is_async:
+                value = await route.fn(ctx, *args, **kwargs)
+            else:
+                value = await asyncio.to_thread(route.fn, ctx, *args, **kwargs)
+            return Outcome(True, result=route.dump(value))
+        except ToolError as exc:
+            if not isinstance(exc.code, str) or not _SNAKE.match(exc.code):
+                log.error("ToolError with a non-snake_case code %r in %s", exc.code, method)
+                return _fail("handler_failed", f"{method} failed")
+            return _fail(f"app.{exc.code}", str(exc.message), exc.details)
+        except LineupError as exc:
+            if exc.code.startswith("session_data_"):
+                return _fail(exc.code, exc.message)
+            log.exception("handler %s raised %s", method, exc.code)
+            return _fail("handler_failed", f"{method} failed")
+        except Exception:
+            log.exception("handler %s failed", method)
+            return _fail("handler_failed", f"{method} failed")

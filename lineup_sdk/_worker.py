@@ -1,0 +1,174 @@
+"""The MiniApp worker process: import the bundle's entry, then serve the JSON-lines bridge.
+
+Usage: `python -m lineup_sdk._worker APP_DIR ENTRY READ_FD WRITE_FD`. The bridge runs on the
+two private pipe fds, never stdout, so a handler's `print()` lands in the worker log. The
+worker exits when the runtime's end of the pipe closes, so a killed runtime leaves no orphan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from lineup_sdk._receive import Dispatcher
+from lineup_sdk._registry import ToolRegistry
+from lineup_sdk.context import Snapshot, ToolContext
+from lineup_sdk.errors import LineupError
+
+MAX_MESSAGE = 4 * 1024 * 1024
+
+
+class _Bridge:
+    def __init__(self, writer: asyncio.WriteTransport) -> None:
+        self._writer = writer
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+
+    def send(self, msg: dict[str, Any]) -> None:
+        data = json.dumps(msg, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        self._writer.write(data.encode("utf-8") + b"\n")
+
+    async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        rid = next(self._ids)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        self.send({**msg, "id": rid})
+        try:
+            return await fut
+        finally:
+            self._pending.pop(rid, None)
+
+    def answer(self, msg: dict[str, Any]) -> None:
+        fut = self._pending.get(msg.get("id"))  # type: ignore[arg-type]
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+
+
+class _SessionData:
+    """`ctx.session_data` over the bridge, bound to one session's capability."""
+
+    def __init__(self, bridge: _Bridge, cap: str, loop: asyncio.AbstractEventLoop) -> None:
+        self._bridge, self._cap, self._loop = bridge, cap, loop
+
+    async def _req(self, op: str, **extra: Any) -> Snapshot:
+        reply = await self._bridge.request({"t": "sd", "cap": self._cap, "op": op, **extra})
+        if not reply.get("ok"):
+            err = reply.get("error") or {}
+            raise LineupError(
+                str(err.get("code", "worker_protocol_error")), str(err.get("message", ""))
+            )
+        return Snapshot(reply.get("data"), int(reply["revision"]))
+
+    async def get(self) -> Snapshot:
+        return await self._req("get")
+
+    async def replace(self, data: dict[str, Any], *, expected_revision: int) -> Snapshot:
+        if not isinstance(data, dict):
+            raise LineupError("session_data_invalid", "session data must be a JSON object")
+        return await self._req("replace", data=data, expected_revision=expected_revision)
+
+    def get_sync(self) -> Snapshot:
+        return asyncio.run_coroutine_threadsafe(self.get(), self._loop).result()
+
+    def replace_sync(self, data: dict[str, Any], *, expected_revision: int) -> Snapshot:
+        coro = self.replace(data, expected_revision=expected_revision)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def subscribe(self, listener: Callable[[str, Snapshot], None]) -> Callable[[], None]:
+        raise LineupError(
+            "session_data_invalid", "handlers read with get(); the Surface subscribes"
+        )
+
+
+def _find_registry(module: Any) -> ToolRegistry:
+    found = [v for v in vars(module).values() if isinstance(v, ToolRegistry)]
+    if len(found) != 1:
+        raise RuntimeError(f"the entry must define exactly one registry, found {len(found)}")
+    return found[0]
+
+
+async def _serve(app_dir: str, entry: str, rfd: int, wfd: int) -> int:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_MESSAGE)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(rfd, "rb", buffering=0)
+    )
+    transport, _ = await loop.connect_write_pipe(
+        asyncio.Protocol, os.fdopen(wfd, "wb", buffering=0)
+    )
+    bridge = _Bridge(transport)
+    try:
+        sys.path.insert(0, app_dir)
+        module = importlib.import_module(entry)
+        dispatcher = Dispatcher(_find_registry(module))
+    except BaseException as exc:  # report any import failure, then stop
+        logging.getLogger("lineup.worker").exception("cannot import %s", entry)
+        bridge.send({"t": "fatal", "message": f"{type(exc).__name__}: {exc}"})
+        await asyncio.sleep(0)
+        return 3
+    bridge.send({"t": "hello", "methods": dispatcher.methods(), "pid": os.getpid()})
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def run(msg: dict[str, Any]) -> None:
+        c = msg["ctx"]
+        ctx = ToolContext(
+            call_id=c["call_id"],
+            app_scope=c["app_scope"],
+            app_session_id=c["app_session_id"],
+            conversation_id=c["conversation_id"],
+            session_data=_SessionData(bridge, c["cap"], loop),
+        )
+        out = await dispatcher.dispatch(msg["method"], msg["params"], ctx)
+        reply: dict[str, Any] = {"t": "result", "id": msg["id"], "ok": out.ok}
+        if out.ok:
+            reply["result"] = out.result
+        else:
+            reply["error"] = out.error
+        try:
+            bridge.send(reply)
+        except (TypeError, ValueError) as exc:
+            bridge.send(
+                {
+                    "t": "result",
+                    "id": msg["id"],
+                    "ok": False,
+                    "error": {"code": "handler_result_invalid", "message": f"not JSON: {exc}"},
+                }
+            )
+
+    while True:
+        try:
+            line = await reader.readline()
+        except (asyncio.LimitOverrunError, ValueError):
+            return 4
+        if not line:
+            return 0  # the runtime closed the pipe: exit, leaving no orphan
+        msg = json.loads(line)
+        kind = msg.get("t")
+        if kind == "deliver":
+            task = asyncio.create_task(run(msg))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        elif kind == "sd_reply":
+            bridge.answer(msg)
+
+
+def main(argv: list[str]) -> int:
+    """Worker entry point."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+    app_dir, entry, rfd, wfd = argv[0], argv[1], int(argv[2]), int(argv[3])
+    code = asyncio.run(_serve(app_dir, entry, rfd, wfd))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

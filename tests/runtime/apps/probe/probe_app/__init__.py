@@ -1,0 +1,1 @@
+"""A MiniApp whose handlers misbehave on purpose, for runtime tests."""

@@ -1,0 +1,93 @@
+"""Runtime test fixtures: bundles built once per session, runtimes on `:memory:`."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lineup_build.build import build_project
+from lineup_build.init import init_project
+from lineup_build.signing import SigningKey, key_from_seed
+from lineup_build.trust import TrustStore, TrustedKey
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+
+APPS = Path(__file__).parent / "apps"
+
+
+@pytest.fixture(scope="session")
+def rt_key() -> SigningKey:
+    return key_from_seed(bytes(range(1, 33)))
+
+
+@pytest.fixture(scope="session")
+def trust(rt_key: SigningKey) -> TrustStore:
+    return TrustStore.from_keys([TrustedKey(rt_key.key_id, rt_key.public_raw, ("*",), "tests")])
+
+
+def build_app(src: Path, dest: Path, key: SigningKey, **env: str) -> Path:
+    """Copy an app folder and build it; returns the bundle path."""
+    shutil.copytree(src, dest)
+    import os
+
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        result = build_project(dest, signing_key=key)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert result.ok, [d.to_dict() for d in result.diagnostics]
+    assert result.bundle is not None
+    return result.bundle
+
+
+@pytest.fixture(scope="session")
+def probe_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
+    return build_app(APPS / "probe", tmp_path_factory.mktemp("probe") / "probe", rt_key)
+
+
+@pytest.fixture(scope="session")
+def todo_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
+    root = tmp_path_factory.mktemp("todo") / "todo"
+    init_project(root, template="todo", scope="todo")
+    result = build_project(root, signing_key=rt_key)
+    assert result.ok and result.bundle is not None
+    return result.bundle
+
+
+@pytest.fixture()
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture()
+def host() -> HostSimulator:
+    return HostSimulator(policy="manual")
+
+
+@pytest.fixture()
+def rt(trust: TrustStore, clock: VirtualClock, host: HostSimulator) -> Iterator[Runtime]:
+    runtime = Runtime.open(":memory:", trust=trust, clock=clock, host=host)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+@pytest.fixture()
+def probe(rt: Runtime, probe_bundle: Path) -> Runtime:
+    rt.install(probe_bundle)
+    return rt
+
+
+def ready(rt: Runtime, conversation: str = "conv") -> None:
+    """Bring the probe app up in `conversation` (an app_ready call, then settle)."""
+    first = rt.call(f"warmup-{conversation}", conversation, "probe.echo", {"text": "hi"})
+    assert first["stage"] == "accepted"
+    rt.settle()

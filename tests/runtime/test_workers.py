@@ -1,0 +1,105 @@
+"""Workers: handler outcomes, timeouts, crashes, protocol errors, capability isolation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lineup_build.trust import TrustStore
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from tests.runtime.conftest import APPS, build_app, ready
+
+
+def code(msg: dict[str, Any]) -> str:
+    assert msg["kind"] == "error", msg
+    return str(msg["error"]["code"])
+
+
+def test_print_in_a_handler_does_not_corrupt_the_bridge(probe: Runtime) -> None:
+    ready(probe)
+    assert probe.call("e1", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
+
+
+def test_sync_handler_reads_session_data(probe: Runtime) -> None:
+    ready(probe)
+    probe.call("a1", "conv", "probe.append", {"item": "x"})
+    assert probe.call("s1", "conv", "probe.sync_echo", {"text": "t"})["result"] == {
+        "text": "t",
+        "revision": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "expected"),
+    [
+        ("probe.fail", {"code": "not_found"}, "app.not_found"),
+        ("probe.fail", {"code": "Not-Snake"}, "handler_failed"),
+        ("probe.boom", {}, "handler_failed"),
+        ("probe.bad_result", {}, "handler_result_invalid"),
+        ("probe.hang", {}, "handler_timeout"),
+    ],
+    ids=["tool-error", "tool-error-bad-code", "exception", "bad-result", "timeout"],
+)
+def test_handler_outcomes(
+    probe: Runtime, method: str, params: dict[str, Any], expected: str
+) -> None:
+    ready(probe)
+    msg = probe.call("x", "conv", method, params)
+    assert code(msg) == expected
+    assert "secret internal detail" not in str(msg)
+    assert "Traceback" not in str(msg)
+    # the session carries on afterwards
+    assert probe.call("after", "conv", "probe.echo", {"text": "still"})["result"] == "still"
+
+
+def test_crashed_worker_interrupts_its_delivery_and_restarts(probe: Runtime) -> None:
+    ready(probe, "one")
+    ready(probe, "two")
+    assert code(probe.call("k", "one", "probe.crash", {})) == "delivery_interrupted"
+    # other sessions with nothing in flight carry on (the worker restarts on demand)
+    assert probe.call("e2", "two", "probe.echo", {"text": "alive"})["result"] == "alive"
+    assert probe.call("e1", "one", "probe.echo", {"text": "alive"})["result"] == "alive"
+
+
+@pytest.mark.parametrize("method", ["probe.garbage", "probe.stray", "probe.huge"])
+def test_protocol_errors(probe: Runtime, method: str) -> None:
+    ready(probe)
+    assert code(probe.call("g", "conv", method, {})) in ("worker_protocol_error",)
+    assert probe.call("after", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
+
+
+def test_forged_capability_is_refused(probe: Runtime) -> None:
+    ready(probe)
+    msg = probe.call("f", "conv", "probe.forge", {"cap": "guessed-capability"})
+    assert msg["result"] == "worker_protocol_error"
+
+
+def test_method_mismatch_fails_the_activation(
+    tmp_path: Path, rt_key: Any, trust: TrustStore
+) -> None:
+    bundle = build_app(APPS / "probe", tmp_path / "probe", rt_key, PROBE_MISMATCH="1")
+    with Runtime.open(
+        ":memory:", trust=trust, clock=VirtualClock(), host=HostSimulator("manual")
+    ) as rt:
+        rt.install(bundle)
+        rt.call("m", "conv", "probe.echo", {"text": "x"})
+        rt.settle()
+        err = [m for m in rt.outbox.all() if m["id"] == "m:error"][0]
+        assert err["error"]["code"] == "activation_failed"
+        assert err["error"]["details"] == {"reason": "method_mismatch"}
+
+
+def test_poison_worker_fails_activation_after_retries(
+    monkeypatch: pytest.MonkeyPatch, probe: Runtime
+) -> None:
+    monkeypatch.setenv("PROBE_POISON", "1")
+    probe.call("p", "conv", "probe.echo", {"text": "x"})
+    probe.settle()
+    err = [m for m in probe.outbox.all() if m["id"] == "p:error"][0]
+    assert err["error"]["details"] == {"reason": "worker_failed"}
+    monkeypatch.delenv("PROBE_POISON")
+    assert probe.call("p2", "conv", "probe.echo", {"text": "x"})["stage"] == "accepted"
+    probe.settle()
+    assert [m for m in probe.outbox.all() if m["id"] == "p2:result"]
