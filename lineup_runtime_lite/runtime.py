@@ -169,7 +169,11 @@ class Runtime:
         rt = cls()
         rt.trust = trust if isinstance(trust, TrustStore) else TrustStore.load(Path(trust))
         rt.clock = clock or RealClock()
-        store = Store(path)
+        try:
+            store = Store(path)
+        except BaseException:
+            rt._loop.close()
+            raise
         try:
             if str(path) == ":memory:" and apps_dir is None:
                 rt._tmp = Path(tempfile.mkdtemp(prefix="lineup-rt-"))

@@ -5,13 +5,14 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lineup_build.build import build_project
 from lineup_build.init import init_project
 from lineup_build.signing import SigningKey, key_from_seed
-from lineup_build.trust import TrustStore, TrustedKey
+from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 
 APPS = Path(__file__).parent / "apps"
@@ -91,3 +92,25 @@ def ready(rt: Runtime, conversation: str = "conv") -> None:
     first = rt.call(f"warmup-{conversation}", conversation, "probe.echo", {"text": "hi"})
     assert first["stage"] == "accepted"
     rt.settle()
+
+
+def message(rt: Runtime, msg_id: str) -> dict[str, Any]:
+    """The one outbox message with `msg_id` (fails if there is not exactly one)."""
+    found = [m for m in rt.outbox.all() if m["id"] == msg_id]
+    assert len(found) == 1, (msg_id, found)
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def pomodoro_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
+    root = tmp_path_factory.mktemp("pomo") / "focus"
+    init_project(root, template="pomodoro")
+    result = build_project(root, signing_key=rt_key)
+    assert result.ok and result.bundle is not None, [d.to_dict() for d in result.diagnostics]
+    return result.bundle
+
+
+@pytest.fixture()
+def pomo(rt: Runtime, pomodoro_bundle: Path) -> Runtime:
+    rt.install(pomodoro_bundle)
+    return rt

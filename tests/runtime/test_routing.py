@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lineup_runtime_lite import Runtime, VirtualClock
-from tests.runtime.conftest import ready
+from tests.runtime.conftest import message, ready
 
 
 def stages(rt: Runtime, call_id: str) -> list[str]:
@@ -33,7 +33,7 @@ def test_first_call_starts_activation_then_ready_then_result(probe: Runtime) -> 
     assert set(msg) == {"id", "call_id", "app_scope", "kind", "stage", "at", "activation"}
     probe.settle()
     assert stages(probe, "c1") == ["accepted", "activation_ready", "result"]
-    final = [m for m in probe.outbox.all() if m["id"] == "c1:result"][0]
+    final = message(probe, "c1:result")
     assert final["result"] == "hello"
     # a ready session answers at once with only the final item
     now = probe.call("c2", "conv", "probe.echo", {"text": "again"})
@@ -63,7 +63,7 @@ def test_rejections_persist_nothing(probe: Runtime) -> None:
     assert other_conv["error"]["code"] == "call_id_conflict"
     assert probe.store_dump() == after_ok
     for table in ("calls", "receipts", "outbox"):
-        assert len(after_ok[table]) == len(before[table]) + (1 if table != "receipts" else 1)
+        assert len(after_ok[table]) == len(before[table]) + 1
 
 
 def test_repeat_returns_latest_persisted_message_without_new_outbox(probe: Runtime) -> None:
@@ -75,7 +75,7 @@ def test_repeat_returns_latest_persisted_message_without_new_outbox(probe: Runti
     assert len(probe.outbox.all()) == n
     assert probe.host.event("foreground_confirmed", conversation="conv", scope="probe")
     probe.settle()
-    final = [m for m in probe.outbox.all() if m["id"] == "t1:result"][0]
+    final = message(probe, "t1:result")
     n = len(probe.outbox.all())
     assert probe.call("t1", "conv", "probe.fg", {}) == final
     assert len(probe.outbox.all()) == n
@@ -112,7 +112,7 @@ def test_activation_failure_answers_each_waiting_call_once(probe: Runtime) -> No
     probe.settle()
     assert stages(probe, "fg") == ["accepted", "activation_failed", "error"]
     for cid in ("fg", "a0", "a1", "a2"):
-        final = [m for m in probe.outbox.all() if m["id"] == f"{cid}:error"]
+        final = [message(probe, f"{cid}:error")]
         assert len(final) == 1
         assert final[0]["error"]["code"] == "activation_failed"
         assert final[0]["error"]["details"] == {"reason": "host_failed"}
@@ -126,7 +126,7 @@ def test_user_left_cancels_the_activation(probe: Runtime) -> None:
     probe.settle()
     probe.host.event("user_left", conversation="conv", scope="probe")
     probe.settle()
-    err = [m for m in probe.outbox.all() if m["id"] == "fg:error"][0]
+    err = message(probe, "fg:error")
     assert err["error"]["code"] == "activation_cancelled"
     assert err["error"]["details"] == {"reason": "user_left"}
 
@@ -149,7 +149,7 @@ def test_activation_timeout_on_the_runtime_clock(probe: Runtime, clock: VirtualC
     clock.advance(59_000)
     assert stages(probe, "fg") == ["accepted"]
     clock.advance(1_000)
-    err = [m for m in probe.outbox.all() if m["id"] == "fg:error"][0]
+    err = message(probe, "fg:error")
     assert err["error"]["details"] == {"reason": "timeout"}
 
 
@@ -184,4 +184,4 @@ def test_outbox_fetch_and_ack(probe: Runtime) -> None:
 
 
 def _final(rt: Runtime, call_id: str) -> dict[str, Any]:
-    return [m for m in rt.outbox.all() if m["call_id"] == call_id and m["kind"] != "receipt"][0]
+    return next(m for m in rt.outbox.all() if m["call_id"] == call_id and m["kind"] != "receipt")

@@ -9,7 +9,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
-from tests.runtime.conftest import APPS, build_app, ready
+from tests.runtime.conftest import APPS, build_app, message, ready
 
 
 def code(msg: dict[str, Any]) -> str:
@@ -86,7 +86,7 @@ def test_method_mismatch_fails_the_activation(
         rt.install(bundle)
         rt.call("m", "conv", "probe.echo", {"text": "x"})
         rt.settle()
-        err = [m for m in rt.outbox.all() if m["id"] == "m:error"][0]
+        err = message(rt, "m:error")
         assert err["error"]["code"] == "activation_failed"
         assert err["error"]["details"] == {"reason": "method_mismatch"}
 
@@ -97,7 +97,7 @@ def test_poison_worker_fails_activation_after_retries(
     monkeypatch.setenv("PROBE_POISON", "1")
     probe.call("p", "conv", "probe.echo", {"text": "x"})
     probe.settle()
-    err = [m for m in probe.outbox.all() if m["id"] == "p:error"][0]
+    err = message(probe, "p:error")
     assert err["error"]["details"] == {"reason": "worker_failed"}
     monkeypatch.delenv("PROBE_POISON")
     assert probe.call("p2", "conv", "probe.echo", {"text": "x"})["stage"] == "accepted"

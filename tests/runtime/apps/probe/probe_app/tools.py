@@ -12,12 +12,11 @@ from lineup_sdk.errors import LineupError
 
 tools = define_agent_tools(app_scope="probe")
 
-if os.environ.get("PROBE_EXTRA_METHOD") == "1" or os.environ.get("LINEUP_SDK_COLLECT") == "1":
-    if os.environ.get("PROBE_MISMATCH") == "1":
+if os.environ.get("LINEUP_SDK_COLLECT") == "1" and os.environ.get("PROBE_MISMATCH") == "1":
 
-        @tools.tool("probe.only_in_manifest", activation="app_ready")
-        async def only_in_manifest(ctx: ToolContext) -> None:
-            """Declared at build time only (to provoke a method mismatch)."""
+    @tools.tool("probe.only_in_manifest", activation="app_ready")
+    async def only_in_manifest(ctx: ToolContext) -> None:
+        """Declared at build time only (to provoke a method mismatch)."""
 
 
 if os.environ.get("PROBE_POISON") == "1" and os.environ.get("LINEUP_SDK_COLLECT") != "1":

@@ -1,0 +1,29 @@
+"""A runtime process for kill -9 tests: plays calls and prints each acknowledged answer.
+
+Usage: python driver.py DB TRUST BUNDLE START COUNT
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+
+
+def main() -> None:
+    db, trust, bundle, start, count = sys.argv[1:6]
+    rt = Runtime.open(db, trust=Path(trust), clock=VirtualClock(), host=HostSimulator("auto"))
+    rt.install(bundle)
+    for i in range(int(start), int(start) + int(count)):
+        conv = f"conv{i % 3}"
+        msg = rt.call(f"c{i}", conv, "probe.append", {"item": f"i{i}"})
+        print(json.dumps({"call_id": f"c{i}", "stage": msg["stage"]}), flush=True)
+    rt.settle()
+    print("done", flush=True)
+    rt.close()
+
+
+if __name__ == "__main__":
+    main()
