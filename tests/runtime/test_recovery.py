@@ -57,7 +57,7 @@ def check_invariants(rt: Runtime) -> dict[str, int]:
     assert len(ids) == len(set(ids))
     receipts = {(r[0], r[1]) for r in dump["receipts"]}
     assert receipts == {(r[2], i.split(":", 1)[1]) for r in dump["outbox"] for i in [r[1]]}
-    for scope, sid, rev, _data in dump["session_data"]:
+    for _scope, sid, rev, _data in dump["session_data"]:
         data = rt.surface(*next((c[1], c[2]) for c in dump["app_sessions"] if c[0] == sid)).get()
         assert data.revision == rev
     return {"calls": len(calls), "outbox": len(ids)}
