@@ -1,0 +1,179 @@
+"""`lineup run`: the composition root's one door into the runtime (imported lazily)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from lineup_sdk.errors import LineupError
+
+if TYPE_CHECKING:
+    from lineup_runtime_lite.simulate import Simulation, StepReport
+
+HELP = """commands:
+  call ID CONVERSATION METHOD [JSON]   send an Agent call, e.g. call s1 c1 pomodoro.start {"minutes":25}
+  host EVENT CONVERSATION [SCOPE]      a Host event: preload, surface_loaded, foreground_confirmed,
+                                       activation_failed, user_left
+  advance DURATION                     move the virtual clock, e.g. advance 25m
+  data CONVERSATION [SCOPE]            read session data
+  im CONVERSATION                      list IM records
+  restart                              restart the runtime on the same database
+  help                                 this text
+  quit                                 leave"""
+
+
+def _command_to_step(line: str) -> dict[str, Any] | None:
+    words = shlex.split(line)
+    if not words:
+        return None
+    cmd, args = words[0].lower(), words[1:]
+    if cmd == "call" and len(args) >= 3:
+        params = json.loads(" ".join(args[3:])) if len(args) > 3 else {}
+        return {
+            "call": {"id": args[0], "conversation": args[1], "method": args[2], "params": params}
+        }
+    if cmd == "host" and len(args) >= 2:
+        host: dict[str, Any] = {"event": args[0], "conversation": args[1]}
+        if len(args) > 2:
+            host["scope"] = args[2]
+        return {"host": host}
+    if cmd in ("advance", "clock") and len(args) == 1:
+        return {"clock": {"advance": args[0]}}
+    if cmd == "data" and args:
+        data: dict[str, Any] = {"conversation": args[0]}
+        if len(args) > 1:
+            data["scope"] = args[1]
+        return {"session_data": data}
+    if cmd == "im" and len(args) == 1:
+        return {"im_records": {"conversation": args[0]}}
+    if cmd == "restart" and not args:
+        return {"restart": True}
+    raise LineupError("scenario_invalid", f"cannot read {line!r}", hint="type `help`")
+
+
+def _interactive(sim: Simulation, as_json: bool) -> None:
+    from lineup_build import _render
+    from lineup_runtime_lite.scenario import parse_scenario
+
+    _render.line(
+        f"lineup run: {sim.scope} on a virtual clock (Host policy {sim.policy}); type `help`"
+    )
+    n = 0
+    while True:
+        try:
+            line = input("lineup> ")
+        except EOFError:
+            return
+        if line.strip() in ("quit", "exit"):
+            return
+        if line.strip() == "help":
+            _render.line(HELP)
+            continue
+        try:
+            raw = _command_to_step(line)
+            if raw is None:
+                continue
+            step = parse_scenario({"step": [raw]}, source="prompt").steps[0]
+            n += 1
+            messages = sim.act(step)
+        except (LineupError, ValueError) as exc:
+            code = getattr(exc, "code", "scenario_invalid")
+            _render.line(f"[red]{code}[/]: {getattr(exc, 'message', exc)}")
+            continue
+        from lineup_runtime_lite.clock import format_ts
+        from lineup_runtime_lite.simulate import StepReport
+
+        _show(
+            StepReport(n, step.action, step.describe(), format_ts(sim.clock.now_ms()), messages),
+            as_json,
+        )
+
+
+def _show(report: StepReport, as_json: bool) -> None:
+    from lineup_build import _render
+
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+        return
+    _render.timeline([report])
+
+
+def register(app: typer.Typer) -> None:
+    """Add `lineup run` to the CLI."""
+
+    @app.command()
+    def run(
+        target: Annotated[
+            Path, typer.Argument(help="A MiniApp folder (built with its dev key) or a bundle.")
+        ],
+        scenario: Annotated[Path | None, typer.Option(help="Scenario TOML to play.")] = None,
+        db: Annotated[
+            Path | None, typer.Option(help="Keep runtime state (and virtual time) here.")
+        ] = None,
+        trust: Annotated[
+            Path | None, typer.Option(help="Trust store (needed for a bundle).")
+        ] = None,
+        host: Annotated[str | None, typer.Option(help="Host policy: auto or manual.")] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="JSON lines instead of a table.")
+        ] = False,
+        verbose: Annotated[
+            bool, typer.Option("--verbose", "-v", help="Show the worker log.")
+        ] = False,
+    ) -> None:
+        """Simulate a MiniApp: install it into an embedded runtime and play a scenario."""
+        from lineup_build import _render
+        from lineup_runtime_lite.scenario import load_scenario
+        from lineup_runtime_lite.simulate import open_simulation
+
+        if host not in (None, "auto", "manual"):
+            raise LineupError(
+                "scenario_invalid", f"--host {host!r} must be auto or manual", exit_code=2
+            )
+        if scenario is None and not sys.stdin.isatty():
+            raise LineupError(
+                "scenario_invalid",
+                "no --scenario and no terminal for the interactive prompt",
+                hint="pass --scenario FILE (see the README's scenario format)",
+                exit_code=2,
+            )
+        plan = load_scenario(scenario) if scenario is not None else None
+        sim = open_simulation(target, db=db, trust=trust, policy=host, scenario=plan)
+        try:
+            if plan is None:
+                _interactive(sim, as_json)
+                return
+            reports = sim.play(plan, on_step=(lambda r: _show(r, True)) if as_json else None)
+            if not as_json:
+                _render.timeline(reports)
+            failed = [r for r in reports if not r.ok]
+            if verbose:
+                for log in sorted((sim.runtime()._core.logs_dir).glob("*.log")):
+                    _render.line(f"[dim]--- {log.name}[/]\n{log.read_text('utf-8', 'replace')}")
+            if as_json:
+                sys.stdout.write(
+                    json.dumps(
+                        {
+                            "ok": not failed,
+                            "steps": len(reports),
+                            "failed": [r.index for r in failed],
+                        }
+                    )
+                    + "\n"
+                )
+            if failed:
+                first = failed[0]
+                raise LineupError(
+                    "expectation_failed",
+                    f"step {first.index} ({first.description}): {first.problem}",
+                    details=[r.to_dict() for r in failed],
+                )
+            if not as_json:
+                _render.line(f"[green]ok[/]: {len(reports)} steps, every expectation held")
+        finally:
+            sim.close()
