@@ -28,15 +28,16 @@ HELP = """commands:
 
 
 def _command_to_step(line: str) -> dict[str, Any] | None:
+    if line.strip().lower().startswith("call "):
+        parts = line.strip().split(None, 4)  # the JSON params keep their own spaces and quotes
+        if len(parts) >= 4:
+            params = json.loads(parts[4]) if len(parts) == 5 else {}
+            call = {"id": parts[1], "conversation": parts[2], "method": parts[3], "params": params}
+            return {"call": call}
     words = shlex.split(line)
     if not words:
         return None
     cmd, args = words[0].lower(), words[1:]
-    if cmd == "call" and len(args) >= 3:
-        params = json.loads(" ".join(args[3:])) if len(args) > 3 else {}
-        return {
-            "call": {"id": args[0], "conversation": args[1], "method": args[2], "params": params}
-        }
     if cmd == "host" and len(args) >= 2:
         host: dict[str, Any] = {"event": args[0], "conversation": args[1]}
         if len(args) > 2:
@@ -72,7 +73,7 @@ def _interactive(sim: Simulation, as_json: bool) -> None:
         if line.strip() in ("quit", "exit"):
             return
         if line.strip() == "help":
-            _render.line(HELP)
+            sys.stdout.write(HELP + "\n")
             continue
         try:
             raw = _command_to_step(line)
@@ -155,7 +156,7 @@ def register(app: typer.Typer) -> None:
             if verbose:
                 for log in sorted((sim.runtime()._core.logs_dir).glob("*.log")):
                     _render.line(f"[dim]--- {log.name}[/]\n{log.read_text('utf-8', 'replace')}")
-            if as_json:
+            if as_json and not failed:
                 sys.stdout.write(
                     json.dumps(
                         {

@@ -26,8 +26,9 @@ def emit_json(doc: Any) -> None:
 
 def error(exc: LineupError, *, as_json: bool) -> None:
     """Render a top-level error."""
-    if as_json:
-        emit_json({"ok": False, "error": exc.to_dict()})
+    if as_json:  # one line, so it also ends a JSON-lines stream (`lineup run --json`)
+        doc = {"ok": False, "error": exc.to_dict()}
+        sys.stdout.write(json.dumps(doc, sort_keys=True, ensure_ascii=False) + "\n")
         return
     con = _console(stderr=True)
     con.print(f"[bold red]error[/] [bold]{exc.code}[/]: {exc.message}", markup=True)

@@ -1,0 +1,174 @@
+"""`lineup run` through the real CLI: template scenarios pass, mismatches exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lineup_build.cli import main
+from lineup_build.init import init_project
+
+SCENARIOS = ["happy", "interrupted", "cancelled_while_starting", "restart_while_focusing"]
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return int(exc.value.code or 0), out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def focus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("run") / "focus"
+    init_project(root, template="pomodoro")
+    return root
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_template_scenarios_pass(
+    focus: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(
+        ["run", str(focus), "--scenario", str(focus / "scenarios" / f"{name}.toml"), "--json"],
+        capsys,
+    )
+    assert code == 0, (out, err)
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[-1]["ok"] is True
+    assert all(step["ok"] for step in lines[:-1])
+
+
+def test_main_job_command_through_the_console_script(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("lineup")
+    if not exe.exists():
+        pytest.skip("console script not installed next to this interpreter")
+    env = dict(os.environ)
+    subprocess.run(
+        [str(exe), "init", "focus", "--template", "pomodoro"],
+        cwd=tmp_path,
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    done = subprocess.run(
+        [str(exe), "run", "focus", "--scenario", "focus/scenarios/happy.toml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "completed" in done.stdout and "every expectation held" in done.stdout
+    assert (tmp_path / "focus" / ".lineup" / "dev-key.pem").exists()
+
+
+def test_failed_expectation_exits_1(
+    focus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[[step]]\ncall = { id = "s1", conversation = "c1", method = "pomodoro.start", params = {} }\n'
+        'expect = [{ stage = "started" }]\n'
+    )
+    code, out, err = run_cli(["run", str(focus), "--scenario", str(bad), "--json"], capsys)
+    assert code == 1
+    assert json.loads(out.splitlines()[-1])["error"]["code"] == "expectation_failed"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[[step]]\nclock = { advance = "soon" }\n',
+        '[[step]]\nhost = { event = "teleport", conversation = "c1" }\n',
+        '[[step]]\ncall = { id = "x" }\n',
+        '[[step]]\nrestart = true\nclock = { advance = "1m" }\n',
+        "not toml ===",
+    ],
+    ids=["bad-duration", "bad-event", "call-missing-fields", "two-actions", "not-toml"],
+)
+def test_scenario_invalid_names_the_step(
+    focus: Path, tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    code, out, _ = run_cli(["run", str(focus), "--scenario", str(path), "--json"], capsys)
+    assert code == 1
+    err = json.loads(out)["error"]
+    assert err["code"] == "scenario_invalid"
+    if text.startswith("[[step]]"):
+        assert "step 1" in err["message"]
+
+
+def test_without_scenario_or_terminal_is_a_usage_error(
+    focus: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: False)
+    code, _, err = run_cli(["run", str(focus)], capsys)
+    assert code == 2
+    assert "scenario_invalid" in err
+
+
+def test_bundle_needs_trust(focus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run_cli(["build", str(focus), "--dev-key"], capsys)
+    assert code == 0
+    bundle = focus / "dist" / "pomodoro-1.0.0.lineup"
+    code, out, _ = run_cli(
+        ["run", str(bundle), "--scenario", str(focus / "scenarios" / "happy.toml"), "--json"],
+        capsys,
+    )
+    assert code == 2
+    assert json.loads(out)["error"]["code"] == "untrusted_key"
+
+
+def test_db_keeps_state_between_runs(
+    focus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "state.db"
+    first = tmp_path / "first.toml"
+    first.write_text(
+        '[scenario]\nhost = "auto"\n[[step]]\ncall = { id = "s1", conversation = "c1", method = "pomodoro.start", params = { minutes = 5 } }\n'
+        'expect = [{ stage = "accepted" }, { stage = "started" }]\n'
+    )
+    second = tmp_path / "second.toml"
+    second.write_text(
+        '[[step]]\nclock = { advance = "5m" }\nexpect = [{ call_id = "s1", stage = "result", result = { status = "completed" } }]\n'
+    )
+    assert (
+        run_cli(["run", str(focus), "--scenario", str(first), "--db", str(db), "--json"], capsys)[0]
+        == 0
+    )
+    code, out, _ = run_cli(
+        ["run", str(focus), "--scenario", str(second), "--db", str(db), "--json"], capsys
+    )
+    assert code == 0, out
+
+
+def test_interactive_prompt(
+    focus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commands = iter(
+        [
+            "help",
+            'call s1 c1 pomodoro.start {"minutes": 1}',
+            "host foreground_confirmed c1",
+            "advance 1m",
+            "im c1",
+            "bogus",
+            "quit",
+        ]
+    )
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(commands))
+    code, out, _ = run_cli(["run", str(focus), "--host", "manual", "--json"], capsys)
+    assert code == 0
+    steps = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    stages = [m.get("stage") for s in steps for m in s["messages"]]
+    assert stages[:3] == ["accepted", "started", "result"], out
+    assert "scenario_invalid" in out  # the bogus command was reported, the prompt went on

@@ -1,0 +1,1 @@
+"""The conformance MiniApp: notes kept in session data."""
