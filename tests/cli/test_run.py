@@ -77,7 +77,7 @@ def test_failed_expectation_exits_1(
         '[[step]]\ncall = { id = "s1", conversation = "c1", method = "pomodoro.start", params = {} }\n'
         'expect = [{ stage = "started" }]\n'
     )
-    code, out, err = run_cli(["run", str(focus), "--scenario", str(bad), "--json"], capsys)
+    code, out, _ = run_cli(["run", str(focus), "--scenario", str(bad), "--json"], capsys)
     assert code == 1
     assert json.loads(out.splitlines()[-1])["error"]["code"] == "expectation_failed"
 
