@@ -7,7 +7,7 @@ import asyncio
 import json
 import secrets
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,6 +293,19 @@ class Core:
         session: sqlite3.Row,
         act: sqlite3.Row,
     ) -> dict[str, Any]:
+        sid = session["app_session_id"]
+        pump = self._pumps.get(sid)
+        worker = self.workers.get((session["scope"], session["version"]))
+        pinned = self.tools_of(session["scope"], session["version"]).get(tool.method)
+        # An idle session with a live worker: accept and mark `delivered` in one commit,
+        # then send (at most once: the commit that says `delivered` precedes the send).
+        fast = (
+            (pump is None or pump.done())
+            and worker is not None
+            and not worker.dead
+            and pinned is not None
+            and pinned.delivery == "miniapp_sdk"
+        )
         fut = self._wait_final(call_id)
         try:
             with self.store.transaction() as db:
@@ -303,14 +316,32 @@ class Core:
                     conversation_id,
                     params,
                     fp,
-                    session_id=session["app_session_id"],
+                    session_id=sid,
                     activation_id=act["activation_id"],
+                    state="delivered" if fast else "queued",
                 )
         except BaseException:
             self._finals.pop(call_id, None)
             raise
-        self.kick(session["app_session_id"])
+        if fast:
+            assert worker is not None and pinned is not None
+            call = {
+                "call_id": call_id,
+                "scope": tool.scope,
+                "method": tool.method,
+                "params": params,
+                "activation_id": act["activation_id"],
+            }
+            self._pumps[sid] = self.spawn(self._send_then_pump(session, pinned, call, worker))
+        else:
+            self.kick(sid)
         return await fut
+
+    async def _send_then_pump(
+        self, session: sqlite3.Row, tool: Tool, call: dict[str, Any], worker: Worker
+    ) -> None:
+        await self._send(session, tool, call, worker)
+        await self._pump(session["app_session_id"])
 
     def ensure_session(self, db: sqlite3.Connection, conversation_id: str, scope: str) -> str:
         row = db.execute(
@@ -691,6 +722,14 @@ class Core:
             )
             if cur.rowcount == 0:
                 return
+        await self._send(
+            session, tool, {**dict(call), "params": json.loads(call["params"])}, worker
+        )
+
+    async def _send(
+        self, session: sqlite3.Row, tool: Tool, call: dict[str, Any], worker: Worker
+    ) -> None:
+        """Send a call already committed as `delivered`; commit its one final answer."""
         faults.hit("deliver.before_send")
         ctx = {
             "call_id": call["call_id"],
@@ -699,7 +738,7 @@ class Core:
             "conversation_id": session["conversation_id"],
             "cap": self._cap_for(session),
         }
-        params = json.loads(call["params"])
+        params = call["params"]
         try:
             fut = worker.send_delivery(tool.method, params, ctx)
             reply = await asyncio.wait_for(asyncio.shield(fut), tool.timeout_s)
@@ -748,7 +787,7 @@ class Core:
 
     async def _finish(
         self,
-        call: sqlite3.Row,
+        call: sqlite3.Row | Mapping[str, Any],
         stage: str,
         *,
         result: Any = None,
