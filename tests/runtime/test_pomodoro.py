@@ -227,3 +227,52 @@ def test_deadline_that_passed_while_down_completes_at_ends_at(
         assert len(rt.im_records("c1")) == 1
     finally:
         rt.close()
+
+
+def test_host_reconcile_failure_is_retried_from_saved_facts(
+    trust: TrustStore, pomodoro_bundle: Path
+) -> None:
+    host = HostSimulator(policy="auto", fail_next=2)
+    with Runtime.open(":memory:", trust=trust, clock=VirtualClock(), host=host) as rt:
+        rt.install(pomodoro_bundle)
+        start(rt)
+        rt.settle()
+        assert host.fail_next == 0 and len(host.intents) == 1
+        assert stages(rt, "s1") == ["accepted", "started"]
+        assert rt.store_dump()["host_intents"][0][3] == 1  # marked delivered
+
+
+def test_undelivered_host_intent_is_resent_on_recovery(
+    tmp_path: Path, trust: TrustStore, pomodoro_bundle: Path
+) -> None:
+    db = tmp_path / "rt.db"
+    down = HostSimulator(policy="auto", fail_next=100)
+    with Runtime.open(db, trust=trust, clock=VirtualClock(), host=down) as rt:
+        rt.install(pomodoro_bundle)
+        start(rt)
+        rt.settle()
+        assert stages(rt, "s1") == ["accepted"]  # committed; the Host never heard of it
+        assert rt.store_dump()["host_intents"][0][3] == 0
+    up = HostSimulator(policy="auto")
+    with Runtime.open(db, trust=trust, clock=VirtualClock(), host=up) as rt:
+        rt.settle()
+        assert len(up.intents) == 1
+        assert stages(rt, "s1") == ["accepted", "started"]
+
+
+def test_stale_confirmation_after_completion_changes_nothing(
+    pomo: Runtime, clock: VirtualClock
+) -> None:
+    start(pomo)
+    pomo.settle()
+    inst = pomo.host.simulator.instance_for("c1", "pomodoro")
+    confirm(pomo)
+    clock.advance(25 * MIN)
+    before = pomo.store_dump()
+    assert not pomo.host.event(
+        "foreground_confirmed", conversation="c1", scope="pomodoro", instance=inst
+    )
+    assert not pomo.host.event(
+        "activation_failed", conversation="c1", scope="pomodoro", instance=inst
+    )
+    assert pomo.store_dump() == before  # a persisted terminal state is never rewritten
