@@ -35,6 +35,7 @@ __all__ = [
     "check_project",
     "dev_key_path",
     "resolve_signing_key",
+    "source_manifest",
 ]
 
 IMPORT_TIMEOUT_S = 120.0
@@ -140,7 +141,10 @@ def check_project(root: Path, *, out_dir: Path | None = None) -> CheckResult:
     if config is None:
         return result
     files, file_diags = collect_files(
-        root, config.include, exclude_dirs=(out_dir,) if out_dir else ()
+        root,
+        config.include,
+        exclude_dirs=(out_dir,) if out_dir else (),
+        where=config.where("include"),
     )
     result.files = files
     result.diagnostics.extend(file_diags)
@@ -149,11 +153,15 @@ def check_project(root: Path, *, out_dir: Path | None = None) -> CheckResult:
             Diagnostic(
                 "config_invalid",
                 "the include globs match no Python file, so the entry cannot be imported",
-                where=Where("lineup.toml"),
+                where=config.where("include"),
                 hint='include the entry package, e.g. include = ["my_app/**/*.py"]',
             )
         )
     extracted = _extract(config, files)
+    for problem in extracted["problems"]:
+        if problem["code"] == "entry_import_failed" and not problem.get("location"):
+            # nothing in the app's own files to point at: blame the `entry` key
+            problem["location"] = config.where("entry").to_dict()
     result.diagnostics.extend(diagnostics_from_problems(extracted["problems"]))
     registry = extracted.get("registry")
     if registry is not None and registry["app_scope"] != config.scope:
@@ -164,7 +172,7 @@ def check_project(root: Path, *, out_dir: Path | None = None) -> CheckResult:
                 f"the registry's app_scope {registry['app_scope']!r} differs from "
                 f"lineup.toml's scope {config.scope!r}",
                 where=Where(loc["file"], loc["line"]) if loc else None,
-                related=(Where("lineup.toml"),),
+                related=(config.where("scope"),),
                 hint="use the same scope in both places",
             )
         )
@@ -172,6 +180,17 @@ def check_project(root: Path, *, out_dir: Path | None = None) -> CheckResult:
     result.diagnostics.extend(check_tools(result.tools, config.scope))
     result.diagnostics.sort(key=Diagnostic.sort_key)
     return result
+
+
+def source_manifest(root: Path) -> tuple[dict[str, Any] | None, CheckResult]:
+    """The manifest a build of `root` would sign (no key needed, nothing written).
+
+    Returns None for the manifest when the project has errors; see the check's diagnostics.
+    """
+    check = check_project(root)
+    if not check.ok() or check.config is None:
+        return None, check
+    return build_manifest(check.config, check.tools, check.files), check
 
 
 def dev_key_path(root: Path) -> Path:

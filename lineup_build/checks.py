@@ -12,6 +12,8 @@ from lineup_sdk.catalog import CATALOG, key_allowed_for_scope
 __all__ = ["LARGE_SCHEMA_BYTES", "check_tools", "diagnostics_from_problems"]
 
 LARGE_SCHEMA_BYTES = 64 * 1024
+MAX_DESCRIPTION = 4096  # characters, as in the manifest schema
+MAX_TIMEOUT_S = 3600
 
 
 def _where(loc: dict[str, Any] | None) -> Where | None:
@@ -119,6 +121,36 @@ def _runtime_diags(tool: dict[str, Any], scope: str, where: Where | None) -> lis
     return out
 
 
+def _field_diags(tool: dict[str, Any], where: Where | None) -> list[Diagnostic]:
+    """`description` and `timeout_s` within the manifest schema's bounds."""
+    out = []
+    method, description = tool["method"], tool.get("description")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+        out.append(
+            Diagnostic(
+                "config_invalid",
+                f"{method}: the description must be text of at most {MAX_DESCRIPTION} characters",
+                where=where,
+                hint="shorten the docstring's first paragraph or description=...",
+            )
+        )
+    timeout = tool.get("timeout_s", 1)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= MAX_TIMEOUT_S
+    ):
+        out.append(
+            Diagnostic(
+                "config_invalid",
+                f"{method}: timeout_s={timeout!r} must be a number of seconds in (0, {MAX_TIMEOUT_S}]",
+                where=where,
+                hint="pass timeout_s= a positive number of seconds, at most one hour",
+            )
+        )
+    return out
+
+
 def check_tools(tools: list[dict[str, Any]], scope: str) -> list[Diagnostic]:
     """Every problem in the extracted tools, in one pass."""
     out: list[Diagnostic] = []
@@ -131,6 +163,7 @@ def check_tools(tools: list[dict[str, Any]], scope: str) -> list[Diagnostic]:
         if tool["delivery"] == "runtime":
             out.extend(_runtime_diags(tool, scope, where))
         out.extend(_schema_diags(tool, where))
+        out.extend(_field_diags(tool, where))
         if not tool.get("description"):
             out.append(
                 Diagnostic(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,11 @@ _KNOWN = {"scope", "name", "version", "entry", "include", "dependencies"}
 
 @dataclass(frozen=True)
 class ProjectConfig:
-    """The validated `[app]` table of `lineup.toml`."""
+    """The validated `[app]` table of `lineup.toml`.
+
+    `lines` maps `app.<key>` to its line in `lineup.toml`, so diagnostics about a key
+    (an unsafe include glob, an entry that does not import) can point at it.
+    """
 
     root: Path
     scope: str
@@ -35,6 +39,33 @@ class ProjectConfig:
     entry: str
     include: tuple[str, ...]
     dependencies: tuple[str, ...]
+    lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+    def where(self, key: str) -> Where:
+        """The `lineup.toml` location of `app.<key>` (the file alone if unknown)."""
+        return Where(CONFIG_NAME, self.lines.get(f"app.{key}"))
+
+
+_TABLE = re.compile(r"\[\s*([A-Za-z0-9_.\-]+)\s*\]")
+_KEY = re.compile(r"([A-Za-z0-9_\-]+)\s*=")
+_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """The line of each `[table]` header and `table.key = ...` in simple TOML text.
+
+    A best-effort scan (locations for diagnostics only; `tomllib` does the parsing).
+    """
+    out: dict[str, int] = {}
+    table = ""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if m := _TABLE.match(line):
+            table = m.group(1)
+            out.setdefault(table, number)
+        elif m := _KEY.match(line):
+            out.setdefault(f"{table}.{m.group(1)}" if table else m.group(1), number)
+    return out
 
 
 def is_semver(version: str) -> bool:
@@ -45,9 +76,10 @@ def is_semver(version: str) -> bool:
 def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
     """Read `root/lineup.toml`; return the config, or None and every problem found."""
     path = root / CONFIG_NAME
-    where = Where(CONFIG_NAME)
+    lines: dict[str, int] = {}
 
-    def bad(message: str, hint: str | None = None) -> Diagnostic:
+    def bad(message: str, hint: str | None = None, *, key: str | None = None) -> Diagnostic:
+        where = Where(CONFIG_NAME, lines.get(key or "", lines.get("app")))
         return Diagnostic("config_invalid", message, where=where, hint=hint)
 
     try:
@@ -62,9 +94,20 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
     except OSError as exc:
         return None, [bad(f"cannot read {CONFIG_NAME}: {exc.strerror}")]
     try:
-        doc = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return None, [bad(f"{CONFIG_NAME} is not valid TOML: {exc}")]
+        text = raw.decode("utf-8")
+        doc = tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        return None, [bad(f"{CONFIG_NAME} is not UTF-8: {exc}")]
+    except tomllib.TOMLDecodeError as exc:
+        m = _TOML_LINE.search(str(exc))
+        return None, [
+            Diagnostic(
+                "config_invalid",
+                f"{CONFIG_NAME} is not valid TOML: {exc}",
+                where=Where(CONFIG_NAME, int(m.group(1)) if m else None),
+            )
+        ]
+    lines.update(key_lines(text))
     app = doc.get("app")
     if not isinstance(app, dict):
         return None, [
@@ -75,41 +118,47 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
         ]
     problems: list[Diagnostic] = []
     for key in sorted(set(doc) - {"app"}):
-        problems.append(bad(f"unknown table or key {key!r}", "only [app] is read"))
+        problems.append(bad(f"unknown table or key {key!r}", "only [app] is read", key=key))
     for key in sorted(set(app) - _KNOWN):
-        problems.append(bad(f"unknown key app.{key}", f"known keys: {', '.join(sorted(_KNOWN))}"))
+        problems.append(
+            bad(
+                f"unknown key app.{key}",
+                f"known keys: {', '.join(sorted(_KNOWN))}",
+                key=f"app.{key}",
+            )
+        )
 
-    def field(key: str, check: Any, hint: str) -> Any:
+    def check_field(key: str, check: Any, hint: str) -> Any:
         if key not in app:
             problems.append(bad(f"app.{key} is missing", hint))
             return None
         value = app[key]
         if not check(value):
-            problems.append(bad(f"app.{key} = {value!r} is invalid", hint))
+            problems.append(bad(f"app.{key} = {value!r} is invalid", hint, key=f"app.{key}"))
             return None
         return value
 
-    scope = field(
+    scope = check_field(
         "scope",
-        lambda v: isinstance(v, str) and _SCOPE.match(v),
+        lambda v: isinstance(v, str) and len(v) <= 64 and _SCOPE.match(v),
         'a lowercase name matching [a-z][a-z0-9_]*, e.g. scope = "todo"',
     )
-    name = field(
+    name = check_field(
         "name",
         lambda v: isinstance(v, str) and v.strip() and len(v) <= 200,
         'a display name, e.g. name = "To-do"',
     )
-    version = field(
+    version = check_field(
         "version",
-        lambda v: isinstance(v, str) and is_semver(v),
+        lambda v: isinstance(v, str) and len(v) <= 64 and is_semver(v),
         'a semantic version, e.g. version = "1.0.0"',
     )
-    entry = field(
+    entry = check_field(
         "entry",
-        lambda v: isinstance(v, str) and _MODULE.match(v),
+        lambda v: isinstance(v, str) and len(v) <= 200 and _MODULE.match(v),
         'a dotted module name inside the bundle, e.g. entry = "todo_app.tools"',
     )
-    include = field(
+    include = check_field(
         "include",
         lambda v: isinstance(v, list) and v and all(isinstance(g, str) and g for g in v),
         'a non-empty list of glob patterns, e.g. include = ["todo_app/**/*.py"]',
@@ -117,12 +166,14 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
     deps_raw = app.get("dependencies", [])
     deps: tuple[str, ...] = ()
     if not isinstance(deps_raw, list) or not all(
-        isinstance(d, str) and _DEPENDENCY.match(d.strip()) for d in deps_raw
+        isinstance(d, str) and len(d.strip()) <= 200 and _DEPENDENCY.match(d.strip())
+        for d in deps_raw
     ):
         problems.append(
             bad(
                 f"app.dependencies = {deps_raw!r} is invalid",
                 'a list of requirement strings, e.g. dependencies = ["httpx>=0.27"]',
+                key="app.dependencies",
             )
         )
     else:
@@ -138,6 +189,7 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
             entry=entry,
             include=tuple(include),
             dependencies=deps,
+            lines=lines,
         ),
         [],
     )

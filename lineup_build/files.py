@@ -77,17 +77,37 @@ def path_problem(path: str) -> str | None:
     return None
 
 
+def _link_matches(link: Path, rel: str, patterns: list[re.Pattern[str]]) -> bool:
+    """Whether a symlinked folder holds a file the globs would have taken (bounded look)."""
+    seen = 0
+    for dirpath, _dirs, filenames in os.walk(link):  # the link itself; nothing below it
+        sub = Path(dirpath).relative_to(link).as_posix()
+        prefix = rel if sub == "." else f"{rel}/{sub}"
+        for name in filenames:
+            if any(p.match(f"{prefix}/{name}") for p in patterns):
+                return True
+            seen += 1
+            if seen >= 10_000:
+                return True  # too big to look through: treat it as included
+    return False
+
+
 def collect_files(
-    root: Path, include: tuple[str, ...], *, exclude_dirs: tuple[Path, ...] = ()
+    root: Path,
+    include: tuple[str, ...],
+    *,
+    exclude_dirs: tuple[Path, ...] = (),
+    where: Where | None = None,
 ) -> tuple[list[IncludedFile], list[Diagnostic]]:
     """Walk `root` and return the files matching `include`, sorted by path.
 
     Never included: `__pycache__/`, `*.pyc`, `.git/`, `.lineup/`, the root `dist/` and the
     build's output folder. Symlinks and non-regular files that match are `include_unsafe`;
-    a PEM private key is `include_secret`.
+    a PEM private key is `include_secret`. `where` locates the `include` key for a bad
+    pattern.
     """
     diags: list[Diagnostic] = []
-    where = Where("lineup.toml")
+    where = where or Where("lineup.toml")
     patterns = []
     for g in include:
         if g.startswith("/") or ".." in g.split("/") or "\\" in g:
@@ -116,7 +136,7 @@ def collect_files(
                 continue
             if full.is_symlink():
                 rel = rel_dir + d
-                if any(p.match(rel) or p.match(rel + "/x") for p in patterns):
+                if _link_matches(full, rel, patterns):
                     diags.append(
                         Diagnostic(
                             "include_unsafe",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import sqlite3
 from collections.abc import Awaitable, Callable, Mapping
@@ -16,6 +17,7 @@ from lineup_runtime_lite import faults, pomodoro
 from lineup_runtime_lite.clock import Clock
 from lineup_runtime_lite.install import Tool, installed_manifest, load_tools
 from lineup_runtime_lite.messages import (
+    FINAL_STAGES,
     error_body,
     fingerprint,
     latest_message,
@@ -33,6 +35,11 @@ from lineup_sdk.errors import LineupError
 __all__ = ["Core"]
 
 WORKER_START_TRIES = 3
+#: Tries of a background step (a delivery-pump step, a Host intent) before it is left to
+#: the next reconcile (a new call, a retry, a clock tick, or recovery on open).
+STEP_TRIES = 5
+
+log = logging.getLogger("lineup.runtime")
 
 
 def _new_id(prefix: str) -> str:
@@ -72,6 +79,7 @@ class Core:
         self._session_caps: dict[str, str] = {}
         self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
         self._pumps: dict[str, asyncio.Task[None]] = {}
+        self._host_relay: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.subs = SubscriptionHub()
         self.load_registry()
@@ -83,8 +91,20 @@ class Core:
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
         return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            # A reconcile step failed after its commit: the saved facts stay pending and the
+            # next reconcile re-drives them; whoever waits on a final that did commit is
+            # answered now.
+            log.warning("background step failed: %s: %s", type(exc).__name__, exc)
+            self._wake_waiters()
 
     async def idle(self) -> None:
         """Wait until no background work is pending."""
@@ -114,6 +134,14 @@ class Core:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._finals.setdefault(call_id, []).append(fut)
         return fut
+
+    def _wake_waiters(self) -> None:
+        """Answer every in-process waiter whose call already has a committed final (its
+        publication was lost to a failure between COMMIT and the next step)."""
+        for call_id in list(self._finals):
+            msg = latest_message(self.store.db, call_id)
+            if msg is not None and msg["stage"] in FINAL_STAGES:
+                self._finished(msg)
 
     def _publish(self, msgs: list[dict[str, Any]]) -> None:
         """After COMMIT: wake whoever waits on a final message."""
@@ -153,6 +181,7 @@ class Core:
                         f"call_id {call_id!r} was already used with another conversation, method or params",
                     ),
                 )
+            self._reconcile_call(call_id)
             latest = latest_message(self.store.db, call_id)
             if latest is not None:
                 return latest
@@ -429,7 +458,7 @@ class Core:
         if started:
             self.spawn(self.drive_activation(act_id))
         if intent is not None:
-            self.spawn(self.send_host_intent(intent))
+            self.kick_host()
         return msg
 
     # -- Host reconcile ------------------------------------------------------------------
@@ -448,21 +477,40 @@ class Core:
         )
         return body
 
-    async def send_host_intent(self, body: dict[str, Any]) -> None:
-        """Ask the Host to act, after the commit that decided it; retried from saved facts."""
+    def kick_host(self) -> None:
+        """Make sure the Host relay is sending the undelivered intents."""
         if self.host_intent is None:
             return
-        key = f"{body['intent']}:{body['instance']}"
-        for attempt in range(5):
+        if self._host_relay is None or self._host_relay.done():
+            self._host_relay = self.spawn(self._relay_host())
+
+    async def _relay_host(self) -> None:
+        """Send undelivered Host intents oldest first, after the commits that decided them;
+        each is marked delivered only after the Host acted, so a crash in between sends it
+        again with the same dedup key. A failing Host is retried with backoff, then left
+        for the next kick (a new intent, a clock tick, a retried call, or recovery)."""
+        assert self.host_intent is not None
+        failures = 0
+        while True:
+            row = self.store.one(
+                "SELECT id, body FROM host_intents WHERE delivered=0 ORDER BY id LIMIT 1"
+            )
+            if row is None:
+                return
             try:
                 faults.hit("host.reconcile")
-                await self.host_intent(body)
-            except Exception:
-                await asyncio.sleep(0.01 * (2**attempt))
+                await self.host_intent(json.loads(row["body"]))
+                faults.hit("host.after_intent")
+            except Exception as exc:
+                failures += 1
+                if failures >= STEP_TRIES:
+                    log.warning("the Host did not take intent %s: %s", row["id"], exc)
+                    return
+                await asyncio.sleep(0.01 * (2**failures))
                 continue
+            failures = 0
             with self.store.transaction() as db:
-                db.execute("UPDATE host_intents SET delivered=1 WHERE dedup_key=?", (key,))
-            return
+                db.execute("UPDATE host_intents SET delivered=1 WHERE id=?", (row["id"],))
 
     # -- activations ---------------------------------------------------------------------
     async def ensure_worker(self, scope: str, version: str) -> Worker:
@@ -520,6 +568,9 @@ class Core:
         )
         assert session is not None
         tools = self.tools_of(session["scope"], session["version"])
+        if act["worker_ready"]:
+            await self.maybe_ready(act_id)
+            return
         if any(t.delivery == "miniapp_sdk" for t in tools.values()):
             try:
                 await self.ensure_worker(session["scope"], session["version"])
@@ -678,30 +729,66 @@ class Core:
             self._pumps[session_id] = self.spawn(self._pump(session_id))
 
     async def _pump(self, session_id: str) -> None:
+        """Deliver the session's queue in arrival order, one call at a time.
+
+        A step that fails (a commit, a reconcile step) is retried from the saved facts; after
+        `STEP_TRIES` failures in a row the facts wait for the next kick or recovery.
+        """
+        failures = 0
         while True:
-            row = self.store.one(
-                "SELECT c.*, a.state AS act_state FROM calls c JOIN activations a "
-                "ON a.activation_id = c.activation_id WHERE c.app_session_id=? AND c.state='queued' "
-                "ORDER BY c.seq LIMIT 1",
-                (session_id,),
-            )
-            if row is None or row["act_state"] != "ready":
-                return
-            session = self.store.one(
-                "SELECT * FROM app_sessions WHERE app_session_id=?", (session_id,)
-            )
-            assert session is not None
-            tool = self.tools_of(session["scope"], session["version"]).get(row["method"])
-            if tool is None or tool.delivery != "miniapp_sdk":
-                await self._finish(
-                    row,
-                    "error",
-                    error=error_body(
-                        "handler_failed", f"{row['method']} is not served by this app version"
-                    ),
-                )
+            try:
+                if not await self._pump_step(session_id):
+                    return
+            except Exception:
+                failures += 1
+                self._wake_waiters()
+                if failures >= STEP_TRIES:
+                    raise
+                await asyncio.sleep(0.01 * (2**failures))
                 continue
-            await self._deliver(session, tool, row)
+            failures = 0
+
+    async def _pump_step(self, session_id: str) -> bool:
+        """One delivery; False when the queue is empty or its head waits on an activation."""
+        # Deliveries to a session are serial, so a call still `delivered` here was cut off
+        # by a failed step: at most once, so it ends with `delivery_interrupted`.
+        for call in self.store.all(
+            "SELECT * FROM calls WHERE app_session_id=? AND state='delivered' ORDER BY seq",
+            (session_id,),
+        ):
+            await self._interrupt_delivery(call)
+        row = self.store.one(
+            "SELECT c.*, a.state AS act_state FROM calls c JOIN activations a "
+            "ON a.activation_id = c.activation_id WHERE c.app_session_id=? AND c.state='queued' "
+            "ORDER BY c.seq LIMIT 1",
+            (session_id,),
+        )
+        if row is None or row["act_state"] != "ready":
+            return False
+        session = self.store.one("SELECT * FROM app_sessions WHERE app_session_id=?", (session_id,))
+        assert session is not None
+        tool = self.tools_of(session["scope"], session["version"]).get(row["method"])
+        if tool is None or tool.delivery != "miniapp_sdk":
+            await self._finish(
+                row,
+                "error",
+                error=error_body(
+                    "handler_failed", f"{row['method']} is not served by this app version"
+                ),
+            )
+            return True
+        await self._deliver(session, tool, row)
+        return True
+
+    async def _interrupt_delivery(self, call: sqlite3.Row) -> None:
+        await self._finish(
+            call,
+            "error",
+            error=error_body(
+                "delivery_interrupted",
+                f"{call['method']} was delivered but the runtime stopped before it answered",
+            ),
+        )
 
     async def _deliver(self, session: sqlite3.Row, tool: Tool, call: sqlite3.Row) -> None:
         try:
@@ -824,8 +911,25 @@ class Core:
             if op == "get":
                 snap = read(self.store.db, scope, sid)
             elif op == "replace":
-                with self.store.transaction() as db:
-                    snap = replace(db, scope, sid, msg.get("data"), msg.get("expected_revision"))
+                commits = self.store.commits
+                try:
+                    with self.store.transaction() as db:
+                        snap = replace(
+                            db, scope, sid, msg.get("data"), msg.get("expected_revision")
+                        )
+                except LineupError:
+                    raise
+                except Exception as exc:
+                    if self.store.commits == commits:  # rolled back: nothing changed
+                        log.warning("session data commit failed: %s", exc)
+                        return {
+                            "ok": False,
+                            "error": {
+                                "code": "handler_failed",
+                                "message": "the runtime could not store the session data",
+                            },
+                        }
+                    # committed, then a later step failed: the saved revision stands
                 self.subs.changed((scope, conv), snap)
             else:
                 return {
@@ -844,14 +948,17 @@ class Core:
 
     # -- clock ---------------------------------------------------------------------------
     async def tick(self) -> None:
-        """Fire whatever fell due on the runtime clock (activation timeouts, deadlines)."""
+        """Fire whatever fell due on the runtime clock (activation timeouts, deadlines),
+        then re-drive whatever the saved facts leave pending."""
         now = self.now()
         for row in self.store.all(
-            "SELECT activation_id FROM activations WHERE state='starting' AND deadline_ms<=?",
+            "SELECT activation_id FROM activations WHERE state='starting' AND deadline_ms<=? "
+            "ORDER BY deadline_ms, rowid",
             (now,),
         ):
             await self.end_activation(row[0], "failed", "timeout")
         await pomodoro.tick(self, now)
+        self.reconcile()
 
     def next_deadline(self) -> int | None:
         row = self.store.one(
@@ -860,42 +967,65 @@ class Core:
         )
         return int(row[0]) if row is not None and row[0] is not None else None
 
-    # -- recovery ------------------------------------------------------------------------
-    async def recover(self) -> None:
-        """Re-drive what the facts say is pending; idempotent and safe to crash in."""
-        for call in self.store.all("SELECT * FROM calls WHERE state='delivered'"):
-            faults.hit("recover.step")
-            await self._finish(
-                call,
-                "error",
-                error=error_body(
-                    "delivery_interrupted",
-                    f"{call['method']} was delivered but the runtime stopped before it answered",
-                ),
-            )
-        await self.tick()
+    # -- reconcile and recovery ----------------------------------------------------------
+    def reconcile(self) -> None:
+        """Re-drive pending facts that lost their driver (a reconcile step failed after its
+        commit): undelivered Host intents, starting activations that are not just waiting
+        for the Host, queued calls of ready activations, waiters whose final committed.
+        Never re-executes a delivery and never writes a terminal state by itself."""
+        if self.store.one("SELECT 1 FROM host_intents WHERE delivered=0 LIMIT 1") is not None:
+            self.kick_host()
         for row in self.store.all(
-            "SELECT activation_id, app_session_id FROM activations WHERE state='starting'"
+            "SELECT activation_id FROM activations WHERE state='starting' "
+            "AND (worker_ready=0 OR requires_foreground=0 OR foreground=1) "
+            "ORDER BY created_ms, rowid"
         ):
-            faults.hit("recover.step")
-            intent = self.store.one(
-                "SELECT body FROM host_intents WHERE dedup_key=? AND delivered=0",
-                (f"show_surface:{row[0]}",),
-            )
-            if intent is not None:
-                self.spawn(self.send_host_intent(json.loads(intent[0])))
             self.spawn(self.drive_activation(row[0]))
         for row in self.store.all(
-            "SELECT DISTINCT app_session_id FROM calls WHERE state='queued' AND app_session_id IS NOT NULL"
+            "SELECT DISTINCT c.app_session_id FROM calls c JOIN activations a "
+            "ON a.activation_id = c.activation_id WHERE c.state='queued' AND a.state='ready'"
         ):
             self.kick(row[0])
+        self._wake_waiters()
+
+    def _reconcile_call(self, call_id: str) -> None:
+        """A retried call hints that a reconcile step may have been lost: re-drive this
+        call's pending facts (nothing is re-executed)."""
+        row = self.store.one(
+            "SELECT c.state, c.app_session_id, a.activation_id, a.state AS act_state, "
+            "a.worker_ready, a.requires_foreground, a.foreground FROM calls c "
+            "JOIN activations a ON a.activation_id = c.activation_id WHERE c.call_id=?",
+            (call_id,),
+        )
+        if row is None or row["state"] != "queued":
+            return
+        if row["act_state"] == "ready":
+            self.kick(row["app_session_id"])
+        elif row["act_state"] == "starting":
+            if self.store.one("SELECT 1 FROM host_intents WHERE delivered=0 LIMIT 1"):
+                self.kick_host()
+            if not row["worker_ready"] or not row["requires_foreground"] or row["foreground"]:
+                self.spawn(self.drive_activation(row["activation_id"]))
+
+    async def recover(self) -> None:
+        """Re-drive what the facts say is pending; idempotent and safe to crash in."""
+        for call in self.store.all(
+            "SELECT * FROM calls WHERE state='delivered' ORDER BY created_ms, rowid"
+        ):
+            faults.hit("recover.step")
+            await self._interrupt_delivery(call)
+        faults.hit("recover.step")
+        await self.tick()  # deadlines that passed while down fire at their own times
 
     async def close(self) -> None:
-        for task in list(self._pumps.values()):
-            task.cancel()
         for worker in list(self.workers.values()):
             await worker.kill()
         self.workers.clear()
+        pending = [t for t in self._tasks if t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        if pending:  # cancelled background steps leave their facts for the next open
+            await asyncio.wait(pending, timeout=5)
 
 
 def _jsonable(value: Any) -> bool:

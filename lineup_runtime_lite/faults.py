@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-__all__ = ["POINTS", "FaultInjected", "arm", "disarm", "hit", "hits"]
+__all__ = ["POINTS", "FaultInjected", "arm", "disarm", "fired", "hit", "hits"]
 
 #: Every named point. A test asserts each one is exercised by the suite.
 POINTS: tuple[str, ...] = (
@@ -18,7 +18,9 @@ POINTS: tuple[str, ...] = (
     "deliver.before_send",  # worker delivery: after `delivered` committed, before sending
     "deliver.after_reply",  # worker delivery: reply received, before the result commit
     "host.reconcile",  # before the Host simulator is asked to act
+    "host.after_intent",  # the Host acted; before the intent is marked delivered
     "outbox.fetch",  # while the Agent drains the outbox
+    "outbox.ack",  # the Agent has the messages; before the ack is committed
     "recover.step",  # between recovery steps
 )
 
@@ -29,6 +31,7 @@ class FaultInjected(Exception):
 
 _ARMED: dict[str, tuple[str, int]] = {}
 _HITS: Counter[str] = Counter()
+_FIRED: Counter[str] = Counter()
 
 
 def arm(point: str, mode: str = "raise", *, after: int = 0) -> None:
@@ -53,6 +56,12 @@ def hits() -> Counter[str]:
     return Counter(_HITS)
 
 
+def fired() -> Counter[str]:
+    """How often each point actually failed in `raise` mode in this process (a `crash`
+    ends the process, so its parent counts those)."""
+    return Counter(_FIRED)
+
+
 def hit(point: str) -> None:
     """Mark `point`; fail or crash here if it is armed."""
     _HITS[point] += 1
@@ -66,4 +75,5 @@ def hit(point: str) -> None:
     del _ARMED[point]
     if mode == "crash":
         os._exit(137)
+    _FIRED[point] += 1
     raise FaultInjected(point)

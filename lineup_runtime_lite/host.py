@@ -54,14 +54,16 @@ class HostSimulator:
         key = f"{body['intent']}:{body['instance']}"
         if key in self._applied_intents:
             return  # redelivered after a crash: apply each dedup key once
-        self._applied_intents.add(key)
-        self.intents.append(body)
+        if body not in self.intents:
+            self.intents.append(body)
         if self.policy == "auto":
             await self.send("surface_loaded", body["instance"], body["conversation"], body["scope"])
             await asyncio.sleep(0)
             await self.send(
                 "foreground_confirmed", body["instance"], body["conversation"], body["scope"]
             )
+        # only now applied: an intent whose events failed is taken again when redelivered
+        self._applied_intents.add(key)
 
     def instance_for(self, conversation: str, scope: str) -> str | None:
         """The latest instance the runtime asked to show for a conversation and scope."""

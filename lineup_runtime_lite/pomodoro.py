@@ -84,9 +84,9 @@ async def _accept_start(
         )
         msg = make_message(call_id, tool.scope, "accepted", core.now(), activation="starting")
         record(db, msg)
-        intent = core._host_intent_row(db, act_id, conversation_id, tool.scope)
+        core._host_intent_row(db, act_id, conversation_id, tool.scope)
     core.spawn(core.drive_activation(act_id))
-    core.spawn(core.send_host_intent(intent))
+    core.kick_host()
     return msg
 
 

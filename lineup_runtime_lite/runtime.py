@@ -47,6 +47,9 @@ class Outbox:
         """Mark messages (by their `id`) as received."""
 
         def go() -> None:
+            from lineup_runtime_lite import faults
+
+            faults.hit("outbox.ack")
             with self._rt._core.store.transaction(fault_points=False) as db:
                 db.executemany("UPDATE outbox SET acked=1 WHERE msg_id=?", [(i,) for i in ids])
 
@@ -248,8 +251,10 @@ class Runtime:
         self._loop.call_soon_threadsafe(arm)
 
     async def _fire(self) -> None:
-        await self._core.tick()
-        self._arm()
+        try:
+            await self._core.tick()
+        finally:  # a failed tick leaves its facts due; the next timer fires them
+            self._arm()
 
     def _advanced(self, now_ms: int) -> None:
         async def go() -> None:

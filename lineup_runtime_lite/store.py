@@ -76,6 +76,9 @@ class Store:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._lock_fd: int | None = None
+        #: How many transactions committed; a caller that sees an exception compares it
+        #: with its own count to tell "rolled back" from "committed, then failed".
+        self.commits = 0
         if self.path != ":memory:":
             self._take_lock()
         try:
@@ -141,6 +144,7 @@ class Store:
             if fault_points:
                 faults.hit("commit.after_write")
             self.db.execute("COMMIT")
+            self.commits += 1
         except BaseException:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")

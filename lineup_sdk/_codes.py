@@ -173,6 +173,11 @@ CODES: dict[str, tuple[str, str]] = {
         "The trust store file is unreadable or malformed.",
         "Fix the named entry, or recreate it with `lineup trust add`.",
     ),
+    "trust_argument_invalid": (
+        "A public key, key id or scope given to `lineup trust` is malformed.",
+        "Pass an Ed25519 public key (PEM file or base64 of the raw 32 bytes), a 32-hex "
+        "key id, and scopes like `todo` or `*`.",
+    ),
     # --- install (SPEC 4, 5.1) ---
     "version_conflict": (
         "The same scope and version is installed with a different manifest.",

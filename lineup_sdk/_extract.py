@@ -15,6 +15,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from lineup_sdk._registry import (
     Declaration,
     Location,
@@ -23,6 +25,7 @@ from lineup_sdk._registry import (
     collected,
 )
 from lineup_sdk._schema import (
+    HandlerShape,
     HandlerShapeError,
     analyze_handler,
     closed_model_schema,
@@ -32,16 +35,31 @@ from lineup_sdk._schema import (
 )
 from lineup_sdk.catalog import CATALOG
 
+# Keywords whose value maps names (of properties, definitions) to subschemas: their keys
+# are names, never annotations, so a property called `title` is kept.
+_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+
 
 def _strip_titles(schema: Any) -> Any:
+    """The schema without `title`/`description` annotations (for comparing shapes)."""
     if isinstance(schema, dict):
-        return {k: _strip_titles(v) for k, v in schema.items() if k not in ("title", "description")}
+        return {
+            k: (
+                {name: _strip_titles(sub) for name, sub in v.items()}
+                if k in _NAME_MAPS and isinstance(v, dict)
+                else _strip_titles(v)
+            )
+            for k, v in schema.items()
+            if k not in ("title", "description")
+        }
     if isinstance(schema, list):
         return [_strip_titles(v) for v in schema]
     return schema
 
 
-def _prop_shape(schema: dict[str, Any]) -> tuple[set[str], set[str]]:
+def _prop_shape(schema: Any) -> tuple[set[str], set[str]]:
+    if not isinstance(schema, dict):
+        return set(), set()
     props = schema.get("properties")
     names = set(props) if isinstance(props, dict) else set()
     req = schema.get("required")
@@ -102,22 +120,30 @@ class _Extractor:
         out["long_running"] = False
         out["timeout_s"] = decl.timeout_s
         fn = decl.handler
+        schema_first = decl.origin != "tool"
+        if schema_first:
+            # The declared schemas are checked whatever is wrong with the handler, so one
+            # run reports every problem.
+            out["description"] = decl.description or ""
+            out["input_schema"] = decl.input_schema if decl.input_schema is not None else {}
+            out["result_schema"] = decl.result_schema if decl.result_schema is not None else {}
         if fn is None:
             self.add(
                 "missing_handler",
                 f"tool {decl.method!r} is declared but has no handler",
                 decl.location,
             )
-            return None
+            return out if schema_first else None
         hloc = decl.handler_location or decl.location
         name = "".join(p.title() for p in decl.method.replace(".", "_").split("_")) + "Params"
         try:
             shape = analyze_handler(fn, model_name=name)
         except HandlerShapeError as exc:
-            self.add("handler_signature_mismatch", str(exc), hloc)
-            return None
+            related = [decl.location] if schema_first and hloc != decl.location else []
+            self.add("handler_signature_mismatch", str(exc), hloc, related)
+            return out if schema_first else None
         out["description"] = decl.description or doc_summary(fn) or ""
-        if decl.origin == "tool":
+        if not schema_first:
             if shape.form == "dict" or shape.model is None:
                 self.add(
                     "handler_signature_mismatch",
@@ -148,19 +174,30 @@ class _Extractor:
             out["input_schema"] = input_schema
             out["result_schema"] = result_schema
             return out
-        # schema-first: compare the handler with what was declared
-        declared_in = decl.input_schema or {}
-        declared_out = decl.result_schema or {}
-        out["input_schema"] = declared_in
-        out["result_schema"] = declared_out
+        # schema-first: compare the handler with what was declared (input and result
+        # independently, so both mismatches are reported)
         related = [decl.location]
-        if shape.form == "model" and shape.model is not None:
-            try:
-                theirs = _strip_titles(closed_model_schema(shape.model))
-            except Exception as exc:
-                self.add("handler_signature_mismatch", f"{decl.method!r}: {exc}", hloc, related)
-                return None
-            if theirs != _strip_titles(declared_in):
+        self._compare_input(decl, shape, out["input_schema"], hloc, related)
+        self._compare_result(decl, shape, out["result_schema"], hloc, related)
+        return out
+
+    def _compare_input(
+        self,
+        decl: Declaration,
+        shape: HandlerShape,
+        declared: Any,
+        hloc: Location,
+        related: list[Location],
+    ) -> None:
+        if shape.model is None:  # `(ctx, params: dict)` takes whatever was declared
+            return
+        try:
+            theirs = closed_model_schema(shape.model)
+        except Exception as exc:
+            self.add("handler_signature_mismatch", f"{decl.method!r}: {exc}", hloc, related)
+            return
+        if shape.form == "model":
+            if _strip_titles(theirs) != _strip_titles(declared):
                 self.add(
                     "handler_signature_mismatch",
                     f"{decl.method!r}: the handler's model {shape.model.__name__} does not "
@@ -168,58 +205,93 @@ class _Extractor:
                     hloc,
                     related,
                 )
-                return None
-        elif shape.form == "kwargs" and shape.model is not None:
-            theirs = closed_model_schema(shape.model)
-            if _prop_shape(theirs) != _prop_shape(declared_in):
-                names, req = _prop_shape(declared_in)
-                got_names, got_req = _prop_shape(theirs)
-                self.add(
-                    "handler_signature_mismatch",
-                    f"{decl.method!r}: handler parameters {sorted(got_names)} (required "
-                    f"{sorted(got_req)}) disagree with the declared properties {sorted(names)} "
-                    f"(required {sorted(req)})",
-                    hloc,
-                    related,
-                )
-                return None
-        if shape.has_return and shape.returns is not None:
-            ret = shape.returns
-            if isinstance(ret, type) and hasattr(ret, "model_json_schema"):
-                try:
-                    theirs = _strip_titles(result_schema_of(ret))
-                except Exception as exc:
-                    self.add("handler_signature_mismatch", f"{decl.method!r}: {exc}", hloc, related)
-                    return None
-                if theirs != _strip_titles(declared_out):
-                    self.add(
-                        "handler_signature_mismatch",
-                        f"{decl.method!r}: the return annotation {ret.__name__} does not "
-                        "produce the declared result schema",
-                        hloc,
-                        related,
-                    )
-                    return None
-        return out
+        elif _prop_shape(theirs) != _prop_shape(declared):
+            names, req = _prop_shape(declared)
+            got_names, got_req = _prop_shape(theirs)
+            self.add(
+                "handler_signature_mismatch",
+                f"{decl.method!r}: handler parameters {sorted(got_names)} (required "
+                f"{sorted(got_req)}) disagree with the declared properties {sorted(names)} "
+                f"(required {sorted(req)})",
+                hloc,
+                related,
+            )
+
+    def _compare_result(
+        self,
+        decl: Declaration,
+        shape: HandlerShape,
+        declared: Any,
+        hloc: Location,
+        related: list[Location],
+    ) -> None:
+        ret = shape.returns
+        if not (shape.has_return and isinstance(ret, type) and issubclass(ret, BaseModel)):
+            return
+        try:
+            theirs = _strip_titles(result_schema_of(ret))
+        except Exception as exc:
+            self.add("handler_signature_mismatch", f"{decl.method!r}: {exc}", hloc, related)
+            return
+        if theirs != _strip_titles(declared):
+            self.add(
+                "handler_signature_mismatch",
+                f"{decl.method!r}: the return annotation {ret.__name__} does not "
+                "produce the declared result schema",
+                hloc,
+                related,
+            )
+
+
+def _json_problems(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A problem per schema of `spec` that is not JSON (NaN, a set, an object, ...)."""
+    out: list[dict[str, Any]] = []
+    for field, code in (
+        ("input_schema", "invalid_input_schema"),
+        ("result_schema", "invalid_result_schema"),
+        ("declared_input_schema", "invalid_input_schema"),
+        ("declared_result_schema", "invalid_result_schema"),
+    ):
+        try:
+            json.dumps(spec.get(field), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            out.append(
+                {
+                    "code": code,
+                    "message": f"{spec['method']}: {field} is not JSON-serializable: {exc}",
+                    "hint": "defaults and examples must be JSON values (no NaN)",
+                    "location": spec.get("location"),
+                    "related": [],
+                }
+            )
+    return out
+
+
+def _rel(root: Path, filename: str | None) -> str | None:
+    """`filename` relative to the staging root, or None for files outside it.
+
+    Pseudo-files such as `<frozen importlib._bootstrap>` are never inside it (resolving
+    them would wrongly land under the working directory, which is the root).
+    """
+    if not filename or not os.path.isabs(filename):
+        return None
+    try:
+        return Path(filename).resolve().relative_to(root).as_posix()
+    except (ValueError, OSError):
+        return None
 
 
 def _import_failure(root: Path, exc: BaseException) -> dict[str, Any]:
-    frames = traceback.extract_tb(exc.__traceback__)
     where = None
-    for fr in reversed(frames):
-        try:
-            rel = Path(fr.filename).resolve().relative_to(root).as_posix()
-        except (ValueError, OSError):
-            continue
-        where = {"file": rel, "line": fr.lineno}
-        break
-    if where is None and isinstance(exc, SyntaxError) and exc.filename:
-        try:
-            rel = Path(exc.filename).resolve().relative_to(root).as_posix()
-            where = {"file": rel, "line": exc.lineno or 1}
-        except (ValueError, OSError):
-            pass
+    if isinstance(exc, SyntaxError) and (rel := _rel(root, exc.filename)):
+        where = {"file": rel, "line": exc.lineno or 1}  # the broken line itself
+    else:
+        for fr in reversed(traceback.extract_tb(exc.__traceback__)):
+            if rel := _rel(root, fr.filename):
+                where = {"file": rel, "line": fr.lineno}
+                break
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    text = text.replace(f"{root}{os.sep}", "")  # staging paths mean nothing to the author
     return {
         "code": "entry_import_failed",
         "message": f"importing the entry failed: {text}",
@@ -235,19 +307,20 @@ def extract(root: Path, entry: str) -> dict[str, Any]:
     sys.path.insert(0, str(root))
     ex = _Extractor(root)
     try:
-        importlib.import_module(entry)
+        module = importlib.import_module(entry)
     except BaseException as exc:  # the author's import may raise anything, SystemExit too
         return {"registry": None, "tools": [], "problems": [_import_failure(root, exc)]}
     registries, stray = collected()
     for p in stray:
         ex.problem(p)
     if not registries:
+        module_file = getattr(module, "__file__", None)
         ex.problems.append(
             {
                 "code": "registry_missing",
                 "message": f"entry {entry!r} defines no registry",
                 "hint": "call `tools = define_agent_tools(app_scope=...)` in the entry module",
-                "location": None,
+                "location": ex.loc(Location(module_file, 1)) if module_file else None,
                 "related": [],
             }
         )
@@ -274,23 +347,17 @@ def main(argv: list[str]) -> int:
     result = extract(root, entry)
     try:
         data = json.dumps(result, allow_nan=False, sort_keys=True)
-    except (TypeError, ValueError) as exc:
-        data = json.dumps(
-            {
-                "registry": result["registry"],
-                "tools": [],
-                "problems": [
-                    *result["problems"],
-                    {
-                        "code": "invalid_input_schema",
-                        "message": f"a schema is not JSON-serializable: {exc}",
-                        "hint": "defaults and examples must be JSON values (no NaN)",
-                        "location": None,
-                        "related": [],
-                    },
-                ],
-            }
-        )
+    except (TypeError, ValueError):
+        # Drop only the tools whose schemas are not JSON, each reported at its declaration.
+        tools, problems = [], list(result["problems"])
+        for spec in result["tools"]:
+            bad = _json_problems(spec)
+            problems.extend(bad)
+            if not bad:
+                tools.append(spec)
+        result = {**result, "tools": tools, "problems": problems}
+        # Anything else that is not JSON (say, a description object) becomes its str().
+        data = json.dumps(result, allow_nan=False, sort_keys=True, default=str)
     tmp = output.with_suffix(".tmp")
     tmp.write_text(data, encoding="utf-8")
     os.replace(tmp, output)

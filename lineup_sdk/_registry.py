@@ -103,12 +103,12 @@ def _caller(depth: int = 2) -> Location:
 
 def method_name_problem(method: str, app_scope: str) -> tuple[str, str] | None:
     """`(code, message)` if `method` breaks the naming rule or leaves the scope, else None."""
-    parts = method.split(".") if isinstance(method, str) else []
+    parts = method.split(".") if isinstance(method, str) and len(method) <= 200 else []
     if len(parts) < 2 or not all(_SEGMENT.match(p) for p in parts):
         return (
             "invalid_method_name",
             f"method {method!r} must be lowercase `[a-z][a-z0-9_]*` segments joined by dots, "
-            "starting with the app scope",
+            "starting with the app scope (at most 200 characters)",
         )
     if parts[0] != app_scope:
         return (
@@ -154,6 +154,8 @@ class ToolRegistry:
                     "config_invalid",
                     f"activation {activation!r} of {method!r} must be one of {', '.join(ACTIVATIONS)}",
                     where,
+                    hint="app_ready (app running), foreground_required (user sees it) or "
+                    "activation_not_required (never starts the app)",
                 )
             )
             return False

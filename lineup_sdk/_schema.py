@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
+import math
 import re
 import typing
 from collections.abc import Callable
@@ -25,6 +28,7 @@ __all__ = [
 ]
 
 _NO_RETURN = object()
+_JSON_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 class _ClosedSchema(GenerateJsonSchema):
@@ -33,6 +37,22 @@ class _ClosedSchema(GenerateJsonSchema):
     The schema the Agent sees is the schema the runtime enforces, so an unknown argument is
     `invalid_params` rather than silently dropped.
     """
+
+    def encode_default(self, dft: Any) -> Any:
+        # pydantic builds a fresh TypeAdapter per default; for JSON scalars its output is
+        # the value itself, so skip that (the bulk of schema time for many small tools).
+        kind = type(dft)
+        if kind in _JSON_SCALARS or (kind is float and math.isfinite(dft)):
+            return dft
+        if _plain_class(kind) and set(self._config.config_dict) <= _NEUTRAL_CONFIG:
+            # An enum member, list, ...: the config cannot change how it serializes, so
+            # reuse one adapter per type instead of building one per default.
+            try:
+                adapter = _default_adapter(kind)  # type: ignore[arg-type]  # classes hash
+                return adapter.dump_python(dft, by_alias=self.by_alias, mode="json")
+            except Exception:
+                pass  # let pydantic produce its own error below
+        return super().encode_default(dft)
 
     def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
         json_schema = super().model_schema(schema)
@@ -44,6 +64,20 @@ class _ClosedSchema(GenerateJsonSchema):
         ):
             json_schema["additionalProperties"] = False
         return json_schema
+
+
+# Config keys that do not affect how a default value serializes to JSON.
+_NEUTRAL_CONFIG = frozenset({"extra", "title", "frozen"})
+
+
+def _plain_class(kind: type) -> bool:
+    """Not a model, dataclass or TypedDict (those carry their own config)."""
+    return not (issubclass(kind, BaseModel) or dataclasses.is_dataclass(kind))
+
+
+@functools.lru_cache(maxsize=256)
+def _default_adapter(kind: type) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
 
 
 @dataclass
@@ -127,7 +161,23 @@ def closed_model_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def result_schema_of(annotation: Any) -> dict[str, Any]:
-    """The result JSON Schema of a return annotation (`None` → `{"type": "null"}`)."""
+    """The result JSON Schema of a return annotation (`None` → `{"type": "null"}`).
+
+    Many tools share a result type, so schemas are cached per annotation; treat the
+    returned dict as read-only.
+    """
+    try:
+        return _cached_result_schema(annotation)
+    except TypeError:  # an unhashable annotation: compute it every time
+        return _result_schema(annotation)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_result_schema(annotation: Any) -> dict[str, Any]:
+    return _result_schema(annotation)
+
+
+def _result_schema(annotation: Any) -> dict[str, Any]:
     if annotation is None or annotation is type(None):
         return {"type": "null"}
     if _is_model(annotation):

@@ -1,0 +1,255 @@
+"""Checks on a bundle's manifest as data: strict JSON, the schema, tools against the catalog.
+
+Pure functions over bytes and dicts; `verify` calls them in SPEC 4 order. Nothing here
+imports or runs bundle code: a tool is a name, schemas and flags, never a function.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from lineup_build.manifest import manifest_schema
+from lineup_build.reader import Limits
+from lineup_build.schemas import canonical_json, check_schema
+from lineup_sdk._registry import method_name_problem
+from lineup_sdk.catalog import CATALOG, key_allowed_for_scope
+from lineup_sdk.errors import LineupError
+
+__all__ = ["json_depth", "parse_manifest", "schema_problems", "tool_problems"]
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_MAX_SCHEMA_REPORTS = 20
+
+
+def json_depth(data: bytes, stop_above: int | None = None) -> int:
+    """Deepest nesting of arrays and objects in JSON text, without parsing it.
+
+    Strings are skipped, so brackets inside them do not count. Counting stops early once
+    the depth passes `stop_above`; the result is then `stop_above + 1`.
+    """
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKET)
+    depth = deepest = 0
+    for b in brackets:
+        if b in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if stop_above is not None and deepest > stop_above:
+                    return deepest
+        else:
+            depth -= 1
+    return deepest
+
+
+def _no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def parse_manifest(data: bytes, limits: Limits) -> Any:
+    """Parse manifest bytes strictly: UTF-8, depth limit, no duplicate keys, no NaN/Infinity.
+
+    Raises:
+        LineupError: `limits_exceeded` (too large or too deep) or `manifest_invalid`.
+    """
+    if len(data) > limits.max_manifest_bytes:
+        raise LineupError(
+            "limits_exceeded",
+            f"manifest.json is {len(data)} bytes, over the limit of {limits.max_manifest_bytes}",
+        )
+    depth = json_depth(data, stop_above=limits.max_depth)
+    if depth > limits.max_depth:
+        raise LineupError(
+            "limits_exceeded", f"manifest.json nests deeper than {limits.max_depth} levels"
+        )
+    try:
+        doc = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_no_dupes,
+            parse_constant=_no_constant,
+            parse_float=_finite,
+        )
+        canonical_json(doc)  # lone surrogates and the like cannot be re-encoded
+    except (UnicodeError, ValueError, RecursionError) as exc:
+        raise LineupError("manifest_invalid", f"manifest.json is not strict JSON: {exc}") from None
+    return doc
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@functools.lru_cache(maxsize=1)
+def _validators() -> tuple[Any, Any]:
+    from jsonschema import Draft202012Validator
+
+    schema = manifest_schema()
+    one_file = {"$defs": schema["$defs"], "$ref": "#/$defs/file"}
+    return Draft202012Validator(schema), Draft202012Validator(one_file)
+
+
+@functools.lru_cache(maxsize=1)
+def _plain_file_check() -> Callable[[Any], bool] | None:
+    """A fast, sufficient test for the schema's `file` definition, or None.
+
+    It exists because the generic validator spends far longer on 10,000 file entries than
+    hashing them takes. It accepts only entries that plainly satisfy the definition;
+    anything else still goes to the JSON Schema validator, so the shipped schema stays the
+    authority. If the definition ever changes shape, the fast path switches itself off.
+    """
+    definition = manifest_schema()["$defs"]["file"]
+    max_path = definition["properties"]["path"].get("maxLength")
+    expected = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["path", "sha256", "size"],
+        "properties": {
+            "path": {"type": "string", "minLength": 1, "maxLength": max_path},
+            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "size": {"type": "integer", "minimum": 0},
+        },
+    }
+    if definition != expected or not isinstance(max_path, int):
+        return None
+    keys = frozenset(("path", "sha256", "size"))
+
+    def check(f: Any) -> bool:
+        return (
+            type(f) is dict
+            and f.keys() == keys
+            and type(f["path"]) is str
+            and 0 < len(f["path"]) <= max_path
+            and type(f["sha256"]) is str
+            and _HEX64.fullmatch(f["sha256"]) is not None
+            and type(f["size"]) is int
+            and f["size"] >= 0
+        )
+
+    return check
+
+
+def _errors(validator: Any, instance: Any, prefix: str = "") -> list[str]:
+    out = []
+    for err in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.path))):
+        ptr = prefix + "".join(f"/{p}" for p in err.absolute_path)
+        out.append(f"{ptr or '/'}: {err.message}")
+    return out
+
+
+def schema_problems(manifest: Any) -> list[LineupError]:
+    """The manifest against the closed manifest v1 schema (`manifest_invalid` each)."""
+    whole, one_file = _validators()
+    plain = _plain_file_check()
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if plain is None or not isinstance(files, list):
+        errors = _errors(whole, manifest)
+    else:
+        errors = _errors(whole, {**manifest, "files": []})
+        for i, f in enumerate(files):
+            if not plain(f):
+                errors.extend(_errors(one_file, f, f"/files/{i}"))
+    out = [LineupError("manifest_invalid", f"manifest.json {_clip(e)}") for e in errors[:20]]
+    if len(errors) > 20:
+        out.append(LineupError("manifest_invalid", f"... and {len(errors) - 20} more"))
+    return out
+
+
+def _schema_checks(method: str, tool: dict[str, Any]) -> list[LineupError]:
+    out = []
+    for field, code, require_object in (
+        ("input_schema", "invalid_input_schema", True),
+        ("result_schema", "invalid_result_schema", False),
+    ):
+        problems = check_schema(tool[field], require_object=require_object)
+        for p in problems[:_MAX_SCHEMA_REPORTS]:
+            out.append(
+                LineupError(
+                    "remote_ref" if p.kind == "remote_ref" else code,
+                    f"{method}: {field} at {p.pointer}: {p.message}",
+                    details={"method": method, "field": field, "pointer": p.pointer},
+                )
+            )
+    return out
+
+
+def _catalog_checks(method: str, tool: dict[str, Any], scope: str) -> list[LineupError]:
+    key = tool["handler_key"]
+    entry = CATALOG.get(key)
+    if entry is None:
+        return [
+            LineupError(
+                "unknown_runtime_handler",
+                f"{method}: handler key {key!r} is not in the runtime handler catalog",
+                details={"method": method, "handler_key": key},
+            )
+        ]
+    diffs = []
+    if not key_allowed_for_scope(key, scope):
+        diffs.append(f"key {key!r} belongs to another scope than {scope!r}")
+    if tool["activation"] != entry.activation:
+        diffs.append(f"activation {tool['activation']!r} is not {entry.activation!r}")
+    if tool["long_running"] != entry.long_running:
+        diffs.append(f"long_running {tool['long_running']!r} is not {entry.long_running!r}")
+    if tool["input_schema"] != entry.input_schema:
+        diffs.append("input_schema differs from the catalog")
+    if tool["result_schema"] != entry.result_schema:
+        diffs.append("result_schema differs from the catalog")
+    return [
+        LineupError(
+            "runtime_contract_mismatch",
+            f"{method}: {d}",
+            details={"method": method, "handler_key": key},
+        )
+        for d in diffs
+    ]
+
+
+def tool_problems(manifest: dict[str, Any]) -> list[LineupError]:
+    """Method names, each tool schema, then runtime tools against the catalog.
+
+    `manifest` must already match the manifest schema.
+    """
+    scope = manifest["app"]["scope"]
+    out: list[LineupError] = []
+    seen: set[str] = set()
+    for tool in manifest["tools"]:
+        method = tool["method"]
+        bad = method_name_problem(method, scope)
+        if bad:
+            out.append(LineupError(bad[0], bad[1], details={"method": method}))
+        if method in seen:
+            out.append(
+                LineupError(
+                    "duplicate_method",
+                    f"{method}: listed twice in manifest.json",
+                    details={"method": method},
+                )
+            )
+        seen.add(method)
+        out.extend(_schema_checks(method, tool))
+    for tool in manifest["tools"]:
+        if tool["delivery"] == "runtime":
+            out.extend(_catalog_checks(tool["method"], tool, scope))
+    return out

@@ -1,0 +1,90 @@
+"""`verify --source`: is the bundle's manifest exactly what a fresh build of the source gives?
+
+The source is checked and its manifest generated as `lineup build` would (the entry is
+imported from a temporary staging folder in a subprocess; nothing is written to the
+source), then the manifest bytes are compared. A difference is `stale_bundle` with a
+short summary of what changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lineup_build.manifest import serialize_manifest
+from lineup_sdk.errors import LineupError
+
+__all__ = ["manifest_diff", "staleness_problem"]
+
+_SHOWN = 5
+
+
+def _by(items: Any, key: str) -> dict[str, Any]:
+    return {i[key]: i for i in items} if isinstance(items, list) else {}
+
+
+def manifest_diff(bundle: dict[str, Any], fresh: dict[str, Any]) -> dict[str, list[str]]:
+    """What changed from the bundle's manifest to a fresh build's, as lists of names.
+
+    Keys (each present only when non-empty): `app` (changed app fields), `sdk`,
+    `tools_added`, `tools_removed`, `tools_changed` (`method: field, ...`),
+    `files_added`, `files_removed`, `files_changed`.
+    """
+    out: dict[str, list[str]] = {}
+    old_app, new_app = bundle.get("app", {}), fresh.get("app", {})
+    app = sorted(k for k in set(old_app) | set(new_app) if old_app.get(k) != new_app.get(k))
+    if app:
+        out["app"] = app
+    if bundle.get("sdk") != fresh.get("sdk"):
+        out["sdk"] = [f"{bundle.get('sdk')} -> {fresh.get('sdk')}"]
+    for kind, key in (("tools", "method"), ("files", "path")):
+        old, new = _by(bundle.get(kind), key), _by(fresh.get(kind), key)
+        added = sorted(set(new) - set(old))
+        removed = sorted(set(old) - set(new))
+        changed = []
+        for name in sorted(set(old) & set(new)):
+            if old[name] != new[name]:
+                fields = sorted(
+                    f
+                    for f in set(old[name]) | set(new[name])
+                    if old[name].get(f) != new[name].get(f)
+                )
+                changed.append(f"{name}: {', '.join(fields)}" if kind == "tools" else name)
+        for label, values in (("added", added), ("removed", removed), ("changed", changed)):
+            if values:
+                out[f"{kind}_{label}"] = values
+    return out
+
+
+def _summary(diff: dict[str, list[str]]) -> str:
+    parts = []
+    for key, values in diff.items():
+        shown = "; ".join(values[:_SHOWN])
+        more = f" (+{len(values) - _SHOWN} more)" if len(values) > _SHOWN else ""
+        parts.append(f"{key.replace('_', ' ')}: {shown}{more}")
+    return " | ".join(parts) or "the manifest bytes differ"
+
+
+def staleness_problem(
+    bundle_manifest: dict[str, Any], bundle_bytes: bytes, source: Path
+) -> LineupError | None:
+    """`stale_bundle` unless a fresh build of `source` gives the same manifest bytes."""
+    from lineup_build.build import source_manifest
+
+    fresh, check = source_manifest(source)
+    if fresh is None:
+        errors = [d.to_dict() for d in check.diagnostics if d.severity == "error"]
+        return LineupError(
+            "stale_bundle",
+            f"{source} does not build ({len(errors)} problem(s)), so the bundle cannot match it",
+            hint="run `lineup check` on the source and fix it first",
+            details={"source": str(source), "diagnostics": errors},
+        )
+    if serialize_manifest(fresh) == bundle_bytes:
+        return None
+    diff = manifest_diff(bundle_manifest, fresh)
+    return LineupError(
+        "stale_bundle",
+        f"the bundle is stale against {source}: {_summary(diff)}",
+        details={"source": str(source), "diff": diff},
+    )

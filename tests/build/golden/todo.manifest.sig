@@ -1,0 +1,1 @@
+{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"Amk0oqWw/ThrViSzhvyPgGgPppsXTbzhRbZm0SVK4DKRb/8XwDJJ6jPOtxVcA411vBAE2HEBLBsYorq4WRsxCA=="}

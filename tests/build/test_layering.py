@@ -1,0 +1,202 @@
+"""Package hygiene: sorted public `__all__`, one-way imports, and a fast `lineup --version`.
+
+Data flows `author code → lineup_sdk → lineup_build → lineup_runtime_lite`, so imports go
+the other way only: the runtime may import build and SDK, build may import the SDK, and
+the SDK imports neither. The one exception is the CLI (the composition root):
+`lineup_build/cli.py` and `lineup_build/_cli_*.py` may import the runtime, but only lazily
+(inside a function, or under `TYPE_CHECKING`).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RANK = {"lineup_sdk": 0, "lineup_build": 1, "lineup_runtime_lite": 2}
+
+
+@pytest.mark.parametrize("package", list(RANK))
+def test_public_api_is_sorted_and_resolves(package: str) -> None:
+    module = importlib.import_module(package)
+    names = module.__all__
+    assert isinstance(names, list) and names
+    assert names == sorted(names), f"{package}.__all__ is not sorted"
+    assert len(set(names)) == len(names)
+    for name in names:
+        assert getattr(module, name) is not None, f"{package}.{name}"
+    assert module.__doc__ and module.__doc__.strip()
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> Iterator[tuple[str, int, bool]]:
+    """`(imported module, line, lazy)` for every import in a package file."""
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    yield from _imports_in(path.read_text(), package)
+
+
+def _imports_in(source: str, package: list[str]) -> Iterator[tuple[str, int, bool]]:
+    """`(imported module, line, lazy)` for every import in `source`.
+
+    Lazy means inside a function body or an `if TYPE_CHECKING:` block. String arguments of
+    `importlib.import_module(...)` count as imports too; relative imports are resolved
+    against `package`.
+    """
+    tree = ast.parse(source)
+
+    def visit(node: ast.AST, lazy: bool) -> Iterator[tuple[str, int, bool]]:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            lazy = True
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                yield from visit(child, True)
+            for child in node.orelse:
+                yield from visit(child, lazy)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno, lazy
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            yield target, node.lineno, lazy
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("importlib.import_module", "import_module", "__import__")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.args[0].value, node.lineno, lazy
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, lazy)
+
+    yield from visit(tree, False)
+
+
+def _violations() -> list[str]:
+    out = []
+    for package, rank in RANK.items():
+        for path in sorted((ROOT / package).rglob("*.py")):
+            is_cli = package == "lineup_build" and (
+                path.name == "cli.py" or path.name.startswith("_cli_")
+            )
+            for target, line, lazy in _imports(path):
+                top = target.split(".")[0]
+                if top not in RANK or RANK[top] <= rank:
+                    continue
+                if is_cli and top == "lineup_runtime_lite" and lazy:
+                    continue
+                kind = "lazy " if lazy else ""
+                out.append(f"{path.relative_to(ROOT)}:{line}: {kind}import of {target}")
+    return out
+
+
+def test_imports_flow_one_way() -> None:
+    assert _violations() == []
+
+
+def test_the_layering_check_sees_violations() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import lineup_build.build\n"
+        "from .. import _cli_app\n"
+        "if TYPE_CHECKING:\n    from lineup_runtime_lite import Runtime\n"
+        "def f():\n    import importlib\n    importlib.import_module('lineup_runtime_lite.store')\n"
+    )
+    found = {(t, lazy) for t, _, lazy in _imports_in(source, ["lineup_build", "sub"])}
+    assert found == {
+        ("typing", False),
+        ("lineup_build.build", False),
+        ("lineup_build", False),
+        ("lineup_runtime_lite", True),
+        ("importlib", True),
+        ("lineup_runtime_lite.store", True),
+    }
+
+
+# --- the CLI's fast paths -------------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("LINEUP_")}
+
+
+def test_version_fast_path_imports_no_heavy_module() -> None:
+    script = (
+        "import json, sys\n"
+        "from lineup_build.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    version_line, doc_line = proc.stdout.splitlines()
+    from lineup_sdk import __version__
+
+    assert version_line == f"lineup {__version__}"
+    doc = json.loads(doc_line)
+    assert doc["code"] == 0
+    slow = {"typer", "click", "rich", "jinja2", "cryptography", "jsonschema", "pydantic"}
+    assert sorted(m for m in doc["modules"] if m.split(".")[0] in slow) == []
+    assert "lineup_build.build" not in doc["modules"]
+
+
+def _script() -> str:
+    script = Path(sys.executable).with_name("lineup")
+    assert script.exists()
+    return str(script)
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_console_script_version(flag: str, tmp_path: Path) -> None:
+    from lineup_sdk import __version__
+
+    proc = subprocess.run(
+        [_script(), flag], cwd=tmp_path, env=_env(), capture_output=True, text=True, check=False
+    )
+    assert (proc.returncode, proc.stdout) == (0, f"lineup {__version__}\n")
+
+
+def test_console_script_help_lists_the_commands(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [_script(), "--help"], cwd=tmp_path, env=_env(), capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0
+    for command in ("init", "check", "build", "keygen"):
+        assert command in proc.stdout
+
+
+def test_usage_error_exits_2(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [_script(), "build", "--no-such-option"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2

@@ -1,0 +1,232 @@
+"""Templates as products: `lineup init` renders the expected tree, which builds cleanly
+through the real CLI entry point (in-process and as the installed console script)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from lineup_build.cli import main
+from lineup_build.init import template_names, templates_root
+
+PROJECT_FILES = [
+    ".github/workflows/lineup.yml",
+    ".gitignore",
+    "README.md",
+    "lineup.toml",
+    "my_app_app/__init__.py",
+    "my_app_app/tools.py",
+    "surface/index.html",
+]
+METHODS = {
+    "blank": ["my_app.hello"],
+    "todo": ["my_app.add", "my_app.complete", "my_app.list"],
+}
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """`lineup ARGS` through the console script's entry function."""
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    out, err = capsys.readouterr()
+    code = info.value.code
+    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
+
+
+def tree(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+
+def console_script() -> str:
+    script = Path(sys.executable).with_name("lineup")
+    assert script.exists(), f"the console script is not installed next to {sys.executable}"
+    return str(script)
+
+
+def test_templates_on_offer() -> None:
+    assert {"blank", "todo"} <= set(template_names())
+
+
+@pytest.mark.parametrize("template", ["blank", "todo"])
+def test_init_then_build_through_the_cli(
+    template: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "my-app"
+
+    code, out, _ = run_cli(["init", str(target), "--template", template, "--json"], capsys)
+    assert code == 0
+    created = json.loads(out)
+    assert created["ok"] and created["scope"] == "my_app" and created["template"] == template
+    assert created["files"] == PROJECT_FILES
+    assert tree(target) == PROJECT_FILES
+
+    rendered = "\n".join(
+        (target / f).read_text() for f in PROJECT_FILES if f != ".github/workflows/lineup.yml"
+    )
+    assert "{{" not in rendered and "{%" not in rendered
+    assert 'scope = "my_app"' in (target / "lineup.toml").read_text()
+
+    code, out, err = run_cli(["build", str(target), "--dev-key", "--json"], capsys)
+    assert code == 0, err
+    built = json.loads(out)
+    assert built["ok"] is True and built["diagnostics"] == []
+    bundle = Path(built["bundle"])
+    assert bundle == target / "dist" / "my_app-1.0.0.lineup"
+    assert tree(target) == sorted(
+        [
+            *PROJECT_FILES,
+            ".lineup/.gitignore",
+            ".lineup/dev-key.pem",
+            ".lineup/dev-key.pub.pem",
+            "dist/my_app-1.0.0.lineup",
+        ]
+    )
+    with zipfile.ZipFile(bundle) as zf:
+        names = zf.namelist()
+        manifest = json.loads(zf.read("manifest.json"))
+    assert names == [
+        "manifest.json",
+        "manifest.sig",
+        "app/my_app_app/__init__.py",
+        "app/my_app_app/tools.py",
+        "app/surface/index.html",
+    ]
+    assert [t["method"] for t in manifest["tools"]] == METHODS[template]
+    assert all(t["description"] for t in manifest["tools"])
+
+    code, _, err = run_cli(["check", str(target), "--strict"], capsys)
+    assert code == 0, err  # the templates carry no warnings either
+
+
+@pytest.mark.parametrize("template", ["blank", "todo"])
+def test_workflow_keeps_github_expressions_literally(template: str, tmp_path: Path) -> None:
+    from lineup_build.init import init_project
+
+    init_project(tmp_path / "app", template=template)
+    workflow = (tmp_path / "app/.github/workflows/lineup.yml").read_bytes()
+    source = (templates_root() / template / ".github/workflows/lineup.yml").read_bytes()
+    assert workflow == source
+    assert b"${{ secrets.LINEUP_SIGNING_KEY }}" in workflow
+    assert b"lineup check" in workflow
+
+
+def test_gitignore_keeps_keys_and_dist_out(tmp_path: Path) -> None:
+    from lineup_build.init import init_project
+
+    init_project(tmp_path / "app", template="todo")
+    ignored = (tmp_path / "app/.gitignore").read_text().split()
+    assert {".lineup/", "dist/", "*.pem"} <= set(ignored)
+
+
+def test_dev_key_is_created_once_private_and_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "app"
+    run_cli(["init", str(target), "--template", "blank"], capsys)
+    key_ids = []
+    for _ in range(2):
+        code, out, _ = run_cli(["build", str(target), "--dev-key", "--json"], capsys)
+        assert code == 0
+        key_ids.append(json.loads(out)["key_id"])
+        if len(key_ids) == 1:
+            key = target / ".lineup/dev-key.pem"
+            first_bytes, first_stat = key.read_bytes(), key.stat()
+
+    assert key_ids[0] == key_ids[1]
+    assert key.read_bytes() == first_bytes
+    assert key.stat().st_ino == first_stat.st_ino
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert b"BEGIN PRIVATE KEY" in first_bytes
+    assert (target / ".lineup/.gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_init_refuses_a_non_empty_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "busy"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+
+    code, _, err = run_cli(["init", str(target), "--template", "todo"], capsys)
+    assert code == 1
+    assert "init_target_not_empty" in err
+    assert (target / "notes.txt").read_text() == "mine" and tree(target) == ["notes.txt"]
+
+    code, out, _ = run_cli(["init", str(target), "--json"], capsys)
+    assert code == 1
+    assert json.loads(out)["error"]["code"] == "init_target_not_empty"
+
+
+def test_init_accepts_an_existing_empty_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _, _ = run_cli(["init", str(tmp_path / "empty"), "--template", "blank"], capsys)
+    assert code == 0 and (tmp_path / "empty/lineup.toml").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "exit_code", "hint"),
+    [
+        (["--template", "nope"], "template_unknown", 2, "todo"),
+        ([], "scope_invalid", 2, "--scope"),
+        (["--scope", "Not-Valid"], "scope_invalid", 2, "--scope"),
+    ],
+    ids=["unknown_template", "underivable_scope", "invalid_scope_option"],
+)
+def test_init_usage_errors(
+    args: list[str],
+    code: str,
+    exit_code: int,
+    hint: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    target = tmp_path / "123-go"  # no scope can be derived from a leading digit
+    status, out, _ = run_cli(["init", str(target), *args, "--json"], capsys)
+    assert status == exit_code
+    error = json.loads(out)["error"]
+    assert error["code"] == code
+    assert hint in error["hint"]
+    assert not target.exists()
+
+
+def test_init_with_an_explicit_scope(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "123-go"
+    code, out, _ = run_cli(["init", str(target), "--scope", "go", "--json"], capsys)
+    assert code == 0
+    assert json.loads(out)["scope"] == "go"
+    assert (target / "go_app/tools.py").exists()
+
+
+def test_console_script_init_and_build(tmp_path: Path) -> None:
+    """The installed `lineup` script, run from a folder outside the checkout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEUP_", "PYTHON"))}
+    lineup = console_script()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [lineup, *args], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+        )
+
+    init = run("init", "demo", "--template", "todo")
+    assert init.returncode == 0, init.stderr
+    assert "created" in init.stdout
+
+    build = run("build", "demo", "--dev-key", "--json")
+    assert build.returncode == 0, build.stderr
+    doc = json.loads(build.stdout)
+    assert doc["ok"] is True
+    assert Path(doc["bundle"]).resolve() == (tmp_path / "demo/dist/demo-1.0.0.lineup").resolve()
+    assert len(doc["manifest_sha256"]) == 64
+
+    rejected = run("build", "demo")  # no key at all
+    assert rejected.returncode == 1
+    assert "signing_key_missing" in rejected.stderr

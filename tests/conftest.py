@@ -1,0 +1,130 @@
+"""Shared fixtures: a fixed signing key, a clean environment, and MiniApp projects on disk."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lineup_build.signing import SigningKey, key_from_seed
+
+#: The fixed Ed25519 seed of every golden file and reproducibility test.
+SEED = bytes(range(32))
+#: A fixed `SOURCE_DATE_EPOCH` (2023-11-14T22:13:20Z).
+EPOCH = 1_700_000_000
+
+_ENV = (
+    "LINEUP_SIGNING_KEY",
+    "LINEUP_SIGNING_KEY_PASSPHRASE",
+    "LINEUP_SDK_COLLECT",
+    "SOURCE_DATE_EPOCH",
+)
+
+#: The header of most fixture entry modules: imports and the registry of scope `demo`.
+HEADER = """\
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from lineup_sdk import ToolContext, define_agent_tools
+
+tools = define_agent_tools(app_scope="demo")  # <-registry
+"""
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No signing key, passphrase, epoch or collecting flag leaks in from the shell."""
+    for name in _ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def signing_key() -> SigningKey:
+    """The fixed test key: `key_from_seed(bytes(range(32)))`."""
+    return key_from_seed(SEED)
+
+
+class MiniApp:
+    """A MiniApp project written into a temporary folder.
+
+    Files are dedented; a marker comment such as `# <-dup` names a line so tests can
+    assert locations without counting lines by hand.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, files: dict[str, str]) -> MiniApp:
+        for rel, text in files.items():
+            path = self.root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(text))
+        return self
+
+    def line(self, marker: str, file: str = "demo_app/tools.py") -> int:
+        """The 1-based line of the first line of `file` that contains `marker`."""
+        for number, text in enumerate((self.root / file).read_text().splitlines(), start=1):
+            if marker in text:
+                return number
+        raise AssertionError(f"marker {marker!r} not found in {file}")
+
+
+def toml(
+    *,
+    scope: str = "demo",
+    name: str = "Demo",
+    version: str = "1.0.0",
+    entry: str = "demo_app.tools",
+    include: tuple[str, ...] = ("demo_app/**/*.py",),
+    extra: str = "",
+) -> str:
+    """A `lineup.toml` text."""
+    globs = ", ".join(f'"{g}"' for g in include)
+    return (
+        "[app]\n"
+        f'scope = "{scope}"\n'
+        f'name = "{name}"\n'
+        f'version = "{version}"\n'
+        f'entry = "{entry}"\n'
+        f"include = [{globs}]\n"
+        f"{extra}"
+    )
+
+
+MakeApp = Callable[..., MiniApp]
+
+
+@pytest.fixture
+def make_app(tmp_path: Path) -> MakeApp:
+    """`make_app(body, files=..., lineup_toml=..., **toml_fields)` → a `MiniApp`.
+
+    `body` is appended to `HEADER` as `demo_app/tools.py` (pass `body=None` to write the
+    entry yourself through `files`); `toml_fields` are `toml()`'s keywords.
+    """
+    counter = iter(range(1_000))
+
+    def factory(
+        body: str | None = "",
+        *,
+        files: dict[str, str] | None = None,
+        lineup_toml: str | None = None,
+        **toml_fields: Any,
+    ) -> MiniApp:
+        app = MiniApp(tmp_path / f"app{next(counter)}")
+        app.root.mkdir()
+        content: dict[str, str] = {"demo_app/__init__.py": ""}
+        if body is not None:
+            scope = toml_fields.get("scope", "demo")
+            header = HEADER.replace('app_scope="demo"', f'app_scope="{scope}"')
+            content["demo_app/tools.py"] = header + textwrap.dedent(body)
+        content["lineup.toml"] = lineup_toml if lineup_toml is not None else toml(**toml_fields)
+        content.update(files or {})
+        return app.write(content)
+
+    return factory
