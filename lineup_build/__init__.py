@@ -9,15 +9,32 @@ if TYPE_CHECKING:
     from lineup_build.build import BuildResult, CheckResult, build_project, check_project
     from lineup_build.diagnostics import Diagnostic, Where
     from lineup_build.init import init_project
+    from lineup_build.trust import TrustedKey, TrustStore
+    from lineup_build.verify import (
+        Limits,
+        VerifiedBundle,
+        VerifyError,
+        VerifyReport,
+        check_bundle,
+        verify_bundle,
+    )
 
 __all__ = [
     "BuildResult",
     "CheckResult",
     "Diagnostic",
+    "Limits",
+    "TrustStore",
+    "TrustedKey",
+    "VerifiedBundle",
+    "VerifyError",
+    "VerifyReport",
     "Where",
     "build_project",
+    "check_bundle",
     "check_project",
     "init_project",
+    "verify_bundle",
 ]
 
 # Loaded on first use, so the console script (`lineup_build.cli`) starts without the
@@ -30,6 +47,14 @@ _LAZY = {
     "Diagnostic": "lineup_build.diagnostics",
     "Where": "lineup_build.diagnostics",
     "init_project": "lineup_build.init",
+    "Limits": "lineup_build.verify",
+    "TrustStore": "lineup_build.trust",
+    "TrustedKey": "lineup_build.trust",
+    "VerifiedBundle": "lineup_build.verify",
+    "VerifyError": "lineup_build.verify",
+    "VerifyReport": "lineup_build.verify",
+    "check_bundle": "lineup_build.verify",
+    "verify_bundle": "lineup_build.verify",
 }
 
 

@@ -6,11 +6,11 @@ import hashlib
 import os
 import re
 import stat
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from lineup_build.diagnostics import Diagnostic, Where
+from lineup_build.reader import collision_key, entry_name_problem
 
 __all__ = ["IncludedFile", "collect_files", "glob_regex", "path_problem"]
 
@@ -58,20 +58,14 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def path_problem(path: str) -> str | None:
-    """Why a relative POSIX bundle path is unsafe, or None."""
-    if not path:
-        return "empty path"
-    if "\\" in path:
-        return "backslash in path"
-    if path.startswith("/") or re.match(r"[A-Za-z]:", path):
-        return "absolute path"
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
-        return "control character in path"
-    parts = path.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        return "empty, '.' or '..' segment in path"
-    if unicodedata.normalize("NFC", path) != path:
-        return "path is not NFC-normalized"
+    """Why a relative POSIX bundle path is unsafe, or None.
+
+    The same rules `verify` applies to archive names (one definition, in the reader), so
+    `build` never writes a bundle that `verify` would reject.
+    """
+    why = entry_name_problem(path)
+    if why is not None:
+        return why
     if len(path.encode("utf-8")) > MAX_PATH_BYTES:
         return f"path longer than {MAX_PATH_BYTES} bytes"
     return None
@@ -180,7 +174,7 @@ def collect_files(
                     )
                 )
                 continue
-            key = rel.casefold()
+            key = collision_key(rel)
             if key in folded:
                 diags.append(
                     Diagnostic(

@@ -128,7 +128,8 @@ def entry_name_problem(name: str) -> str | None:
     return None
 
 
-def _collision_key(name: str) -> str:
+def collision_key(name: str) -> str:
+    """Names that collide on a case-insensitive or normalizing disk share this key."""
     return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
 
 
@@ -296,7 +297,7 @@ def _collisions(entries: list[ArchiveEntry]) -> list[LineupError]:
     seen: dict[str, str] = {}
     out = []
     for e in entries:
-        key = _collision_key(e.name)
+        key = collision_key(e.name)
         if key in seen:
             how = "duplicate entry" if seen[key] == e.name else f"collides with {seen[key]!r}"
             out.append(_err("unsafe_path", f"entry {e.name!r}: {how}", entry=e.name))
