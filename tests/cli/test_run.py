@@ -172,3 +172,22 @@ def test_interactive_prompt(
     stages = [m.get("stage") for s in steps for m in s["messages"]]
     assert stages[:3] == ["accepted", "started", "result"], out
     assert "scenario_invalid" in out  # the bogus command was reported, the prompt went on
+
+
+def test_bundle_with_trust_runs(
+    focus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_cli(["build", str(focus), "--dev-key"], capsys)[0] == 0
+    store = tmp_path / "trust.toml"
+    pub = focus / ".lineup" / "dev-key.pub.pem"
+    assert (
+        run_cli(["trust", "add", str(pub), "--scope", "pomodoro", "--store", str(store)], capsys)[0]
+        == 0
+    )
+    bundle = focus / "dist" / "pomodoro-1.0.0.lineup"
+    scenario = focus / "scenarios" / "interrupted.toml"
+    code, out, err = run_cli(
+        ["run", str(bundle), "--trust", str(store), "--scenario", str(scenario), "--json"], capsys
+    )
+    assert code == 0, out + err
+    assert json.loads(out.splitlines()[-1])["ok"] is True
