@@ -19,7 +19,10 @@ def main() -> None:
     for i in range(int(start), int(start) + int(count)):
         conv = f"conv{i % 3}"
         msg = rt.call(f"c{i}", conv, "probe.append", {"item": f"i{i}"})
-        print(json.dumps({"call_id": f"c{i}", "stage": msg["stage"]}), flush=True)
+        pids = [w.pid for w in rt._core.workers.values() if w.pid]
+        print(json.dumps({"call_id": f"c{i}", "stage": msg["stage"], "workers": pids}), flush=True)
+        if i == int(start):
+            rt.settle()  # later calls find a running worker (and a ready session)
     rt.settle()
     print("done", flush=True)
     rt.close()

@@ -28,12 +28,15 @@ def run_and_kill(
         text=True,
     )
     acked: list[str] = []
+    workers: set[int] = set()
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith("done"):
                 break
-            acked.append(json.loads(line)["call_id"])
+            row = json.loads(line)
+            acked.append(row["call_id"])
+            workers.update(row["workers"])
             if len(acked) >= kill_after:
                 proc.send_signal(signal.SIGKILL)
                 break
@@ -42,7 +45,24 @@ def run_and_kill(
         proc.wait(timeout=30)
         if proc.stdout is not None:
             proc.stdout.close()
+    assert workers, "the driver reported no worker"
+    for pid in workers:  # the worker sees its pipe close and exits: no orphans
+        assert _exits(pid), f"worker {pid} outlived the killed runtime"
     return acked
+
+
+def _exits(pid: int) -> bool:
+    import time
+
+    for _ in range(200):  # waiting for a process to exit, not for a deadline
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().split(")")[-1].split()[0] == "Z":
+                    return True  # exited; only its zombie entry remains
+        except FileNotFoundError:
+            return True
+        time.sleep(0.025)
+    return False
 
 
 def check_invariants(rt: Runtime) -> dict[str, int]:
