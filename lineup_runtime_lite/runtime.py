@@ -319,7 +319,8 @@ class Runtime:
     def call(self, call_id: str, conversation_id: str, method: str, params: Any) -> dict[str, Any]:
         """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0)."""
         msg = self._run(self._core.call(call_id, conversation_id, method, params))
-        self._arm()
+        if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
+            self._arm()
         return msg
 
     def settle(self) -> None:
