@@ -369,7 +369,10 @@ class Core:
     async def _send_then_pump(
         self, session: sqlite3.Row, tool: Tool, call: dict[str, Any], worker: Worker
     ) -> None:
-        await self._send(session, tool, call, worker)
+        try:
+            await self._send(session, tool, call, worker)
+        except Exception as exc:  # the pump ends a call left `delivered` (at most once)
+            log.warning("delivery step failed: %s: %s", type(exc).__name__, exc)
         await self._pump(session["app_session_id"])
 
     def ensure_session(self, db: sqlite3.Connection, conversation_id: str, scope: str) -> str:
@@ -828,7 +831,12 @@ class Core:
         params = call["params"]
         try:
             fut = worker.send_delivery(tool.method, params, ctx)
-            reply = await asyncio.wait_for(asyncio.shield(fut), tool.timeout_s)
+            # a timer on the loop instead of wait_for(shield(...)): no extra tasks per call
+            timer = asyncio.get_running_loop().call_later(tool.timeout_s, _expire, fut)
+            try:
+                reply = await fut
+            finally:
+                timer.cancel()
         except TimeoutError:
             worker.forget(fut)
             await self._finish(
@@ -1026,6 +1034,11 @@ class Core:
             task.cancel()
         if pending:  # cancelled background steps leave their facts for the next open
             await asyncio.wait(pending, timeout=5)
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
 
 
 def _jsonable(value: Any) -> bool:
