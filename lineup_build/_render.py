@@ -54,17 +54,25 @@ def diagnostics(diags: list[Diagnostic]) -> None:
             con.print(f"  [dim]hint:[/] {hint}")
 
 
-def tools_table(tools: list[dict[str, Any]], title: str) -> None:
-    """A table of tools: method, activation, delivery, long-running."""
+#: Rows a people-facing tools table shows; rich needs about a second per 4,000 rows, and
+#: `--json` lists every tool anyway.
+TOOLS_TABLE_ROWS = 200
+
+
+def tools_table(tools: list[dict[str, Any]], title: str, *, limit: int = TOOLS_TABLE_ROWS) -> None:
+    """A table of tools: method, activation, delivery, long-running (the first `limit`)."""
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
     for col in ("method", "activation", "delivery", "long-running"):
         table.add_column(col)
-    for t in sorted(tools, key=lambda t: t["method"]):
+    ordered = sorted(tools, key=lambda t: t["method"])
+    for t in ordered[:limit]:
         table.add_row(
             t["method"], t["activation"], t["delivery"], "yes" if t.get("long_running") else "no"
         )
+    if len(ordered) > limit:
+        table.add_row(f"… and {len(ordered) - limit} more (--json lists all)", "", "", "")
     _console().print(table)
 
 

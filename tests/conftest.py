@@ -13,8 +13,6 @@ from lineup_build.signing import SigningKey, key_from_seed
 
 #: The fixed Ed25519 seed of every golden file and reproducibility test.
 SEED = bytes(range(32))
-#: A fixed `SOURCE_DATE_EPOCH` (2023-11-14T22:13:20Z).
-EPOCH = 1_700_000_000
 
 _ENV = (
     "LINEUP_SIGNING_KEY",
