@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from lineup_build.fsutil import atomic_write
 
 __all__ = [
     "CENTRAL_SIG",
@@ -138,16 +139,4 @@ def write_bundle(path: Path, entries: list[BundleEntry], *, epoch: int | None = 
 
     A failure at any point leaves no partial bundle at `path`.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for chunk in _chunks(entries, dos_timestamp(epoch)):
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, _chunks(entries, dos_timestamp(epoch)))

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from lineup_build.fsutil import no_duplicate_keys, reject_constant
 from lineup_build.manifest import manifest_schema
 from lineup_build.reader import Limits
 from lineup_build.schemas import canonical_json, check_schema
@@ -48,19 +49,6 @@ def json_depth(data: bytes, stop_above: int | None = None) -> int:
     return deepest
 
 
-def _no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -87,8 +75,8 @@ def parse_manifest(data: bytes, limits: Limits) -> Any:
     try:
         doc = json.loads(
             data.decode("utf-8"),
-            object_pairs_hook=_no_dupes,
-            parse_constant=_no_constant,
+            object_pairs_hook=no_duplicate_keys,
+            parse_constant=reject_constant,
             parse_float=_finite,
         )
         canonical_json(doc)  # lone surrogates and the like cannot be re-encoded

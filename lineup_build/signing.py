@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lineup_build.fsutil import no_duplicate_keys, reject_constant
 from lineup_sdk.errors import LineupError
 
 __all__ = [
@@ -243,7 +244,9 @@ def parse_signature(sig_bytes: bytes) -> ParsedSignature:
         raise bad("too large")
     try:
         doc = json.loads(
-            sig_bytes.decode("utf-8"), object_pairs_hook=_no_dupes, parse_constant=_no_constant
+            sig_bytes.decode("utf-8"),
+            object_pairs_hook=no_duplicate_keys,
+            parse_constant=reject_constant,
         )
     except (UnicodeDecodeError, ValueError) as exc:
         raise bad(f"not strict JSON ({exc})") from None
@@ -260,19 +263,6 @@ def parse_signature(sig_bytes: bytes) -> ParsedSignature:
     if len(raw) != 64:
         raise bad(f"signature is {len(raw)} bytes, not 64")
     return ParsedSignature(kid, raw)
-
-
-def _no_dupes(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 def verify_manifest_signature(public_raw: bytes, signature: bytes, manifest_bytes: bytes) -> bool:

@@ -14,15 +14,14 @@ by `TrustStore.load` and `TrustStore.save`, the edges. A TOML file:
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lineup_build.fsutil import atomic_write
 from lineup_build.signing import b64decode_canonical, b64encode, is_weak_public_key, key_id_of
 from lineup_sdk.errors import LineupError
 
@@ -175,18 +174,7 @@ class TrustStore:
 
     def save(self, path: Path) -> None:
         """Write the store atomically (a temporary file in the same folder, then rename)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(self.dumps())
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, [self.dumps().encode("utf-8")])
 
     def add(self, public_raw: bytes, scopes: list[str], label: str | None = None) -> TrustedKey:
         """Trust `public_raw` for `scopes` (replacing the key's earlier scopes and label).
