@@ -80,6 +80,7 @@ class Core:
         self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
         self._pumps: dict[str, asyncio.Task[None]] = {}
         self._host_relay: asyncio.Task[None] | None = None
+        self._driving: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.subs = SubscriptionHub()
         self.load_registry()
@@ -562,7 +563,18 @@ class Core:
             raise last
 
     async def drive_activation(self, act_id: str) -> None:
-        """Reconcile a `starting` activation: bring up the worker, then check readiness."""
+        """Reconcile a `starting` activation: bring up the worker, then check readiness.
+
+        One driver per activation at a time (a retry or a tick may ask again)."""
+        if act_id in self._driving:
+            return
+        self._driving.add(act_id)
+        try:
+            await self._drive_activation(act_id)
+        finally:
+            self._driving.discard(act_id)
+
+    async def _drive_activation(self, act_id: str) -> None:
         act = self.store.one("SELECT * FROM activations WHERE activation_id=?", (act_id,))
         if act is None or act["state"] != "starting":
             return
@@ -979,8 +991,9 @@ class Core:
     def reconcile(self) -> None:
         """Re-drive pending facts that lost their driver (a reconcile step failed after its
         commit): undelivered Host intents, starting activations that are not just waiting
-        for the Host, queued calls of ready activations, waiters whose final committed.
-        Never re-executes a delivery and never writes a terminal state by itself."""
+        for the Host, queued calls of ready activations, calls left `delivered` with nobody
+        sending them (they end `delivery_interrupted`: at most once), waiters whose final
+        committed. Never re-executes a delivery."""
         if self.store.one("SELECT 1 FROM host_intents WHERE delivered=0 LIMIT 1") is not None:
             self.kick_host()
         for row in self.store.all(
@@ -991,9 +1004,10 @@ class Core:
             self.spawn(self.drive_activation(row[0]))
         for row in self.store.all(
             "SELECT DISTINCT c.app_session_id FROM calls c JOIN activations a "
-            "ON a.activation_id = c.activation_id WHERE c.state='queued' AND a.state='ready'"
+            "ON a.activation_id = c.activation_id "
+            "WHERE (c.state='queued' AND a.state='ready') OR c.state='delivered'"
         ):
-            self.kick(row[0])
+            self.kick(row[0])  # no-op while the session's pump is sending
         self._wake_waiters()
 
     def _reconcile_call(self, call_id: str) -> None:
@@ -1005,10 +1019,10 @@ class Core:
             "JOIN activations a ON a.activation_id = c.activation_id WHERE c.call_id=?",
             (call_id,),
         )
-        if row is None or row["state"] != "queued":
+        if row is None or row["state"] not in ("queued", "delivered"):
             return
-        if row["act_state"] == "ready":
-            self.kick(row["app_session_id"])
+        if row["state"] == "delivered" or row["act_state"] == "ready":
+            self.kick(row["app_session_id"])  # a `delivered` call nobody sends is interrupted
         elif row["act_state"] == "starting":
             if self.store.one("SELECT 1 FROM host_intents WHERE delivered=0 LIMIT 1"):
                 self.kick_host()

@@ -84,7 +84,12 @@ class Surface:
             return core.subs.add(key, listener, core.surface_get(self.conversation_id, self.scope))
 
         token = self._rt._call_sync(register)
-        return lambda: self._rt._call_sync(lambda: core.subs.remove(key, token))
+
+        def unsubscribe() -> None:
+            if not self._rt._closed:  # a closed runtime holds no listeners any more
+                self._rt._call_sync(lambda: core.subs.remove(key, token))
+
+        return unsubscribe
 
     def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
@@ -221,6 +226,7 @@ class Runtime:
     # -- loop plumbing -------------------------------------------------------------------
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._closed:
+            coro.close()  # never scheduled: no "coroutine was never awaited" warning
             raise RuntimeError("the runtime is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 

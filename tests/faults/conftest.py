@@ -4,19 +4,25 @@ of what the suite injected and checked."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.faults import tally
+from lineup_build.signing import SigningKey
+from lineup_build.trust import TrustStore
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
+from tests.faults import invariants, tally
+from tests.faults.harness import env
 from tests.runtime.conftest import (
+    build_app,
     clock,
     host,
     pomo,
     pomodoro_bundle,
     probe,
     probe_bundle,
-    rt,
     rt_key,
     todo_bundle,
     trust,
@@ -24,6 +30,8 @@ from tests.runtime.conftest import (
 
 __all__ = [
     "clock",
+    "env",
+    "flaky_bundle",
     "host",
     "pomo",
     "pomodoro_bundle",
@@ -50,6 +58,26 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("LINEUP_HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def flaky_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
+    """The `flaky` app: a worker that hangs, exits, and breaks the bridge on request."""
+    src = Path(__file__).parent / "apps" / "flaky"
+    return build_app(src, tmp_path_factory.mktemp("flaky") / "flaky", rt_key)
+
+
+@pytest.fixture()
+def rt(trust: TrustStore, clock: VirtualClock, host: HostSimulator) -> Iterator[Runtime]:
+    """An in-memory runtime whose final state must pass the invariant check."""
+    runtime = Runtime.open(":memory:", trust=trust, clock=clock, host=host)
+    try:
+        yield runtime
+        faults.disarm()
+        runtime.settle()
+        invariants.check(runtime)
+    finally:
+        runtime.close()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -8,6 +8,7 @@ the next step starts, so the parent knows what was acknowledged when the process
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import random
@@ -22,22 +23,6 @@ MIN = 60_000
 
 def emit(**fields: Any) -> None:
     print(json.dumps(fields, sort_keys=True), flush=True)
-
-
-def open_runtime(plan: dict[str, Any]) -> Runtime:
-    if plan.get("arm_at_open"):
-        faults.arm(*plan["arm_at_open"][:2], after=plan["arm_at_open"][2])
-    rt = Runtime.open(
-        plan["db"],
-        trust=Path(plan["trust"]),
-        clock=VirtualClock(),
-        host=HostSimulator(plan.get("host", "manual")),
-    )
-    installed = {a["scope"] for a in rt.apps()}
-    for bundle in plan.get("bundles", []):
-        if Path(bundle).name.split("-")[0] not in installed:
-            rt.install(bundle)
-    return rt
 
 
 def latest_instance(rt: Runtime, conversation: str, scope: str) -> str | None:
@@ -82,6 +67,9 @@ def run_step(rt: Runtime, clock: VirtualClock, step: dict[str, Any], i: int) -> 
             emit(i=i, kind="ack", ids=[m["id"] for m in got])
     elif "exit" in step:
         os._exit(137)
+    elif "block" in step:  # hold the database until the parent kills this process
+        emit(i=i, kind="block")
+        sys.stdin.readline()
     else:
         raise ValueError(f"unknown step {step}")
 
@@ -89,9 +77,13 @@ def run_step(rt: Runtime, clock: VirtualClock, step: dict[str, Any], i: int) -> 
 def soak(rt: Runtime, clock: VirtualClock, spec: dict[str, Any]) -> None:
     """A seeded random mix of todo, probe and Pomodoro calls, Host events and clock moves."""
     rnd = random.Random(spec["seed"])
+    if spec.get("arm"):
+        point, mode, after = spec["arm"]
+        faults.arm(point, mode, after=after)
     prefix = spec["prefix"]
     convs = [f"conv{n}" for n in range(spec.get("conversations", 12))]
     made: list[tuple[str, str, str, dict[str, Any]]] = []
+    starting: dict[str, list[str]] = {"pomodoro": [], "probe": []}
     for i in range(spec["steps"]):
         conv = rnd.choice(convs)
         roll = rnd.random()
@@ -120,6 +112,8 @@ def soak(rt: Runtime, clock: VirtualClock, spec: dict[str, Any]) -> None:
             call = rnd.choice(made)  # a retry: the latest persisted answer, nothing new
         elif roll < 0.86:
             scope = "pomodoro" if rnd.random() < 0.75 else "probe"
+            if starting[scope] and rnd.random() < 0.8:  # mostly where something waits
+                conv = rnd.choice(starting[scope])
             event = rnd.choices(
                 ["foreground_confirmed", "surface_loaded", "user_left", "activation_failed"],
                 weights=[70, 10, 10, 10],
@@ -136,12 +130,15 @@ def soak(rt: Runtime, clock: VirtualClock, spec: dict[str, Any]) -> None:
             run_step(rt, clock, {"call": list(call)}, i)
             if call[0] == cid:
                 made.append(call)
+            if call[2] in ("pomodoro.start", "probe.fg"):
+                starting[call[2].split(".")[0]].append(conv)
     rt.settle()
 
 
 def main() -> None:
+    faulthandler.dump_traceback_later(50, exit=True)  # a hang shows where, then ends
     plan = json.loads(Path(sys.argv[1]).read_text())
-    clock = VirtualClock()
+    clock = VirtualClock(plan["clock_ms"]) if plan.get("clock_ms") else VirtualClock()
     if plan.get("arm_at_open"):
         faults.arm(*plan["arm_at_open"][:2], after=plan["arm_at_open"][2])
     rt = Runtime.open(

@@ -196,6 +196,10 @@ def check_tables(t: dict[str, Any], *, settled: bool, host_down: bool) -> Stats:
         assert max(values) < sessions[sid]["next_seq"], sid
 
     # -- activations -----------------------------------------------------------------------
+    queued_on: dict[str, list[str]] = defaultdict(list)
+    for c in calls.values():
+        if c["state"] == "queued" and c["activation_id"] is not None:
+            queued_on[c["activation_id"]].append(c["call_id"])
     starting_per_session: Counter[str] = Counter()
     for a in t["activations"]:
         state = a["state"]
@@ -211,11 +215,7 @@ def check_tables(t: dict[str, Any], *, settled: bool, host_down: bool) -> Stats:
             assert a["foreground"] == 1 or not a["requires_foreground"], a
         else:
             assert a["reason"] in REASONS, a
-            stuck = [
-                c["call_id"]
-                for c in calls.values()
-                if c["activation_id"] == a["activation_id"] and c["state"] == "queued"
-            ]
+            stuck = queued_on.get(a["activation_id"])
             assert not stuck, f"calls left queued on a {state} activation: {stuck}"
         stages = {r["stage"] for r in by_call.get(a["trigger_call_id"], [])}
         if "activation_failed" in stages:
@@ -229,9 +229,9 @@ def check_tables(t: dict[str, Any], *, settled: bool, host_down: bool) -> Stats:
     ims = {i["operation_id"]: i for i in t["im_records"]}
     focusing_per_conv: Counter[str] = Counter()
     for o in t["operations"]:
-        stages = {r["stage"]: json.loads(r["body"]) for r in by_call.get(o["call_id"], [])}
-        assert "started" in stages, f"operation {o['operation_id']} without a started receipt"
-        started = stages["started"]
+        bodies = {r["stage"]: json.loads(r["body"]) for r in by_call.get(o["call_id"], [])}
+        assert "started" in bodies, f"operation {o['operation_id']} without a started receipt"
+        started = bodies["started"]
         assert started["ends_at"] == _ts(o["ends_ms"]), (started, o)
         assert started["started_at"] == _ts(o["started_ms"]), (started, o)
         if o["state"] == "focusing":

@@ -1,0 +1,139 @@
+"""The two relays, to the Agent (the outbox) and to the Host (intents): F15 and F16."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
+from lineup_runtime_lite.faults import FaultInjected
+from tests.faults import invariants
+from tests.faults.harness import Env, host_event, stages
+
+
+@pytest.fixture(autouse=True)
+def _disarm() -> Iterator[None]:
+    yield
+    faults.disarm()
+
+
+class Consumer:
+    """An Agent-side consumer that applies each message id once."""
+
+    def __init__(self) -> None:
+        self.applied: Counter[str] = Counter()
+        self.received = 0
+
+    def take(self, msgs: list[dict[str, Any]]) -> None:
+        for m in msgs:
+            self.received += 1
+            if m["id"] not in self.applied:
+                self.applied[m["id"]] += 1
+
+
+def test_F15_agent_relay_crashes_before_the_ack(env: Env) -> None:
+    calls = [{"call": [f"i{n}", f"c{n}", "pomodoro.interrupt", {}]} for n in range(5)]
+    run = env.drive([*calls, {"arm": ["outbox.ack", "crash", 0]}, {"fetch": 3, "ack": True}])
+    env.crashed_at(run, "outbox.ack")
+    delivered = next(x["ids"] for x in run.lines if x.get("kind") == "fetch")
+    consumer = Consumer()
+    consumer.take([{"id": i} for i in delivered])  # the side effect happened
+    with env.open() as rt:
+        again = rt.outbox.fetch(10)
+        assert [m["id"] for m in again][:3] == delivered  # redelivered with the same ids
+        consumer.take(again)
+        rt.outbox.ack([m["id"] for m in again])
+        assert rt.outbox.fetch(10) == []
+        assert consumer.received == 8 and all(n == 1 for n in consumer.applied.values())
+        assert len(consumer.applied) == 5
+        invariants.check(rt)
+
+
+def test_F15_host_relay_fails_after_the_host_acted(env: Env) -> None:
+    host = HostSimulator("auto")
+    with Runtime.open(env.db, trust=env.trust, clock=VirtualClock(), host=host) as rt:
+        rt.install(env.bundles["pomodoro"])
+        faults.arm("host.after_intent")  # the Host acted; marking it delivered fails
+        rt.call("s1", "c1", "pomodoro.start", {})
+        rt.settle()
+        assert faults.fired()["host.after_intent"] >= 1
+        # redelivered with the same dedup key; the Host applied it once
+        assert len(host.intents) == 1
+        assert [e.event for e in host.events] == ["surface_loaded", "foreground_confirmed"]
+        assert stages(rt, "s1") == ["accepted", "started"]
+        assert [r[3] for r in rt.store_dump()["host_intents"]] == [1]
+        invariants.check(rt)
+
+
+def test_F15_host_relay_crashes_after_the_host_acted(env: Env) -> None:
+    run = env.drive(
+        [
+            {"arm": ["host.after_intent", "crash", 0]},
+            {"call": ["s1", "c1", "pomodoro.start", {}]},
+            {"settle": True},
+        ]
+    )
+    env.crashed_at(run, "host.after_intent")
+    with env.open() as rt:
+        rt.settle()
+        (intent,) = rt.host.simulator.intents  # sent again after the restart, same key
+        (row,) = rt.store_dump()["host_intents"]
+        assert row[1] == f"show_surface:{intent['instance']}" and row[3] == 1
+        assert host_event(rt, "foreground_confirmed", "c1", "pomodoro")
+        assert stages(rt, "s1") == ["accepted", "started"]
+        invariants.check(rt)
+
+
+def test_F16_host_unavailable_for_a_long_time(pomo: Runtime, clock: VirtualClock) -> None:
+    rt = pomo
+    sim = rt.host.simulator
+    sim.fail_next = 10**9  # the Host is down
+    for n in range(4):
+        rt.call(f"s{n}", f"c{n}", "pomodoro.start", {"minutes": 5})
+    rt.settle()  # the relay tried, backed off and gave up for now
+    assert sim.intents == []
+    assert [r[3] for r in rt.store_dump()["host_intents"]] == [0, 0, 0, 0]
+    invariants.check(rt, host_down=True)
+    sim.fail_next = 0  # the Host is back; the next tick re-drives the saved intents
+    clock.advance(1_000)
+    assert [i["conversation"] for i in sim.intents] == ["c0", "c1", "c2", "c3"]  # in order
+    for n in range(4):
+        assert host_event(rt, "foreground_confirmed", f"c{n}", "pomodoro")
+        assert stages(rt, f"s{n}") == ["accepted", "started"]
+    invariants.check(rt)
+
+
+def test_F16_agent_away_for_a_long_time(pomo: Runtime) -> None:
+    rt = pomo
+    for n in range(40):
+        rt.call(f"i{n}", f"c{n % 7}", "pomodoro.interrupt", {})
+    seen: list[str] = []
+    while batch := rt.outbox.fetch(7):
+        seen += [m["id"] for m in batch]
+        rt.outbox.ack([m["id"] for m in batch])
+    assert seen == [f"i{n}:result" for n in range(40)]  # nothing dropped, in order, once
+
+
+def test_F16_host_failing_a_few_times_is_retried_in_order(pomo: Runtime) -> None:
+    rt = pomo
+    rt.host.simulator.fail_next = 3
+    for n in range(3):
+        rt.call(f"s{n}", f"c{n}", "pomodoro.start", {})
+    rt.settle()
+    assert [i["conversation"] for i in rt.host.simulator.intents] == ["c0", "c1", "c2"]
+    invariants.check(rt)
+
+
+def test_F15_fetch_that_fails_delivers_nothing_twice(pomo: Runtime) -> None:
+    rt = pomo
+    rt.call("i1", "c1", "pomodoro.interrupt", {})
+    faults.arm("outbox.fetch")
+    with pytest.raises(FaultInjected):
+        rt.outbox.fetch()
+    consumer = Consumer()
+    consumer.take(rt.outbox.fetch())
+    consumer.take(rt.outbox.fetch())  # not acked yet: the same id again
+    assert consumer.applied == Counter({"i1:result": 1})
