@@ -1,14 +1,12 @@
-"""Fault-suite fixtures: the runtime fixtures, a Hypothesis CI profile, and a closing tally
-of what the suite injected and checked."""
+"""Fault-suite fixtures: the runtime fixtures (its `rt` checks the invariants at teardown)
+and a closing tally of what the suite injected and checked."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
 
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
@@ -42,22 +40,6 @@ __all__ = [
     "todo_bundle",
     "trust",
 ]
-
-settings.register_profile(
-    "ci",
-    max_examples=25,
-    stateful_step_count=15,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.register_profile(
-    "long",
-    max_examples=300,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.load_profile(os.environ.get("LINEUP_HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,10 @@ Pomodoro calls, Host events and clock moves across many conversations; it is `ki
 at random points or crashes at a random armed fault point; the database is checked raw,
 reopened, settled and checked again. Acknowledged answers must be present, unchanged.
 
-Bounded by `LINEUP_SOAK_SECONDS` (default 35); `LINEUP_SOAK_SEED` replays a run, and
-`LINEUP_SOAK_CYCLES` fixes the number of cycles instead of the time bound:
+Bounded by `LINEUP_SOAK_SECONDS` (default 35). `LINEUP_SOAK_SEED` replays a run's
+workload, kill points and armed crash points, and `LINEUP_SOAK_CYCLES` fixes the number of
+cycles instead of the time bound (how far a driver got before a SIGKILL landed still
+depends on timing, as does the order of background steps):
 
     LINEUP_SOAK_SEED=1234 LINEUP_SOAK_CYCLES=40 python -m pytest tests/faults/test_soak.py -s
 """

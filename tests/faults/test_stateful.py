@@ -25,6 +25,7 @@ from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_sdk.context import Snapshot
 from tests.faults import invariants
 from tests.faults.harness import host_event
+from tests.faults.profile import hypothesis_profile
 from tests.runtime.conftest import ready
 
 _examples = itertools.count()
@@ -186,7 +187,7 @@ class ActivationMachine(RuleBasedStateMachine):
 def test_activation_state_machine_with_its_queue(probe: Runtime, clock: VirtualClock) -> None:
     ready(probe, "warm")  # one worker for every example
     ActivationMachine.rt, ActivationMachine.clock = probe, clock
-    run_state_machine_as_test(ActivationMachine)
+    run_state_machine_as_test(ActivationMachine, settings=hypothesis_profile())
 
 
 # -- 2. session data with subscriptions ------------------------------------------------
@@ -277,7 +278,7 @@ class SessionDataMachine(RuleBasedStateMachine):
 
 def test_session_data_with_subscriptions(probe: Runtime) -> None:
     SessionDataMachine.rt = probe
-    run_state_machine_as_test(SessionDataMachine)
+    run_state_machine_as_test(SessionDataMachine, settings=hypothesis_profile())
     invariants.check(probe)
 
 
@@ -394,4 +395,4 @@ class IdempotencyMachine(RuleBasedStateMachine):
 
 def test_idempotent_call_handling(pomo: Runtime, clock: VirtualClock) -> None:
     IdempotencyMachine.rt, IdempotencyMachine.clock = pomo, clock
-    run_state_machine_as_test(IdempotencyMachine)
+    run_state_machine_as_test(IdempotencyMachine, settings=hypothesis_profile())
