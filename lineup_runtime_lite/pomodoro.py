@@ -14,6 +14,7 @@ from lineup_runtime_lite.messages import error_body, make_message, record
 if TYPE_CHECKING:
     from lineup_runtime_lite.core import Core
     from lineup_runtime_lite.install import Tool
+    from lineup_runtime_lite.state import CoreState
 
 __all__ = ["IMPLEMENTED_KEYS", "accept", "on_ready", "tick"]
 
@@ -91,7 +92,7 @@ async def _accept_start(
 
 
 def on_ready(
-    core: Core, db: sqlite3.Connection, tool: Tool, call: sqlite3.Row
+    core: CoreState, db: sqlite3.Connection, tool: Tool, call: sqlite3.Row
 ) -> list[dict[str, Any]]:
     """Foreground confirmed: create the focusing operation and emit `started`."""
     params = json.loads(call["params"])

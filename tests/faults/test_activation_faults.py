@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lineup_runtime_lite import Runtime, VirtualClock, faults
-from lineup_runtime_lite.core import WORKER_START_TRIES
+from lineup_runtime_lite.state import WORKER_START_TRIES
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages
 
