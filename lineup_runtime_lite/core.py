@@ -124,18 +124,7 @@ class Core(DeliveryPart):
                 ),
             )
             with self.store.transaction() as db:
-                self.insert_call(
-                    db,
-                    tool,
-                    call_id,
-                    conversation_id,
-                    params,
-                    fp,
-                    session_id=None,
-                    activation_id=None,
-                )
-                record(db, msg)
-            return msg
+                return self.answer_now_in(db, tool, call_id, conversation_id, params, fp, msg)
         return await self._enqueue_ready(tool, call_id, conversation_id, params, fp, session, act)
 
     async def _enqueue_ready(

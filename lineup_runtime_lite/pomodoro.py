@@ -66,25 +66,10 @@ async def _accept_start(
                     "a Pomodoro is already starting or focusing in this conversation",
                 ),
             )
-            core.insert_call(
-                db, tool, call_id, conversation_id, params, fp, session_id=None, activation_id=None
-            )
-            record(db, msg)
-            return msg
-        session_id = core.ensure_session(db, conversation_id, tool.scope)
-        act_id = core.new_activation(db, session_id, call_id, True)
-        core.insert_call(
-            db,
-            tool,
-            call_id,
-            conversation_id,
-            params,
-            fp,
-            session_id=session_id,
-            activation_id=act_id,
+            return core.answer_now_in(db, tool, call_id, conversation_id, params, fp, msg)
+        msg, act_id = core.accept_starting_in(
+            db, tool, call_id, conversation_id, params, fp, foreground=True
         )
-        msg = make_message(call_id, tool.scope, "accepted", core.now(), activation="starting")
-        record(db, msg)
         core._host_intent_row(db, act_id, conversation_id, tool.scope)
     core.spawn(core.drive_activation(act_id))
     core.kick_host()
@@ -190,11 +175,8 @@ async def _interrupt(
             if ended is not None:
                 msgs.extend(ended)
                 status = "interrupted"
-        core.insert_call(
-            db, tool, call_id, conversation_id, params, fp, session_id=None, activation_id=None
-        )
         msg = make_message(call_id, tool.scope, "result", core.now(), result={"status": status})
-        record(db, msg)
+        core.answer_now_in(db, tool, call_id, conversation_id, params, fp, msg)
     core._publish([*msgs, msg])
     return msg
 

@@ -16,6 +16,8 @@ from lineup_runtime_lite.install import Tool, installed_manifest, load_tools
 from lineup_runtime_lite.messages import (
     FINAL_STAGES,
     latest_message,
+    make_message,
+    record,
 )
 from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.store import Store
@@ -221,6 +223,51 @@ class CoreState:
             ),
         )
         return act_id
+
+    def answer_now_in(
+        self,
+        db: sqlite3.Connection,
+        tool: Tool,
+        call_id: str,
+        conversation_id: str,
+        params: Any,
+        fp: str,
+        msg: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Persist a call answered at once (it needs no session) with its final message."""
+        self.insert_call(
+            db, tool, call_id, conversation_id, params, fp, session_id=None, activation_id=None
+        )
+        record(db, msg)
+        return msg
+
+    def accept_starting_in(
+        self,
+        db: sqlite3.Connection,
+        tool: Tool,
+        call_id: str,
+        conversation_id: str,
+        params: Any,
+        fp: str,
+        *,
+        foreground: bool,
+    ) -> tuple[dict[str, Any], str]:
+        """Queue a call as the trigger of a new `starting` activation; `accepted/starting`."""
+        session_id = self.ensure_session(db, conversation_id, tool.scope)
+        act_id = self.new_activation(db, session_id, call_id, foreground)
+        self.insert_call(
+            db,
+            tool,
+            call_id,
+            conversation_id,
+            params,
+            fp,
+            session_id=session_id,
+            activation_id=act_id,
+        )
+        msg = make_message(call_id, tool.scope, "accepted", self.now(), activation="starting")
+        record(db, msg)
+        return msg, act_id
 
     def _version_of(self, db: sqlite3.Connection, session_id: str) -> str:
         return str(
