@@ -31,9 +31,9 @@ def error(exc: LineupError, *, as_json: bool) -> None:
         sys.stdout.write(json.dumps(doc, sort_keys=True, ensure_ascii=False) + "\n")
         return
     con = _console(stderr=True)
-    con.print(f"[bold red]error[/] [bold]{exc.code}[/]: {exc.message}", markup=True)
+    con.print(f"[bold red]error[/] [bold]{exc.code}[/]: {_esc(exc.message)}", markup=True)
     if exc.hint:
-        con.print(f"  [dim]hint:[/] {exc.hint}")
+        con.print(f"  [dim]hint:[/] {_esc(exc.hint)}")
 
 
 def diagnostics(diags: list[Diagnostic]) -> None:
@@ -41,17 +41,17 @@ def diagnostics(diags: list[Diagnostic]) -> None:
     con = _console(stderr=True)
     for d in diags:
         colour = "red" if d.severity == "error" else "yellow"
-        where = f"{d.where}: " if d.where else ""
+        where = f"{_esc(d.where)}: " if d.where else ""
         con.print(
-            f"{where}[bold {colour}]{d.severity}[/] [bold]{d.code}[/]: {d.message}",
+            f"{where}[bold {colour}]{d.severity}[/] [bold]{d.code}[/]: {_esc(d.message)}",
             markup=True,
             highlight=False,
         )
         for r in d.related:
-            con.print(f"  [dim]also at[/] {r}")
+            con.print(f"  [dim]also at[/] {_esc(r)}")
         hint = d.effective_hint
         if hint:
-            con.print(f"  [dim]hint:[/] {hint}")
+            con.print(f"  [dim]hint:[/] {_esc(hint)}")
 
 
 #: Rows a people-facing tools table shows; rich needs about a second per 4,000 rows, and
@@ -213,7 +213,9 @@ def timeline(reports: list[Any]) -> None:
     for col in ("#", "at", "step", "emitted", "expect"):
         t.add_column(col)
     for r in reports:
-        emitted = "\n".join(_summary(m) for m in r.messages) or "-"
-        verdict = "ok" if r.ok else f"FAIL: {r.problem}"
-        t.add_row(str(r.index), r.at[:10] + " " + r.at[11:19], r.description, emitted, verdict)
+        emitted = "\n".join(_esc(_summary(m)) for m in r.messages) or "-"
+        verdict = "ok" if r.ok else f"FAIL: {_esc(r.problem)}"
+        t.add_row(
+            str(r.index), r.at[:10] + " " + r.at[11:19], _esc(r.description), emitted, verdict
+        )
     _console().print(t)
