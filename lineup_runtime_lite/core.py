@@ -197,36 +197,36 @@ class Core(DeliveryPart):
             return await self._enqueue_ready(
                 tool, call_id, conversation_id, params, fp, session, act
             )
-        started = False
         with self.store.transaction() as db:
-            session_id = self.ensure_session(db, conversation_id, tool.scope)
-            if act is not None and act["state"] == "starting":
+            if act is not None and act["state"] == "starting":  # join its queue
                 act_id = act["activation_id"]
-                if needs_fg and not act["requires_foreground"]:
+                # a foreground call raises the starting activation's bar: the Host must show it
+                started = bool(needs_fg and not act["requires_foreground"])
+                if started:
                     db.execute(
                         "UPDATE activations SET requires_foreground=1 WHERE activation_id=?",
                         (act_id,),
                     )
-                    started = True  # the Host must now be asked to show it
-                stage_state = "queued"
+                self.insert_call(
+                    db,
+                    tool,
+                    call_id,
+                    conversation_id,
+                    params,
+                    fp,
+                    session_id=act["app_session_id"],
+                    activation_id=act_id,
+                )
+                msg = make_message(call_id, tool.scope, "accepted", self.now(), activation="queued")
+                record(db, msg)
             else:
-                act_id = self.new_activation(db, session_id, call_id, needs_fg)
-                stage_state, started = "starting", True
-            self.insert_call(
-                db,
-                tool,
-                call_id,
-                conversation_id,
-                params,
-                fp,
-                session_id=session_id,
-                activation_id=act_id,
-            )
-            msg = make_message(call_id, tool.scope, "accepted", self.now(), activation=stage_state)
-            record(db, msg)
+                msg, act_id = self.accept_starting_in(
+                    db, tool, call_id, conversation_id, params, fp, foreground=needs_fg
+                )
+                started = True
             intent = (
                 self._host_intent_row(db, act_id, conversation_id, tool.scope)
-                if started and (needs_fg)
+                if started and needs_fg
                 else None
             )
         if started:
