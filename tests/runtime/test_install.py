@@ -74,6 +74,9 @@ def test_tampered_install_is_refused_at_load(probe: Runtime) -> None:
     probe.settle()
     err = message(probe, "t:error")
     assert err["error"]["details"] == {"reason": "worker_failed"}
+    with pytest.raises(LineupError) as exc:
+        probe._call_sync(lambda: probe._check_app("probe", "1.0.0"))
+    assert exc.value.code == "install_tampered"
 
 
 def test_revoked_key_is_refused_at_load(rt_key: SigningKey, probe_bundle: Path) -> None:
