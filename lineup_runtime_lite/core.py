@@ -4,7 +4,6 @@ workers, and keep every fact in SQLite before any side effect (SPEC 5.2, 5.6).""
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 from typing import Any
 
@@ -13,15 +12,15 @@ from lineup_runtime_lite.delivery import DeliveryPart
 from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.messages import (
     error_body,
-    fingerprint,
     latest_message,
     make_message,
     record,
     reject,
 )
-from lineup_runtime_lite.validation import validator_for
+from lineup_runtime_lite.params import Envelope, schema_rejection
+from lineup_runtime_lite.validation import clip, validator_for
 
-__all__ = ["Core"]
+__all__ = ["Core", "input_problems"]
 
 
 class Core(DeliveryPart):
@@ -29,22 +28,27 @@ class Core(DeliveryPart):
 
     # -- Agent calls ---------------------------------------------------------------------
     async def call(
-        self, call_id: str, conversation_id: str, method: str, params: Any
+        self,
+        env: Envelope,
+        checked_tool: Tool | None = None,
+        problems: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Accept one Agent call (SPEC 5.2) and return the message for this step."""
+        """Accept one Agent call (SPEC 5.2) and return the message for this step.
+
+        `env` passed the envelope checks in the caller's thread; `problems` are the input
+        schema's findings against `checked_tool`, also computed there (validation never
+        runs on this loop unless the registry changed in between).
+        """
         now = self.now()
+        call_id, conversation_id, method, params = (
+            env.call_id,
+            env.conversation_id,
+            env.method,
+            env.params,
+        )
         tool = self.registry.get(method)
-        scope = tool.scope if tool else (method.split(".")[0] if isinstance(method, str) else "")
-        if not isinstance(call_id, str) or not call_id or len(call_id) > 200:
-            return reject(
-                str(call_id),
-                scope,
-                now,
-                error_body(
-                    "invalid_params", "call_id must be a non-empty string of at most 200 characters"
-                ),
-            )
-        fp = fingerprint(conversation_id, method, params)
+        scope = tool.scope if tool else method.split(".")[0]
+        fp = env.fingerprint
         existing = self.store.one(
             "SELECT fingerprint, state FROM calls WHERE call_id=?", (call_id,)
         )
@@ -71,40 +75,22 @@ class Core(DeliveryPart):
                 now,
                 error_body("unknown_method", f"no installed app declares {method!r}"),
             )
-        if not isinstance(params, dict):
-            problems = [
-                {
-                    "path": "",
-                    "message": "params must be a JSON object",
-                    "expected": 'type "object"',
-                    "value": json.dumps(params)[:120] if _jsonable(params) else repr(params)[:120],
-                }
-            ]
-        else:
-            problems = validator_for(tool.input_schema).problems(params)
+        if problems is None or checked_tool is not tool:  # installed in between: check here
+            problems = input_problems(tool, params)
         if problems:
+            message, details = schema_rejection(method, problems)
             return reject(
-                call_id,
-                tool.scope,
-                now,
-                error_body(
-                    "invalid_params",
-                    f"params of {method} do not match its input schema",
-                    details=problems,
-                ),
+                call_id, tool.scope, now, error_body("invalid_params", message, details=details)
             )
-        if not isinstance(conversation_id, str) or not conversation_id:
-            return reject(
-                call_id,
-                tool.scope,
-                now,
-                error_body("invalid_params", "conversation_id must be a non-empty string"),
-            )
-        if tool.delivery == "runtime":
-            return await pomodoro.accept(self, tool, call_id, conversation_id, params, fp)
-        if tool.activation == "activation_not_required":
-            return await self._accept_running_only(tool, call_id, conversation_id, params, fp)
-        return await self._accept_activating(tool, call_id, conversation_id, params, fp)
+        self.canonical_params[call_id] = env.params_json
+        try:
+            if tool.delivery == "runtime":
+                return await pomodoro.accept(self, tool, call_id, conversation_id, params, fp)
+            if tool.activation == "activation_not_required":
+                return await self._accept_running_only(tool, call_id, conversation_id, params, fp)
+            return await self._accept_activating(tool, call_id, conversation_id, params, fp)
+        finally:
+            self.canonical_params.pop(call_id, None)
 
     async def _accept_running_only(
         self, tool: Tool, call_id: str, conversation_id: str, params: Any, fp: str
@@ -319,9 +305,15 @@ class Core(DeliveryPart):
             await asyncio.wait(pending, timeout=5)
 
 
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
+def input_problems(tool: Tool, params: Any) -> list[dict[str, Any]]:
+    """The input schema's problems with strict-JSON `params` (pure; any thread)."""
+    if not isinstance(params, dict):
+        return [
+            {
+                "path": "",
+                "message": "params must be a JSON object",
+                "expected": 'type "object"',
+                "value": clip(params),
+            }
+        ]
+    return validator_for(tool.input_schema).problems(params)

@@ -1,4 +1,5 @@
-"""Named fault points: a test-only hook that can fail (raise) or crash (exit) the runtime.
+"""Named fault points: a test-only hook that can fail (raise) or crash (exit) the runtime,
+or make the disk fail as SQLite reports it (full, I/O error, read-only).
 
 In production nothing is armed and `hit()` is a dictionary lookup.
 """
@@ -6,9 +7,10 @@ In production nothing is armed and `hit()` is a dictionary lookup.
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections import Counter
 
-__all__ = ["POINTS", "FaultInjected", "arm", "disarm", "fired", "hit", "hits"]
+__all__ = ["DISK_MODES", "POINTS", "FaultInjected", "arm", "disarm", "fired", "hit", "hits"]
 
 #: Every named point. A test asserts each one is exercised by the suite.
 POINTS: tuple[str, ...] = (
@@ -29,17 +31,27 @@ class FaultInjected(Exception):
     """Raised at an armed point in `raise` mode."""
 
 
+#: Disk failures as SQLite raises them, for the modes that simulate one.
+DISK_MODES: dict[str, str] = {
+    "full": "database or disk is full",
+    "ioerror": "disk I/O error",
+    "readonly": "attempt to write a readonly database",
+}
+
+
 _ARMED: dict[str, tuple[str, int]] = {}
 _HITS: Counter[str] = Counter()
 _FIRED: Counter[str] = Counter()
 
 
 def arm(point: str, mode: str = "raise", *, after: int = 0) -> None:
-    """Arm `point`: `raise` FaultInjected or `crash` (os._exit) on its `after`+1-th hit."""
+    """Arm `point` to fail on its `after`+1-th hit: `raise` FaultInjected, `crash`
+    (os._exit), or a disk failure (`full`, `ioerror`, `readonly`: the
+    `sqlite3.OperationalError` SQLite itself would raise)."""
     if point not in POINTS:
         raise ValueError(f"unknown fault point {point!r}")
-    if mode not in ("raise", "crash"):
-        raise ValueError("mode is raise or crash")
+    if mode not in ("raise", "crash", *DISK_MODES):
+        raise ValueError(f"mode is raise, crash or one of {sorted(DISK_MODES)}")
     _ARMED[point] = (mode, after)
 
 
@@ -76,4 +88,6 @@ def hit(point: str) -> None:
     if mode == "crash":
         os._exit(137)
     _FIRED[point] += 1
+    if mode in DISK_MODES:
+        raise sqlite3.OperationalError(DISK_MODES[mode])
     raise FaultInjected(point)

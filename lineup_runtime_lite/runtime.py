@@ -12,15 +12,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock
-from lineup_runtime_lite.core import Core
+from lineup_runtime_lite.core import Core, input_problems
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.install import InstallResult, install_verified
+from lineup_runtime_lite.messages import error_body, reject
+from lineup_runtime_lite.params import DEFAULT_MAX_PARAMS_BYTES, Rejection, check_envelope
 from lineup_runtime_lite.store import Store
 from lineup_sdk.context import Snapshot
+from lineup_sdk.errors import LineupError
 
 __all__ = ["Outbox", "Runtime", "Surface"]
 
 T = TypeVar("T")
+
+#: The most messages one `outbox.fetch` returns.
+MAX_FETCH = 1000
 
 
 class Outbox:
@@ -30,7 +36,16 @@ class Outbox:
         self._rt = rt
 
     def fetch(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Up to `limit` unacknowledged messages, oldest first."""
+        """Up to `limit` (1–1000) unacknowledged messages, oldest first.
+
+        Raises:
+            LineupError: `usage_invalid` for a limit outside 1–1000.
+        """
+        if type(limit) is not int or not 1 <= limit <= MAX_FETCH:
+            raise LineupError(
+                "usage_invalid",
+                f"outbox.fetch(limit) takes an integer from 1 to {MAX_FETCH}, not {limit!r}",
+            )
 
         def go() -> list[dict[str, Any]]:
             from lineup_runtime_lite import faults
@@ -44,7 +59,13 @@ class Outbox:
         return self._rt._call_sync(go)
 
     def ack(self, ids: list[str]) -> None:
-        """Mark messages (by their `id`) as received."""
+        """Mark messages (by their `id`) as received.
+
+        Raises:
+            LineupError: `usage_invalid` unless `ids` is a list of strings.
+        """
+        if not isinstance(ids, list | tuple) or not all(type(i) is str for i in ids):
+            raise LineupError("usage_invalid", "outbox.ack(ids) takes a list of message ids")
 
         def go() -> None:
             from lineup_runtime_lite import faults
@@ -141,6 +162,7 @@ class Runtime:
     host: _HostPort
     outbox: Outbox
     _core: Core
+    _max_params_bytes: int = DEFAULT_MAX_PARAMS_BYTES
 
     def __init__(self) -> None:  # use Runtime.open
         self._loop = asyncio.new_event_loop()
@@ -161,6 +183,7 @@ class Runtime:
         host: HostSimulator | None = None,
         apps_dir: str | Path | None = None,
         activation_timeout_s: float = 60.0,
+        max_params_bytes: int = DEFAULT_MAX_PARAMS_BYTES,
     ) -> Runtime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
@@ -171,10 +194,22 @@ class Runtime:
             host: The Host simulator (default: `HostSimulator(policy="auto")`).
             apps_dir: Where installed apps are unpacked (default: next to the database).
             activation_timeout_s: Runtime-clock seconds before a starting activation fails.
+            max_params_bytes: The largest Agent params accepted, in bytes of canonical
+                JSON (`params_too_large` above it).
+
+        Raises:
+            LineupError: `runtime_locked`, `store_corrupt`, `store_unavailable`,
+                `store_schema_unsupported`, `trust_store_invalid`, or `usage_invalid`.
         """
         from lineup_build.trust import TrustStore
 
+        if type(max_params_bytes) is not int or max_params_bytes < 1:
+            raise LineupError(
+                "usage_invalid",
+                f"max_params_bytes must be a positive integer, not {max_params_bytes!r}",
+            )
         rt = cls()
+        rt._max_params_bytes = max_params_bytes
         rt.trust = trust if isinstance(trust, TrustStore) else TrustStore.load(Path(trust))
         rt.clock = clock or RealClock()
         try:
@@ -227,7 +262,7 @@ class Runtime:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._closed:
             coro.close()  # never scheduled: no "coroutine was never awaited" warning
-            raise RuntimeError("the runtime is closed")
+            raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _call_sync(self, fn: Callable[[], T]) -> T:
@@ -322,9 +357,32 @@ class Runtime:
             ]
         )
 
-    def call(self, call_id: str, conversation_id: str, method: str, params: Any) -> dict[str, Any]:
-        """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0)."""
-        msg = self._run(self._core.call(call_id, conversation_id, method, params))
+    def call(self, call_id: Any, conversation_id: Any, method: Any, params: Any) -> dict[str, Any]:
+        """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0).
+
+        The envelope and the input schema are checked in the caller's thread, so a huge or
+        hostile call delays only its caller, never another conversation.
+
+        Raises:
+            LineupError: `store_unavailable` or `store_corrupt` (nothing was persisted or
+                sent; the same call may be retried), `usage_invalid` once closed. Every
+                problem with the call itself is an `error` message, not an exception.
+        """
+        checked = check_envelope(
+            call_id, conversation_id, method, params, max_bytes=self._max_params_bytes
+        )
+        if isinstance(checked, Rejection):
+            tool = self._core.registry.get(method) if type(method) is str else None
+            scope = tool.scope if tool else method.split(".")[0] if type(method) is str else ""
+            if self._closed:
+                raise LineupError(
+                    "usage_invalid", "the runtime is closed", hint="open a new Runtime"
+                )
+            body = error_body(checked.code, checked.message, details=checked.details)
+            return reject(checked.call_id, scope, self.clock.now_ms(), body)
+        tool = self._core.registry.get(checked.method)  # swapped whole, never edited in place
+        problems = input_problems(tool, checked.params) if tool is not None else None
+        msg = self._run(self._core.call(checked, tool, problems))
         if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
             self._arm()
         return msg

@@ -66,6 +66,9 @@ class CoreState:
         self._session_caps: dict[str, str] = {}
         self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
         self._pumps: dict[str, asyncio.Task[None]] = {}
+        #: call_id -> the canonical params JSON computed in the caller's thread, for the
+        #: one call being accepted (so the loop never re-serializes a huge params value)
+        self.canonical_params: dict[str, str] = {}
         self._host_relay: asyncio.Task[None] | None = None
         self._driving: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -101,10 +104,11 @@ class CoreState:
 
     def load_registry(self) -> None:
         """Project installed manifests into the Registry."""
-        self.registry.clear()
+        registry: dict[str, Tool] = {}
         for row in self.store.all("SELECT scope, version FROM apps ORDER BY scope"):
             for tool in self.tools_of(row["scope"], row["version"]).values():
-                self.registry[tool.method] = tool
+                registry[tool.method] = tool
+        self.registry = registry  # one swap: callers' threads read it without a lock
 
     def tools_of(self, scope: str, version: str) -> dict[str, Tool]:
         key = (scope, version)
@@ -168,7 +172,8 @@ class CoreState:
                 conversation_id,
                 tool.scope,
                 tool.method,
-                json.dumps(params, sort_keys=True, separators=(",", ":")),
+                self.canonical_params.get(call_id)
+                or json.dumps(params, sort_keys=True, separators=(",", ":")),
                 session_id,
                 activation_id,
                 seq,

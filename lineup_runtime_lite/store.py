@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from lineup_runtime_lite import faults
 from lineup_sdk.errors import LineupError
 
-__all__ = ["SCHEMA_VERSION", "Store"]
+__all__ = ["SCHEMA_VERSION", "Store", "store_error"]
 
 SCHEMA_VERSION = 1
 
@@ -66,11 +67,41 @@ CREATE TABLE host_events (dedup_key TEXT PRIMARY KEY, body TEXT NOT NULL);
 """
 
 
+def store_error(exc: BaseException, path: str) -> LineupError | None:
+    """The stable error for a database failure, or None for a programming error.
+
+    Damaged or foreign files are `store_corrupt`; a read-only, full, busy or failing disk is
+    `store_unavailable` (the transaction was rolled back; retrying may succeed).
+    """
+    text = str(exc)
+    low = text.lower()
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        if "not a database" in low or "malformed" in low or "corrupt" in low:
+            return LineupError(
+                "store_corrupt", f"{path} is damaged or not a LineUp database: {text}"
+            )
+        if type(exc) is sqlite3.DatabaseError:
+            return LineupError("store_unavailable", f"{path}: {text}")
+        return None  # integrity, programming and interface errors are bugs, not the disk
+    if isinstance(exc, sqlite3.OperationalError):
+        if "malformed" in low or "not a database" in low:
+            return LineupError(
+                "store_corrupt", f"{path} is damaged or not a LineUp database: {text}"
+            )
+        return LineupError("store_unavailable", f"{path}: {text}; nothing was changed")
+    if isinstance(exc, OSError):
+        return LineupError(
+            "store_unavailable", f"{path}: {exc.strerror or exc}; nothing was changed"
+        )
+    return None
+
+
 class Store:
     """One SQLite connection, used only from the runtime's loop thread.
 
     Every state change goes through `transaction()`: `BEGIN IMMEDIATE`, the writes, COMMIT —
-    or ROLLBACK, leaving every table as it was.
+    or ROLLBACK, leaving every table as it was. Disk and file failures surface as
+    `store_unavailable` / `store_corrupt` (see `store_error`).
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -79,36 +110,83 @@ class Store:
         #: How many transactions committed; a caller that sees an exception compares it
         #: with its own count to tell "rolled back" from "committed, then failed".
         self.commits = 0
+        target = self.path
         if self.path != ":memory:":
-            self._take_lock()
+            target = self._take_lock()
         try:
-            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
             self.db.row_factory = sqlite3.Row
             if self.path != ":memory:":
                 self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
+            self._check_integrity()
             self._migrate()
+        except (sqlite3.Error, OSError) as exc:
+            self._close_quietly()
+            mapped = store_error(exc, self.path)
+            if mapped is None:
+                raise
+            raise mapped from None
         except BaseException:
-            self._release_lock()
+            self._close_quietly()
             raise
 
+    def _close_quietly(self) -> None:
+        db = getattr(self, "db", None)
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+        self._release_lock()
+
     # -- locking -------------------------------------------------------------------------
-    def _take_lock(self) -> None:
+    def _take_lock(self) -> str:
+        """Lock the database file itself (its inode, through whatever name it was given),
+        so no symlink or hard-link alias opens a second runtime; `kill -9` releases it.
+
+        Returns the resolved path SQLite opens.
+        """
         import fcntl
 
-        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        real = os.path.realpath(self.path)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+            fd = os.open(real, flags, 0o644)
+        except IsADirectoryError:
+            raise LineupError(
+                "store_corrupt", f"{self.path} is a folder, not a LineUp database"
+            ) from None
+        except OSError as exc:
+            mapped = store_error(exc, self.path)
+            assert mapped is not None
+            raise mapped from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise LineupError(
+                    "store_corrupt", f"{self.path} is not a regular file, so not a LineUp database"
+                )
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise LineupError(
+                    "runtime_locked", f"another runtime has {self.path} open"
+                ) from None
+        except BaseException:
             os.close(fd)
-            raise LineupError("runtime_locked", f"another runtime has {self.path} open") from None
+            raise
         self._lock_fd = fd
+        return real
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def _check_integrity(self) -> None:
+        rows = self.db.execute("PRAGMA quick_check").fetchall()
+        if [tuple(r) for r in rows] != [("ok",)]:
+            first = str(rows[0][0]) if rows else "no answer"
+            raise LineupError("store_corrupt", f"{self.path} is damaged: {first}")
 
     # -- schema --------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -116,6 +194,10 @@ class Store:
             "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
         ).fetchone()
         if not has_meta:
+            if self.db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+                raise LineupError(
+                    "store_corrupt", f"{self.path} is an SQLite database, but not a LineUp one"
+                )
             with self.transaction(fault_points=False):
                 for stmt in _SCHEMA.strip().split(";"):
                     if stmt.strip():
@@ -125,7 +207,12 @@ class Store:
                 )
             return
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(row[0]) if row else 0
+        try:
+            version = int(row[0]) if row else 0
+        except ValueError:
+            raise LineupError(
+                "store_corrupt", f"{self.path} has a damaged schema version"
+            ) from None
         if version != SCHEMA_VERSION:
             raise LineupError(
                 "store_schema_unsupported",
@@ -135,31 +222,52 @@ class Store:
     # -- transactions --------------------------------------------------------------------
     @contextlib.contextmanager
     def transaction(self, *, fault_points: bool = True) -> Iterator[sqlite3.Connection]:
-        """`BEGIN IMMEDIATE` … COMMIT; any exception rolls everything back."""
-        if fault_points:
-            faults.hit("commit.before")
-        self.db.execute("BEGIN IMMEDIATE")
+        """`BEGIN IMMEDIATE` … COMMIT; any exception rolls everything back.
+
+        Raises:
+            LineupError: `store_unavailable` / `store_corrupt` when the database fails
+                (after the rollback: nothing of this transaction was kept).
+        """
+        try:
+            if fault_points:
+                faults.hit("commit.before")
+            self.db.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, OSError) as exc:
+            raise self._mapped(exc) from None
         try:
             yield self.db
             if fault_points:
                 faults.hit("commit.after_write")
             self.db.execute("COMMIT")
             self.commits += 1
-        except BaseException:
+        except BaseException as exc:
             if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    self.db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise self._mapped(exc) from None
             raise
         if fault_points:
             faults.hit("commit.after")
 
+    def _mapped(self, exc: BaseException) -> BaseException:
+        mapped = store_error(exc, self.path)
+        return mapped if mapped is not None else exc
+
     def one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
         """The first row of a read, or None."""
-        row: sqlite3.Row | None = self.db.execute(sql, args).fetchone()
+        try:
+            row: sqlite3.Row | None = self.db.execute(sql, args).fetchone()
+        except sqlite3.Error as exc:
+            raise self._mapped(exc) from None
         return row
 
     def all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """Every row of a read."""
-        return list(self.db.execute(sql, args).fetchall())
+        try:
+            return list(self.db.execute(sql, args).fetchall())
+        except sqlite3.Error as exc:
+            raise self._mapped(exc) from None
 
     def meta(self, key: str) -> str | None:
         """A value from the meta table."""

@@ -14,6 +14,7 @@ from datetime import date, datetime, time
 from typing import Any
 
 from lineup_build.schemas import canonical_json, compile_pattern
+from lineup_runtime_lite.params import YIELD_EVERY, yield_gil
 
 __all__ = ["Validator", "clip", "validator_for"]
 
@@ -43,6 +44,19 @@ def _build_validator_class() -> Any:
             for k, v in instance.items():
                 if _pattern_matches(patrn, k):
                     yield from validator.descend(v, sub, path=k, schema_path=patrn)
+
+    base_items = Draft202012Validator.VALIDATORS["items"]
+
+    def items(validator: Any, sub: Any, instance: Any, schema: Any) -> Any:
+        # the stock keyword, but yielding the GIL on long arrays: a huge call validating in
+        # its caller's thread must not starve the runtime's loop thread
+        if sub is False or not isinstance(instance, list) or len(instance) < YIELD_EVERY:
+            yield from base_items(validator, sub, instance, schema)
+            return
+        for index in range(len(schema.get("prefixItems", [])), len(instance)):
+            if index % YIELD_EVERY == 0:
+                yield_gil()
+            yield from validator.descend(instance[index], sub, path=index)
 
     checker = FormatChecker(formats=())
 
@@ -82,7 +96,8 @@ def _build_validator_class() -> Any:
     checker.checks("uuid", raises=ValueError)(_u)
     checker.checks("email")(_e)
     cls = validators.extend(  # type: ignore[no-untyped-call]
-        Draft202012Validator, {"pattern": pattern, "patternProperties": pattern_properties}
+        Draft202012Validator,
+        {"pattern": pattern, "patternProperties": pattern_properties, "items": items},
     )
     return cls, checker
 
@@ -129,7 +144,9 @@ class Validator:
     def problems(self, instance: Any) -> list[dict[str, Any]]:
         """Every problem as `{path, message, expected, value}` (empty when valid)."""
         out = []
-        for err in self._v.iter_errors(instance):
+        for n, err in enumerate(self._v.iter_errors(instance), start=1):
+            if n % YIELD_EVERY == 0:
+                yield_gil()
             leaves = [err]
             if err.context:  # anyOf/oneOf: report the branch errors that got furthest
                 best = max(len(list(e.absolute_path)) for e in err.context)

@@ -208,13 +208,29 @@ CODES: dict[str, tuple[str, str]] = {
         "The database was written by a newer, unsupported store schema.",
         "Use a runtime at least as new as the one that wrote the database.",
     ),
+    "store_corrupt": (
+        "The database file is damaged, truncated, or not a LineUp database.",
+        "Restore the database from a backup, or point the runtime at another file.",
+    ),
+    "store_unavailable": (
+        "The database could not be written or read (read-only, full, busy, or an I/O "
+        "error); the operation changed nothing.",
+        "Free disk space or fix the file system's permissions, then retry the same call.",
+    ),
     "unknown_method": (
         "No installed app declares this method.",
         "Read the Agent Inventory for the available methods.",
     ),
     "invalid_params": (
-        "The call's params do not match the tool's input schema.",
-        "Correct the params at the JSON pointers listed in `details`.",
+        "The call's params do not match the tool's input schema or are not strict JSON, "
+        "or its call_id or conversation_id is not 1–200 characters without control "
+        "characters.",
+        "Correct the params at the JSON pointers listed in `details` (integers within "
+        "±(2^53 − 1), nesting ≤ 64, no NaN/Infinity, valid Unicode).",
+    ),
+    "params_too_large": (
+        "The call's params are over the runtime's limit (default 1 MiB of canonical JSON).",
+        "Send less per call, or open the runtime with a larger `max_params_bytes`.",
     ),
     "call_id_conflict": (
         "A call_id was reused with a different conversation, method or params.",
@@ -276,5 +292,11 @@ CODES: dict[str, tuple[str, str]] = {
     "expectation_failed": (
         "A scenario step's messages did not match its `expect` list.",
         "Compare the expected and actual messages printed for the step.",
+    ),
+    # --- usage (SPEC 12) ---
+    "usage_invalid": (
+        "An argument cannot work as given (e.g. `--out` naming a file, `outbox.fetch(-1)`, "
+        "a closed runtime).",
+        "Correct the argument as the message says (see `--help`).",
     ),
 }

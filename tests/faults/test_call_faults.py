@@ -183,8 +183,9 @@ def test_F21_disk_full_at_commit(env: Env) -> None:
         rt._call_sync(lambda: db.execute(f"PRAGMA max_page_count={pages}"))
         before = rt.store_dump()
         big = {"text": "x" * 200_000}  # needs new pages: the database is full
-        with pytest.raises(sqlite3.OperationalError, match="full"):
+        with pytest.raises(LineupError, match="full") as exc:
             rt.call("big", "c1", "probe.echo", big)
+        assert exc.value.code == "store_unavailable"
         rt.settle()
         invariants.assert_unchanged(before, rt.store_dump())
         invariants.check(rt)
@@ -201,8 +202,9 @@ def test_F21_busy_database_at_begin(env: Env) -> None:
         other = sqlite3.connect(env.db)
         other.execute("BEGIN IMMEDIATE")  # another writer holds the database
         before = rt.store_dump()
-        with pytest.raises(sqlite3.OperationalError, match="locked"):
+        with pytest.raises(LineupError, match="locked") as exc:
             rt.call("s1", "c1", "pomodoro.start", {})
+        assert exc.value.code == "store_unavailable"
         invariants.assert_unchanged(before, rt.store_dump())
         other.rollback()
         other.close()

@@ -203,6 +203,10 @@ JSON_VALUES = st.one_of(st.integers(-9, 9), st.text(max_size=4), st.booleans(), 
 OBJECTS = st.dictionaries(st.text("abcxyz", max_size=3), JSON_VALUES, max_size=3)
 
 
+#: Integers Agent params may carry (I-JSON: within ±(2^53 − 1); SPEC 12).
+_SAFE_INTS = st.integers(min_value=-(2**53 - 1), max_value=2**53 - 1)
+
+
 class SessionDataMachine(RuleBasedStateMachine):
     rt: ClassVar[Runtime]
     subs = Bundle("subs")
@@ -239,7 +243,7 @@ class SessionDataMachine(RuleBasedStateMachine):
         msg = self.write(data, expected)
         assert msg["error"]["code"] == "session_data_revision_conflict"
 
-    @rule(data=st.one_of(st.lists(st.integers(), max_size=2), st.integers(), st.text()))
+    @rule(data=st.one_of(st.lists(_SAFE_INTS, max_size=2), _SAFE_INTS, st.text()))
     def invalid_replace(self, data: Any) -> None:
         assert self.write(data, self.rev)["error"]["code"] == "session_data_invalid"
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lineup_runtime_lite import Runtime
+from lineup_build.trust import TrustStore
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_sdk._session import SessionDataSubscriber
 from lineup_sdk.context import Snapshot
 from tests.runtime.conftest import ready
@@ -24,7 +26,19 @@ def test_empty_is_revision_zero(probe: Runtime) -> None:
     assert probe.surface("nobody", "probe").get() == Snapshot(None, 0)
 
 
-def test_cas_and_limits(probe: Runtime) -> None:
+def test_cas_and_limits(
+    trust: TrustStore, clock: VirtualClock, host: HostSimulator, probe_bundle: Path
+) -> None:
+    # params may be larger than 1 MiB here, so the session data limit is the one reached
+    probe = Runtime.open(":memory:", trust=trust, clock=clock, host=host, max_params_bytes=2**21)
+    probe.install(probe_bundle)
+    try:
+        _cas_and_limits(probe)
+    finally:
+        probe.close()
+
+
+def _cas_and_limits(probe: Runtime) -> None:
     ready(probe)
     assert write(probe, "w1", {"a": 1}, 0)["result"] == 1
     assert write(probe, "w2", {"a": 2}, 1)["result"] == 2

@@ -1,0 +1,1 @@
+"""A MiniApp with a costly input schema, for the hostile-input tests."""
