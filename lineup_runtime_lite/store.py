@@ -116,11 +116,11 @@ class Store:
         try:
             self.db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
             self.db.row_factory = sqlite3.Row
+            self._check_integrity()  # before any write: a foreign file is left as it was
             if self.path != ":memory:":
                 self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
-            self._check_integrity()
             self._migrate()
         except (sqlite3.Error, OSError) as exc:
             self._close_quietly()
@@ -183,10 +183,16 @@ class Store:
             self._lock_fd = None
 
     def _check_integrity(self) -> None:
+        """A damaged file, or an SQLite database that is not a LineUp one, is refused."""
         rows = self.db.execute("PRAGMA quick_check").fetchall()
         if [tuple(r) for r in rows] != [("ok",)]:
             first = str(rows[0][0]) if rows else "no answer"
             raise LineupError("store_corrupt", f"{self.path} is damaged: {first}")
+        names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+        if names and "meta" not in names:
+            raise LineupError(
+                "store_corrupt", f"{self.path} is an SQLite database, but not a LineUp one"
+            )
 
     # -- schema --------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -194,10 +200,6 @@ class Store:
             "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
         ).fetchone()
         if not has_meta:
-            if self.db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
-                raise LineupError(
-                    "store_corrupt", f"{self.path} is an SQLite database, but not a LineUp one"
-                )
             with self.transaction(fault_points=False):
                 for stmt in _SCHEMA.strip().split(";"):
                     if stmt.strip():
