@@ -17,7 +17,10 @@ from lineup_build.checks import check_tools, diagnostics_from_problems
 from lineup_build.config import ProjectConfig, load_config
 from lineup_build.diagnostics import Diagnostic, Where, has_errors
 from lineup_build.files import IncludedFile, collect_files
+from lineup_build.fsutil import check_out_dir, read_regular
 from lineup_build.manifest import build_manifest, serialize_manifest
+from lineup_build.manifest_checks import parse_manifest
+from lineup_build.reader import Limits
 from lineup_build.signing import (
     KEY_ENV,
     SigningKey,
@@ -39,6 +42,8 @@ __all__ = [
 ]
 
 IMPORT_TIMEOUT_S = 120.0
+#: The largest PEM signing key read.
+MAX_KEY_BYTES = 64 * 1024
 DEV_KEY_DIR = ".lineup"
 DEV_KEY_NAME = "dev-key"
 
@@ -206,7 +211,8 @@ def ensure_dev_key(root: Path) -> SigningKey:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / ".gitignore").write_text("# local signing keys never go into git\n*\n")
         write_keypair(folder, name=DEV_KEY_NAME)
-    return load_signing_key(path.read_bytes(), source=str(path))
+    pem = read_regular(path, limit=MAX_KEY_BYTES, code="signing_key_invalid", what="signing key")
+    return load_signing_key(pem, source=str(path))
 
 
 def resolve_signing_key(root: Path, *, key_file: Path | None, dev_key: bool) -> SigningKey:
@@ -216,12 +222,9 @@ def resolve_signing_key(root: Path, *, key_file: Path | None, dev_key: bool) -> 
         LineupError: `signing_key_missing` or `signing_key_invalid`.
     """
     if key_file is not None:
-        try:
-            pem = key_file.read_bytes()
-        except OSError as exc:
-            raise LineupError(
-                "signing_key_invalid", f"cannot read {key_file}: {exc.strerror}"
-            ) from None
+        pem = read_regular(
+            key_file, limit=MAX_KEY_BYTES, code="signing_key_invalid", what="signing key"
+        )
         return load_signing_key(pem, source=str(key_file))
     env_pem = os.environ.get(KEY_ENV)
     if env_pem:
@@ -251,6 +254,7 @@ def build_project(
     """
     root = root.resolve()
     out = (out_dir or root / "dist").resolve()
+    check_out_dir(out)
     check = check_project(root, out_dir=out)
     key = signing_key
     if key is None:
@@ -262,6 +266,11 @@ def build_project(
         return BuildResult(False, None, None, None, None, check)
     manifest = build_manifest(check.config, check.tools, check.files)
     manifest_bytes = serialize_manifest(manifest)
+    try:  # the limits `verify` enforces: never write a bundle its own verify refuses
+        parse_manifest(manifest_bytes, Limits())
+    except LineupError as exc:
+        check.diagnostics.append(Diagnostic(exc.code, exc.message, hint=exc.hint))
+        return BuildResult(False, None, None, None, None, check)
     entries = [
         BundleEntry("manifest.json", manifest_bytes),
         BundleEntry("manifest.sig", sign_manifest(key, manifest_bytes)),

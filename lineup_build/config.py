@@ -9,10 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from lineup_build.diagnostics import Diagnostic, Where
+from lineup_build.fsutil import TomlTooDeep, parse_toml, read_regular
+from lineup_sdk.errors import LineupError
 
-__all__ = ["CONFIG_NAME", "ProjectConfig", "load_config"]
+__all__ = ["CONFIG_NAME", "MAX_CONFIG_BYTES", "ProjectConfig", "load_config"]
 
 CONFIG_NAME = "lineup.toml"
+#: The largest `lineup.toml` read (SPEC 12).
+MAX_CONFIG_BYTES = 1024 * 1024
 _SCOPE = re.compile(r"[a-z][a-z0-9_]*\Z")
 _SEMVER = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -83,21 +87,23 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
         return Diagnostic("config_invalid", message, where=where, hint=hint)
 
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None, [
-            bad(
-                f"no {CONFIG_NAME} in {root}",
-                "run `lineup init NAME --template todo`, or pass the project folder",
-            )
-        ]
-    except OSError as exc:
-        return None, [bad(f"cannot read {CONFIG_NAME}: {exc.strerror}")]
+        raw = read_regular(path, limit=MAX_CONFIG_BYTES, code="config_invalid", what=CONFIG_NAME)
+    except LineupError as exc:
+        if isinstance(exc.details, dict) and exc.details.get("reason") == "missing":
+            return None, [
+                bad(
+                    f"no {CONFIG_NAME} in {root}",
+                    "run `lineup init NAME --template todo`, or pass the project folder",
+                )
+            ]
+        return None, [bad(exc.message, exc.hint)]
     try:
         text = raw.decode("utf-8")
-        doc = tomllib.loads(text)
+        doc = parse_toml(text)
     except UnicodeDecodeError as exc:
         return None, [bad(f"{CONFIG_NAME} is not UTF-8: {exc}")]
+    except TomlTooDeep as exc:
+        return None, [bad(f"{CONFIG_NAME} is {exc}", "flatten the tables and arrays")]
     except tomllib.TOMLDecodeError as exc:
         m = _TOML_LINE.search(str(exc))
         return None, [

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lineup_build.diagnostics import Diagnostic, Where
-from lineup_build.reader import collision_key, entry_name_problem
+from lineup_build.fsutil import read_regular
+from lineup_build.reader import Limits, collision_key, entry_name_problem
+from lineup_sdk.errors import LineupError
 
-__all__ = ["IncludedFile", "collect_files", "glob_regex", "path_problem"]
+__all__ = ["Glob", "IncludedFile", "collect_files", "compile_glob", "path_problem"]
 
 _NEVER_DIRS = frozenset({"__pycache__", ".git", ".lineup"})
 _ROOT_NEVER = frozenset({"dist"})
@@ -33,28 +35,88 @@ class IncludedFile:
         return len(self.data)
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Translate a glob over POSIX paths: `**` spans folders, `*` and `?` stay in one."""
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
+class Glob:
+    """An include glob over POSIX paths: `**/` spans folders (or none), `**` anything, `*`
+    and `?` stay within one folder.
+
+    Matched by simulating its automaton over the set of live states, so a path costs at
+    most len(path) × len(pattern) steps whatever the pattern (a pattern of 24 `*` against a
+    long name is as fast as any other); no backtracking regex.
+    """
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        tokens: list[tuple[str, str]] = []
+        i = 0
+        while i < len(pattern):
+            if pattern.startswith("**/", i):
+                kind, i = "dirs", i + 3
+            elif pattern.startswith("**", i):
+                kind, i = "any", i + 2
+            elif pattern[i] == "*":
+                kind, i = "star", i + 1
+            elif pattern[i] == "?":
+                kind, i = "one", i + 1
+            else:
+                tokens.append(("lit", pattern[i]))
+                i += 1
+                continue
+            if not (tokens and tokens[-1][0] == kind and kind in ("star", "any")):
+                tokens.append((kind, ""))  # `**` then `**`, or `*` then `*`: the same language
+        self._tokens = tokens
+
+    def _closure(self, states: set[int], i: int) -> None:
+        """Add token position `i` and every position reachable without a character."""
+        tokens = self._tokens
+        while True:
+            if i in states:
+                return
+            states.add(i)
+            if i == len(tokens):
+                return
+            kind = tokens[i][0]
+            if kind == "dirs":
+                states.add(-1 - i)  # inside the optional `anything/` group
+            if kind not in ("star", "any", "dirs"):
+                return
             i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
+
+    def match(self, path: str) -> bool:
+        """Whether the whole of `path` matches."""
+        tokens, end = self._tokens, len(self._tokens)
+        states: set[int] = set()
+        self._closure(states, 0)
+        for c in path:
+            nxt: set[int] = set()
+            for s in states:
+                if s < 0:  # in the group of `**/`: any character, a `/` may end it
+                    nxt.add(s)
+                    if c == "/":
+                        self._closure(nxt, -s)
+                    continue
+                if s == end:
+                    continue
+                kind, lit = tokens[s]
+                if kind == "lit":
+                    if c == lit:
+                        self._closure(nxt, s + 1)
+                elif kind == "one":
+                    if c != "/":
+                        self._closure(nxt, s + 1)
+                elif kind == "star":
+                    if c != "/":
+                        self._closure(nxt, s)
+                elif kind == "any":
+                    self._closure(nxt, s)
+            if not nxt:
+                return False
+            states = nxt
+        return end in states
+
+
+def compile_glob(pattern: str) -> Glob:
+    """The compiled form of one include glob."""
+    return Glob(pattern)
 
 
 def path_problem(path: str) -> str | None:
@@ -71,7 +133,7 @@ def path_problem(path: str) -> str | None:
     return None
 
 
-def _link_matches(link: Path, rel: str, patterns: list[re.Pattern[str]]) -> bool:
+def _link_matches(link: Path, rel: str, patterns: list[Glob]) -> bool:
     """Whether a symlinked folder holds a file the globs would have taken (bounded look)."""
     seen = 0
     for dirpath, _dirs, filenames in os.walk(link):  # the link itself; nothing below it
@@ -92,14 +154,18 @@ def collect_files(
     *,
     exclude_dirs: tuple[Path, ...] = (),
     where: Where | None = None,
+    limits: Limits | None = None,
 ) -> tuple[list[IncludedFile], list[Diagnostic]]:
     """Walk `root` and return the files matching `include`, sorted by path.
 
     Never included: `__pycache__/`, `*.pyc`, `.git/`, `.lineup/`, the root `dist/` and the
     build's output folder. Symlinks and non-regular files that match are `include_unsafe`;
     a PEM private key is `include_secret`. `where` locates the `include` key for a bad
-    pattern.
+    pattern. The bundle limits `verify` enforces (file count, total bytes) stop the walk
+    with `limits_exceeded`, so a huge project is never read whole.
     """
+    limits = limits or Limits()
+    total = 0
     diags: list[Diagnostic] = []
     where = where or Where("lineup.toml")
     patterns = []
@@ -114,7 +180,7 @@ def collect_files(
                 )
             )
         else:
-            patterns.append(glob_regex(g))
+            patterns.append(compile_glob(g))
     root = root.resolve()
     skip = {p.resolve() for p in exclude_dirs}
     chosen: list[IncludedFile] = []
@@ -187,12 +253,41 @@ def collect_files(
                 )
                 continue
             folded[key] = rel
-            data = full.read_bytes()
+            if len(chosen) >= limits.max_files:
+                diags.append(_over(f"more than {limits.max_files} files match `include`", where))
+                return _sorted(chosen), diags
+            try:  # a regular file still (not swapped for a FIFO), never over the limit
+                data = read_regular(
+                    full,
+                    limit=limits.max_total_bytes - total,
+                    code="include_unsafe",
+                    what="included file",
+                )
+            except LineupError as exc:
+                if isinstance(exc.details, dict) and exc.details.get("reason") == "too_large":
+                    msg = f"the included files exceed {limits.max_total_bytes} bytes"
+                    diags.append(_over(msg, where))
+                    return _sorted(chosen), diags
+                diags.append(Diagnostic("include_unsafe", exc.message, where=Where(rel)))
+                continue
+            total += len(data)
             if _PEM_PRIVATE.search(data):
                 diags.append(
                     Diagnostic("include_secret", f"{rel} holds a private key", where=Where(rel))
                 )
                 continue
             chosen.append(IncludedFile(rel, data, hashlib.sha256(data).hexdigest()))
-    chosen.sort(key=lambda f: f.path)
-    return chosen, diags
+    return _sorted(chosen), diags
+
+
+def _sorted(chosen: list[IncludedFile]) -> list[IncludedFile]:
+    return sorted(chosen, key=lambda f: f.path)
+
+
+def _over(message: str, where: Where) -> Diagnostic:
+    return Diagnostic(
+        "limits_exceeded",
+        message,
+        where=where,
+        hint="narrow the `include` globs; a bundle this large would fail `lineup verify`",
+    )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lineup_build.bundle import CENTRAL_SIG, EOCD_SIG, LOCAL_SIG
+from lineup_build.fsutil import open_regular
 from lineup_sdk.errors import LineupError
 
 __all__ = [
@@ -50,6 +51,14 @@ class Limits:
     max_files: int = 10_000
     max_total_bytes: int = 256 * 1024 * 1024
     max_path_bytes: int = 512
+
+    @property
+    def max_bundle_bytes(self) -> int:
+        """The largest bundle file within these limits: content, manifest, signature,
+        and the ZIP records of every entry (a file larger than this cannot pass)."""
+        entries = self.max_files + 2
+        per_entry = 30 + 46 + 2 * self.max_path_bytes + 64  # local + central records
+        return self.max_total_bytes + 2 * self.max_manifest_bytes + entries * per_entry + 65_536
 
 
 @dataclass(frozen=True)
@@ -324,7 +333,9 @@ def read_archive(
     try:
         if fh is not None:
             return _parse(fh, path, fh.seek(0, 2), limits)
-        with open(path, "rb", buffering=0) as own:
+        with open_regular(
+            path, limit=limits.max_bundle_bytes, code="bundle_unreadable", what="bundle"
+        ) as own:
             return _parse(own, path, own.seek(0, 2), limits)
     except LineupError as exc:
         return None, [exc]

@@ -160,7 +160,13 @@ def write_keypair(
     """Generate a key and write `NAME.pem` (0600) and `NAME.pub.pem` into `out_dir`.
 
     The private key is encrypted with `LINEUP_SIGNING_KEY_PASSPHRASE` when it is set.
+
+    Raises:
+        LineupError: `usage_invalid` when `out_dir` names a file.
     """
+    from lineup_build.fsutil import check_out_dir
+
+    check_out_dir(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     priv_path, pub_path = out_dir / f"{name}.pem", out_dir / f"{name}.pub.pem"
     for p in (priv_path, pub_path):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lineup_build.fsutil import atomic_write
+from lineup_build.fsutil import TomlTooDeep, atomic_write, parse_toml, read_regular
 from lineup_build.signing import b64decode_canonical, b64encode, is_weak_public_key, key_id_of
 from lineup_sdk.errors import LineupError
 
@@ -36,6 +36,8 @@ __all__ = [
 ]
 
 _SCOPE = re.compile(r"(?:\*|[a-z][a-z0-9_]*)\Z")
+#: The largest trust store read (SPEC 12).
+MAX_TRUST_STORE_BYTES = 4 * 1024 * 1024
 _KEY_ID = re.compile(r"[0-9a-f]{32}\Z")
 _KEY_FIELDS = {"key_id", "public_key", "scopes", "label"}
 _HEADER = "# LineUp trust store: keys allowed to sign bundles (edit with `lineup trust`).\n"
@@ -130,7 +132,9 @@ class TrustStore:
             return LineupError("trust_store_invalid", f"{source}: {msg}")
 
         try:
-            doc = tomllib.loads(text)
+            doc = parse_toml(text)
+        except TomlTooDeep as exc:
+            raise bad(str(exc)) from None
         except tomllib.TOMLDecodeError as exc:
             raise bad(f"not valid TOML ({exc})") from None
         unknown = set(doc) - {"keys", "revoked"}
@@ -153,11 +157,13 @@ class TrustStore:
         Raises:
             LineupError: `trust_store_invalid` (unreadable or malformed) or `weak_key`.
         """
+        raw = read_regular(
+            path, limit=MAX_TRUST_STORE_BYTES, code="trust_store_invalid", what="trust store"
+        )
         try:
-            text = path.read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-            raise LineupError("trust_store_invalid", f"cannot read {path}: {reason}") from None
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise LineupError("trust_store_invalid", f"cannot read {path}: not UTF-8") from None
         return cls.parse(text, source=str(path))
 
     def dumps(self) -> str:
@@ -290,8 +296,15 @@ def read_public_key(arg: str) -> bytes:
     """
     path = Path(arg)
     try:
-        if path.is_file():
-            return parse_public_key(path.read_text("utf-8"))
+        named = path.exists() or path.is_symlink()
+    except OSError:  # e.g. a key's text too long to be a file name
+        named = False
+    try:
+        if named:
+            raw = read_regular(
+                path, limit=64 * 1024, code="trust_argument_invalid", what="public key file"
+            )
+            return parse_public_key(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise _usage(f"cannot read {arg}: {exc}") from None
     return parse_public_key(arg)

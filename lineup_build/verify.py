@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from lineup_build.canonical import MANIFEST_NAME, SIGNATURE_NAME, canonical_problems
 from lineup_build.canonical import layout_problems as _layout_problems
+from lineup_build.fsutil import open_regular
 from lineup_build.manifest_checks import parse_manifest, schema_problems, tool_problems
 from lineup_build.reader import (
     CHUNK,
@@ -227,11 +228,12 @@ def _run(
     bundle: Path, trust: TrustStore | None, limits: Limits, source: Path | None
 ) -> tuple[VerifyReport, list[FileSlice]]:
     report = VerifyReport(bundle)
-    try:
-        fh = open(bundle, "rb", buffering=0)  # noqa: SIM115 (closed below, or at once on error)
-    except OSError as exc:
-        why = "it is a folder" if isinstance(exc, IsADirectoryError) else exc.strerror or exc
-        report.problems.append(LineupError("bundle_unreadable", f"cannot read {bundle}: {why}"))
+    try:  # a regular file within the limits, checked before any read (a FIFO never hangs)
+        fh = open_regular(
+            bundle, limit=limits.max_bundle_bytes, code="bundle_unreadable", what="bundle"
+        )
+    except LineupError as exc:
+        report.problems.append(exc)
         return report, []
     with fh:
         slices = _checks(report, fh, trust, limits)

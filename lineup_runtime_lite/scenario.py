@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lineup_build.fsutil import TomlTooDeep, parse_toml, read_regular
 from lineup_runtime_lite.clock import parse_duration
 from lineup_runtime_lite.host import EVENTS
 from lineup_sdk.errors import LineupError
 
 __all__ = ["ACTIONS", "Scenario", "Step", "load_scenario", "matches", "parse_scenario"]
 
+#: The largest scenario file read (SPEC 12).
+MAX_SCENARIO_BYTES = 1024 * 1024
 ACTIONS = ("call", "host", "clock", "restart", "session_data", "im_records")
 _STEP_KEYS = {*ACTIONS, "expect", "note"}
 
@@ -140,11 +143,18 @@ def parse_scenario(doc: dict[str, Any], *, source: str = "scenario") -> Scenario
 
 
 def load_scenario(path: Path) -> Scenario:
-    """Read and validate a scenario file."""
+    """Read and validate a scenario file (a regular file of at most 1 MiB).
+
+    Raises:
+        LineupError: `scenario_invalid`.
+    """
+    raw = read_regular(path, limit=MAX_SCENARIO_BYTES, code="scenario_invalid", what="scenario")
     try:
-        doc = tomllib.loads(path.read_text("utf-8"))
-    except OSError as exc:
-        raise LineupError("scenario_invalid", f"cannot read {path}: {exc.strerror}") from None
+        doc = parse_toml(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise LineupError("scenario_invalid", f"{path}: not UTF-8") from None
+    except TomlTooDeep as exc:
+        raise LineupError("scenario_invalid", f"{path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise LineupError("scenario_invalid", f"{path}: not valid TOML ({exc})") from None
     return parse_scenario(doc, source=str(path))
