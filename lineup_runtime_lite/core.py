@@ -295,6 +295,7 @@ class Core(DeliveryPart):
         await self.tick()  # deadlines that passed while down fire at their own times
 
     async def close(self) -> None:
+        self.subs.close()
         for worker in list(self.workers.values()):
             await worker.kill()
         self.workers.clear()

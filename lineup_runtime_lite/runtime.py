@@ -97,14 +97,22 @@ class Surface:
         )
 
     def subscribe(self, listener: Callable[[str, Snapshot], None]) -> Callable[[], None]:
-        """Current snapshot first, then every change with strictly increasing revisions."""
+        """Current snapshot first, then every change with strictly increasing revisions.
+
+        The listener runs on a thread of its own subscription, never on the runtime's loop:
+        it may call the runtime's API, and a slow listener delays only its own frames.
+        Returns once the first frame (the snapshot) was delivered; `settle()` waits for
+        the frames queued after it.
+        """
         key = (self.scope, self.conversation_id)
         core = self._rt._core
 
-        def register() -> int:
-            return core.subs.add(key, listener, core.surface_get(self.conversation_id, self.scope))
+        def register() -> tuple[int, Any]:
+            token = core.subs.add(key, listener, core.surface_get(self.conversation_id, self.scope))
+            return token, core.subs.subscription(key, token)
 
-        token = self._rt._call_sync(register)
+        token, sub = self._rt._call_sync(register)
+        sub.wait()
 
         def unsubscribe() -> None:
             if not self._rt._closed:  # a closed runtime holds no listeners any more
@@ -272,8 +280,15 @@ class Runtime:
         return self._run(wrap())
 
     def _settle(self) -> None:
-        """Let background work finish, then arm the real-clock timer for the next deadline."""
-        self._run(self._core.idle())
+        """Let background work and Surface listeners finish (a listener may start more
+        work), then arm the real-clock timer for the next deadline."""
+        while True:
+            self._run(self._core.idle())
+            pending = self._core.subs.pending()
+            if not pending:
+                break
+            for sub in pending:
+                sub.wait()
         self._arm()
 
     def _arm(self) -> None:

@@ -4,7 +4,10 @@ Surface's subscriptions (snapshot first, then strictly increasing revisions)."""
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
+import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +18,7 @@ from lineup_sdk.errors import LineupError
 __all__ = ["MAX_SESSION_DATA", "Listener", "SubscriptionHub", "read", "replace"]
 
 MAX_SESSION_DATA = 1024 * 1024
+log = logging.getLogger("lineup.runtime")
 Listener = Callable[[str, Snapshot], None]
 
 
@@ -66,28 +70,120 @@ def replace(
     return Snapshot(json.loads(blob), new_rev)
 
 
+class _Subscription:
+    """One Surface listener: its frames in order, delivered by its own thread.
+
+    The thread runs only while frames wait, so a slow listener delays only its own frames,
+    and a listener may call the runtime's API (it never runs on the runtime's loop).
+    """
+
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
+        self._frames: deque[tuple[str, Snapshot]] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.closed = False
+
+    def push(self, kind: str, snap: Snapshot) -> None:
+        with self._cond:
+            if self.closed:
+                return
+            self._frames.append((kind, snap))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._drain, name="lineup-surface-listener", daemon=True
+                )
+                self._thread.start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._cond:
+                if not self._frames or self.closed:
+                    self._frames.clear()
+                    self._thread = None
+                    self._cond.notify_all()
+                    return
+                kind, snap = self._frames.popleft()
+            try:
+                self.listener(kind, snap)
+            except Exception:  # a Surface listener never breaks the runtime
+                log.warning("a session-data listener failed", exc_info=True)
+
+    def delivering_here(self) -> bool:
+        """Whether the calling thread is this subscription's listener thread."""
+        return self._thread is threading.current_thread()
+
+    def drained(self) -> bool:
+        with self._cond:
+            return self._thread is None
+
+    def wait(self) -> None:
+        """Until every frame pushed so far was delivered (not from the listener itself)."""
+        with self._cond:
+            if self._thread is threading.current_thread():
+                return  # a listener waiting on itself would wait forever
+            while self._thread is not None:
+                self._cond.wait()
+
+    def close(self) -> None:
+        with self._cond:
+            self.closed = True
+
+
 class SubscriptionHub:
-    """Surface listeners per `(scope, conversation_id)`; all calls happen on the loop thread,
-    so registration and change frames share the session's serial order."""
+    """Surface listeners per `(scope, conversation_id)`.
+
+    Registration and change frames are queued on the runtime's loop thread, so they share
+    the session's serial order; each subscription's own thread then calls its listener
+    (in that order), off the loop.
+    """
 
     def __init__(self) -> None:
-        self._subs: dict[tuple[str, str], dict[int, Listener]] = {}
+        self._subs: dict[tuple[str, str], dict[int, _Subscription]] = {}
         self._next = 0
 
     def add(self, key: tuple[str, str], listener: Listener, first: Snapshot) -> int:
-        """Register and deliver the current snapshot as the first frame."""
+        """Register and queue the current snapshot as the first frame."""
         self._next += 1
-        self._subs.setdefault(key, {})[self._next] = listener
-        listener("session_data.snapshot", first)
+        sub = _Subscription(listener)
+        self._subs.setdefault(key, {})[self._next] = sub
+        sub.push("session_data.snapshot", first)
         return self._next
 
     def remove(self, key: tuple[str, str], token: int) -> None:
-        self._subs.get(key, {}).pop(token, None)
+        subs = self._subs.get(key)
+        if subs is None:
+            return
+        sub = subs.pop(token, None)
+        if sub is not None:
+            sub.close()
+        if not subs:
+            del self._subs[key]
 
     def changed(self, key: tuple[str, str], snap: Snapshot) -> None:
-        """Deliver a committed revision to every listener of `key`."""
-        for listener in list(self._subs.get(key, {}).values()):
-            try:
-                listener("session_data.changed", snap)
-            except Exception:  # a Surface listener never breaks the runtime
-                continue
+        """Queue a committed revision for every listener of `key`."""
+        for sub in list(self._subs.get(key, {}).values()):
+            sub.push("session_data.changed", snap)
+
+    def subscription(self, key: tuple[str, str], token: int) -> _Subscription | None:
+        return self._subs.get(key, {}).get(token)
+
+    def pending(self) -> list[_Subscription]:
+        """Subscriptions whose listeners still have frames to deliver (except the one
+        whose listener is calling: it cannot wait for itself). Any thread."""
+        return [
+            s
+            for subs in list(self._subs.values())
+            for s in list(subs.values())
+            if not s.drained() and not s.delivering_here()
+        ]
+
+    def close(self) -> None:
+        """Drop every listener (frames not yet delivered are dropped too)."""
+        for subs in self._subs.values():
+            for sub in subs.values():
+                sub.close()
+        self._subs.clear()
+
+    def __len__(self) -> int:
+        return sum(len(subs) for subs in self._subs.values())

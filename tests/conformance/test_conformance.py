@@ -73,6 +73,7 @@ def test_fixture(path: Path, sim_factory: Any) -> None:
             )
             emitted = list(frames)
         elif "frames" in raw:
+            sim.runtime().settle()  # listeners run off the loop; settle drains their queues
             emitted = list(subscriptions[raw["frames"]["as"]])
         else:
             step_doc = {k: v for k, v in raw.items() if k not in ("expect", "outbox_grew")}

@@ -141,6 +141,7 @@ def test_F19_a_subscriber_across_a_restart(env: Env) -> None:
         rt.surface("c1", "probe").subscribe(lambda k, s: frames.append((k, s.revision)))
         for i in range(3):
             rt.call(f"a{i}", "c1", "probe.append", {"item": f"a{i}"})
+        rt.settle()
     finally:
         rt.close()
     rt = env.open()
@@ -153,6 +154,7 @@ def test_F19_a_subscriber_across_a_restart(env: Env) -> None:
         bridge.rt = rt
         client.reconnect()
         rt.call("a3", "c1", "probe.append", {"item": "a3"})
+        rt.settle()  # listeners run off the loop; settle waits for their frames
         assert seen[-1] == ("session_data.changed", 4)
         assert applied == [0, 1, 2, 3, 4]  # the client saw every revision once, in order
         invariants.check(rt)

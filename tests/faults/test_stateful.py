@@ -226,7 +226,9 @@ class SessionDataMachine(RuleBasedStateMachine):
 
     def write(self, data: Any, expected: int) -> dict[str, Any]:
         params = {"data": data, "expected_revision": expected}
-        return self.rt.call(f"{self.conv}-{next(self.ids)}", self.conv, "probe.write", params)
+        msg = self.rt.call(f"{self.conv}-{next(self.ids)}", self.conv, "probe.write", params)
+        self.rt.settle()  # listeners run off the loop; settle waits for their frames
+        return msg
 
     @rule(data=OBJECTS)
     def replace(self, data: dict[str, Any]) -> None:

@@ -74,9 +74,11 @@ def test_subscribe_before_replace_gets_snapshot_then_change(probe: Runtime) -> N
         write(probe, f"w{i}", {"n": i}, i)
     seen, unsub = frames(probe)
     write(probe, "w3", {"n": 3}, 3)
+    probe.settle()  # listeners run off the loop; settle waits for their queues
     assert seen == [("session_data.snapshot", 3), ("session_data.changed", 4)]
     unsub()
     write(probe, "w4", {"n": 4}, 4)
+    probe.settle()
     assert seen[-1] == ("session_data.changed", 4)
 
 
