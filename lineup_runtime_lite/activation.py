@@ -106,6 +106,9 @@ class ActivationPart(CoreState):
                 except WorkerError as exc:
                     last = exc
                     continue
+                except asyncio.CancelledError:  # nobody waits for it: no orphan process
+                    await asyncio.shield(worker.kill())
+                    raise
                 expected = sorted(
                     t.method
                     for t in self.tools_of(scope, version).values()
@@ -128,11 +131,21 @@ class ActivationPart(CoreState):
         One driver per activation at a time (a retry or a tick may ask again)."""
         if act_id in self._driving:
             return
-        self._driving.add(act_id)
+        task = asyncio.current_task()
+        assert task is not None
+        self._driving[act_id] = task
         try:
             await self._drive_activation(act_id)
         finally:
-            self._driving.discard(act_id)
+            if self._driving.get(act_id) is task:
+                del self._driving[act_id]
+
+    def _stop_driving(self, act_id: str) -> None:
+        """An activation that ended needs no worker start any more: stop its driver (a
+        worker still starting is killed), so `settle()` does not wait out its retries."""
+        task = self._driving.pop(act_id, None)
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
 
     async def _drive_activation(self, act_id: str) -> None:
         act = self.store.one("SELECT * FROM activations WHERE activation_id=?", (act_id,))
@@ -205,6 +218,7 @@ class ActivationPart(CoreState):
             msgs = self.end_activation_in(db, act_id, state, reason)
         if msgs is None:
             return False
+        self._stop_driving(act_id)
         self._publish(msgs)
         return True
 

@@ -162,7 +162,7 @@ class Core(DeliveryPart):
                 "params": params,
                 "activation_id": act["activation_id"],
             }
-            self._pumps[sid] = self.spawn(self._send_then_pump(session, pinned, call, worker))
+            self.set_pump(sid, self.spawn(self._send_then_pump(session, pinned, call, worker)))
         else:
             self.kick(sid)
         return await fut

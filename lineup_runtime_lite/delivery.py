@@ -35,7 +35,18 @@ class DeliveryPart(ActivationPart):
         """Make sure the session's serial delivery pump is running."""
         task = self._pumps.get(session_id)
         if task is None or task.done():
-            self._pumps[session_id] = self.spawn(self._pump(session_id))
+            self.set_pump(session_id, self.spawn(self._pump(session_id)))
+
+    def set_pump(self, session_id: str, task: asyncio.Task[Any]) -> None:
+        """Record the session's running pump; its entry goes when it ends (an idle session
+        holds no memory here, however many conversations there were)."""
+        self._pumps[session_id] = task
+
+        def done(t: asyncio.Task[Any]) -> None:
+            if self._pumps.get(session_id) is t:
+                del self._pumps[session_id]
+
+        task.add_done_callback(done)
 
     async def _pump(self, session_id: str) -> None:
         """Deliver the session's queue in arrival order, one call at a time.

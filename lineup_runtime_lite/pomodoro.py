@@ -177,6 +177,8 @@ async def _interrupt(
                 status = "interrupted"
         msg = make_message(call_id, tool.scope, "result", core.now(), result={"status": status})
         core.answer_now_in(db, tool, call_id, conversation_id, params, fp, msg)
+    if status == "cancelled_starting" and starting is not None:
+        core._stop_driving(starting[0])
     core._publish([*msgs, msg])
     return msg
 

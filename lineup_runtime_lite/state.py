@@ -70,7 +70,7 @@ class CoreState:
         #: one call being accepted (so the loop never re-serializes a huge params value)
         self.canonical_params: dict[str, str] = {}
         self._host_relay: asyncio.Task[None] | None = None
-        self._driving: set[str] = set()
+        self._driving: dict[str, asyncio.Task[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.subs = SubscriptionHub()
         self.load_registry()

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 from lineup_sdk import ToolContext, define_agent_tools
 
 tools = define_agent_tools(app_scope="bulk")
+
+if os.environ.get("BULK_HANG_AT_START") == "1" and os.environ.get("LINEUP_SDK_COLLECT") != "1":
+    time.sleep(3600)  # a worker that never reports its methods
 
 
 @tools.tool("bulk.total", activation="app_ready")

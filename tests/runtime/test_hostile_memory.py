@@ -1,0 +1,127 @@
+"""Bounded in-memory state (issue 10): per-conversation state is released when no longer
+needed, and `settle()` returns promptly after a failed activation."""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.params import DEFAULT_MAX_PARAMS_BYTES, Envelope, check_envelope
+from tests.runtime.test_hostile_calls import bulk, bulk_bundle  # noqa: F401 (fixtures)
+
+CONVERSATIONS = 100_000
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def db_bytes(rt: Runtime) -> int:
+    def size() -> int:
+        db = rt._core.store.db
+        return int(db.execute("PRAGMA page_count").fetchone()[0]) * int(
+            db.execute("PRAGMA page_size").fetchone()[0]
+        )
+
+    return rt._call_sync(size)
+
+
+def state_sizes(rt: Runtime) -> dict[str, int]:
+    core = rt._core
+    return {
+        "pumps": len(core._pumps),
+        "finals": len(core._finals),
+        "driving": len(core._driving),
+        "tasks": len(core._tasks),
+        "canonical_params": len(core.canonical_params),
+        "subscriptions": len(core.subs),
+    }
+
+
+EMPTY = dict.fromkeys(
+    ("pumps", "finals", "driving", "tasks", "canonical_params", "subscriptions"), 0
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> None:  # noqa: F811
+    rt = bulk
+    # conversations that each ran a delivery on a ready session of their own
+    for i in range(200):
+        assert rt.call(f"w{i}", f"delivered-{i}", "bulk.echo", {"text": "hi"})["stage"] == (
+            "accepted"
+        )
+    rt.settle()
+    assert state_sizes(rt) == EMPTY  # pumps ended, waiters answered: nothing held per session
+
+    async def many(n: int, prefix: str) -> None:
+        core = rt._core
+        for i in range(n):
+            env = check_envelope(
+                f"{prefix}{i}",
+                f"{prefix}conv-{i}",
+                "bulk.peek",
+                {},
+                max_bytes=DEFAULT_MAX_PARAMS_BYTES,
+            )
+            assert isinstance(env, Envelope)
+            msg = await core.call(env, core.registry["bulk.peek"], [])
+            assert msg["error"]["code"] == "app_not_running"
+
+    rt._run(many(5_000, "warm"))  # caches and allocator pools warmed up
+    gc.collect()
+    rss0, db0 = rss_bytes(), db_bytes(rt)
+    started = time.perf_counter()
+    rt._run(many(CONVERSATIONS, "c"))
+    took = time.perf_counter() - started
+    rt.settle()
+    gc.collect()
+    grown = (rss_bytes() - rss0) - (db_bytes(rt) - db0)  # beyond the stored facts
+    print(f"{CONVERSATIONS} conversations in {took:.1f} s; RSS beyond the database {grown} B")
+    assert state_sizes(rt) == EMPTY
+    assert grown < 20 * 1024 * 1024, f"{grown / CONVERSATIONS:.0f} bytes per conversation"
+    assert took < 60
+
+
+def test_settle_returns_promptly_after_a_failed_activation(
+    bulk: Runtime,  # noqa: F811
+    clock: VirtualClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("BULK_HANG_AT_START", "1")  # its worker never reports its methods
+    rt = bulk
+    assert rt.call("c1", "conv", "bulk.echo", {"text": "hi"})["stage"] == "accepted"
+    started = time.perf_counter()
+    clock.advance(61_000)  # the activation times out on the runtime clock
+    rt.settle()
+    assert time.perf_counter() - started < 10  # not the worker's 3 × 30 s start retries
+    finals = [m for m in rt.outbox.all() if m["call_id"] == "c1" and m["stage"] == "error"]
+    assert finals[0]["error"]["code"] == "activation_failed"
+    assert finals[0]["error"]["details"] == {"reason": "timeout"}
+    assert state_sizes(rt) == EMPTY
+    assert _workers_of(os.getpid()) == []  # the hanging worker was killed, not orphaned
+
+
+def _workers_of(pid: int) -> list[int]:
+    if not Path("/proc").is_dir():
+        return []
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"lineup_sdk._worker" in cmdline and b"bulk" in cmdline:
+            out.append(int(entry.name))
+    return out
