@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -216,9 +217,23 @@ class Runtime:
                 "usage_invalid",
                 f"max_params_bytes must be a positive integer, not {max_params_bytes!r}",
             )
+        if not isinstance(path, str | os.PathLike) or str(path) == "":
+            raise LineupError("usage_invalid", f"path must be a file path, not {path!r}")
+        if not isinstance(trust, TrustStore | str | os.PathLike):
+            raise LineupError(
+                "usage_invalid", f"trust must be a TrustStore or a file path, not {trust!r}"
+            )
+        if isinstance(activation_timeout_s, bool) or not (
+            isinstance(activation_timeout_s, int | float) and 0 < activation_timeout_s < 10**9
+        ):
+            raise LineupError(
+                "usage_invalid",
+                f"activation_timeout_s must be a positive number, not {activation_timeout_s!r}",
+            )
+        store_of_keys = trust if isinstance(trust, TrustStore) else TrustStore.load(Path(trust))
         rt = cls()
         rt._max_params_bytes = max_params_bytes
-        rt.trust = trust if isinstance(trust, TrustStore) else TrustStore.load(Path(trust))
+        rt.trust = store_of_keys
         rt.clock = clock or RealClock()
         try:
             store = Store(path)
@@ -231,10 +246,17 @@ class Runtime:
                 apps = rt._tmp
             else:
                 apps = Path(apps_dir) if apps_dir else Path(str(path) + ".apps")
-            apps.mkdir(parents=True, exist_ok=True)
+            try:
+                apps.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LineupError(
+                    "store_unavailable", f"cannot create the apps folder {apps}: {exc.strerror}"
+                ) from None
             if isinstance(rt.clock, VirtualClock):
                 saved = store.meta("virtual_now_ms")
                 if saved is not None:
+                    if not saved.isdigit():
+                        raise LineupError("store_corrupt", f"{path}: a damaged virtual time")
                     rt.clock.set(int(saved))
             sim = host or HostSimulator(policy="auto")
             rt._core = Core(

@@ -17,7 +17,7 @@ import pytest
 
 from lineup_build.build import build_project
 from lineup_build.cli import main
-from lineup_build.files import collect_files
+from lineup_build.files import collect_files, compile_glob
 from lineup_build.fsutil import MAX_TOML_DEPTH, TomlTooDeep, parse_toml, read_regular
 from lineup_build.init import init_project
 from lineup_build.signing import SigningKey
@@ -248,6 +248,29 @@ def test_a_project_over_the_byte_limit_stops_reading(tmp_path: Path) -> None:
     assert len(files) == 2
 
 
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        ("app/**/*.py", "app/x.py", True),
+        ("app/**/*.py", "app/a/b/x.py", True),
+        ("app/**/*.py", "appx.py", False),
+        ("app/*.py", "app/a/x.py", False),
+        ("**", "a/b/c", True),
+        ("a/**", "a/b/c", True),
+        ("a?c", "abc", True),
+        ("a?c", "a/c", False),
+        ("*.txt", "a.txt.bak", False),
+        ("**/x", "x", True),
+        ("**/x", "a/x", True),
+        ("**/x", "ax", False),
+        ("a**b", "a/q/b", True),
+        ("", "", True),
+    ],
+)
+def test_glob_semantics(pattern: str, path: str, matches: bool) -> None:
+    assert compile_glob(pattern).match(path) is matches
+
+
 # -- the shared reader --------------------------------------------------------------------
 def test_read_regular_reports_why(tmp_path: Path) -> None:
     with pytest.raises(LineupError) as exc:
@@ -271,11 +294,12 @@ def test_read_regular_reports_why(tmp_path: Path) -> None:
     "text",
     [
         DEEP_ARRAY,
+        "x = " + "[" * (MAX_TOML_DEPTH + 1) + "]" * (MAX_TOML_DEPTH + 1),
         "x = " + "{a = " * 40 + "1" + "}" * 40,
-        "[" + ".".join(["t"] * 40) + "]",
+        "[" + ".".join(["t"] * (MAX_TOML_DEPTH + 1)) + "]",
         "a" + ".b" * 40 + " = 1",
     ],
-    ids=["arrays", "inline-tables", "table-header", "dotted-key"],
+    ids=["arrays", "arrays-33", "inline-tables", "table-header-33", "dotted-key"],
 )
 def test_toml_deeper_than_32_levels_is_refused(text: str) -> None:
     with pytest.raises(TomlTooDeep):
@@ -283,7 +307,9 @@ def test_toml_deeper_than_32_levels_is_refused(text: str) -> None:
 
 
 def test_toml_of_32_levels_and_brackets_in_strings_pass() -> None:
+    # the document is level 0 and each array or table one level more
     assert parse_toml("x = " + "[" * MAX_TOML_DEPTH + "]" * MAX_TOML_DEPTH)
+    assert parse_toml("[" + ".".join(["t"] * MAX_TOML_DEPTH) + "]")
     doc = parse_toml(
         's = "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\"[["\n'
         "t = '''[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[['''\n"

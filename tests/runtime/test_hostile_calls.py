@@ -196,6 +196,20 @@ def test_a_50_mb_string_is_params_too_large_and_never_stored(bulk: Runtime) -> N
     assert "1048576 bytes" in msg["error"]["message"]
 
 
+def test_a_1000000_item_array_is_params_too_large_at_once(bulk: Runtime) -> None:
+    started = time.perf_counter()
+    msg = rejected(bulk, "c1", "conv", "bulk.total", {"numbers": [0] * 1_000_000})
+    assert code(msg) == "params_too_large"
+    assert time.perf_counter() - started < 2  # sized, never validated
+
+
+def test_200000_unknown_keys_are_params_too_large_with_a_small_answer(bulk: Runtime) -> None:
+    params: dict[str, Any] = {"text": "hi", **{f"k{i}": i for i in range(200_000)}}
+    msg = rejected(bulk, "c1", "conv", "bulk.echo", params)
+    assert code(msg) == "params_too_large"
+    assert len(json.dumps(msg)) < 2000
+
+
 def test_the_params_limit_is_the_canonical_json_size(
     trust: TrustStore, clock: VirtualClock, host: HostSimulator, bulk_bundle: Path
 ) -> None:
@@ -214,6 +228,29 @@ def test_the_params_limit_is_the_canonical_json_size(
 def test_max_params_bytes_must_be_a_positive_integer(trust: TrustStore, bad: Any) -> None:
     with pytest.raises(LineupError) as exc:
         Runtime.open(":memory:", trust=trust, clock=VirtualClock(), max_params_bytes=bad)
+    assert exc.value.code == "usage_invalid"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"path": 3},
+        {"path": ""},
+        {"trust": 7},
+        {"activation_timeout_s": 0},
+        {"activation_timeout_s": float("nan")},
+        {"activation_timeout_s": True},
+    ],
+    ids=["int-path", "empty-path", "int-trust", "zero-timeout", "nan-timeout", "bool-timeout"],
+)
+def test_open_with_unusable_arguments_is_usage_invalid(
+    trust: TrustStore, kwargs: dict[str, Any]
+) -> None:
+    args: dict[str, Any] = {"path": ":memory:", "trust": trust, "clock": VirtualClock()}
+    args.update(kwargs)
+    path = args.pop("path")
+    with pytest.raises(LineupError) as exc:
+        Runtime.open(path, **args)
     assert exc.value.code == "usage_invalid"
 
 
