@@ -271,15 +271,11 @@ def _checks(
         report.problems.extend(schema)
         return []
     report.manifest, report.manifest_bytes = doc, manifest_bytes
-    scope = doc["app"]["scope"]
-    if report.signer is not None and not report.signer.allows(scope):
-        report.problems.append(
-            LineupError(
-                "scope_not_allowed",
-                f"key {report.signer.key_id} may not sign for scope {scope!r} "
-                f"(allowed: {', '.join(report.signer.scopes)})",
-            )
-        )
+    if report.signer is not None:
+        try:
+            report.signer.check_manifest(doc)
+        except LineupError as exc:
+            report.problems.append(exc)
     report.problems.extend(tool_problems(doc))
     return _check_files(report, fh, archive, doc, limits)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -192,22 +193,60 @@ def installed_manifest(store: Store, scope: str, version: str) -> dict[str, Any]
     return out
 
 
-def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
-    """Before loading an installed app: its files still match the manifest, and its key is
-    still trusted.
+def check_trusted(store: Store, trust: Any, scope: str, version: str) -> None:
+    """The installed app's key is still trusted for its scope and its permissions.
 
     Raises:
-        LineupError: `install_tampered`, `key_revoked` or `untrusted_key`.
+        LineupError: `key_revoked`, `untrusted_key`, `scope_not_allowed`,
+            `permission_not_allowed`, or `install_tampered` when it is not installed.
     """
     row = store.one(
-        "SELECT manifest, key_id, dir FROM app_versions WHERE scope=? AND version=?",
+        "SELECT manifest, key_id FROM app_versions WHERE scope=? AND version=?",
         (scope, version),
     )
     if row is None:
         raise LineupError("install_tampered", f"{scope} {version} is not installed")
-    trust.lookup(row["key_id"])
+    trust.lookup(row["key_id"]).check_manifest(json.loads(row["manifest"]))
+
+
+def _unlisted(root: Path, listed: set[str]) -> str | None:
+    """The first file or folder under `root` that the manifest does not account for."""
+    folders = {p.rsplit("/", 1)[0] for p in listed if "/" in p}
+    folders |= {f.rsplit("/", i)[0] for f in folders for i in range(1, f.count("/") + 1)}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        for name in sorted(dirnames):
+            if prefix + name not in folders:
+                return prefix + name + "/"
+        for name in sorted(filenames):
+            if prefix + name not in listed:
+                return prefix + name
+    return None
+
+
+def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
+    """Before loading an installed app: its folder holds exactly the manifest's files, with
+    their hashes, and its key is still trusted for it.
+
+    Raises:
+        LineupError: `install_tampered`, `key_revoked`, `untrusted_key`,
+            `scope_not_allowed` or `permission_not_allowed`.
+    """
+    check_trusted(store, trust, scope, version)
+    row = store.one(
+        "SELECT manifest, dir FROM app_versions WHERE scope=? AND version=?", (scope, version)
+    )
+    assert row is not None
     manifest = json.loads(row["manifest"])
     root = Path(row["dir"])
+    stray = _unlisted(root, {e["path"] for e in manifest["files"]})
+    if stray is not None:
+        raise LineupError(
+            "install_tampered",
+            f"{scope} {version}: {stray} is in the install folder but not in the manifest",
+            hint="something planted a file or bytecode there; reinstall the app from its bundle",
+        )
     for entry in manifest["files"]:
         path = root / entry["path"]
         try:
