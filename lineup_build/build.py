@@ -78,6 +78,7 @@ class BuildResult:
             "manifest_sha256": self.manifest_sha256,
             "key_id": self.key_id,
             "diagnostics": [d.to_dict() for d in self.diagnostics],
+            "sandbox": self.check.sandbox,
         }
 
 
@@ -95,7 +96,7 @@ def _extract(
     process: no signing key, no environment beyond an allow-list, no network, no process
     of its own that outlives it (SPEC 8).
     """
-    from lineup_sdk._sandbox import Sandbox, run_bounded
+    from lineup_sdk.sandbox import Sandbox, run_bounded
 
     with tempfile.TemporaryDirectory(prefix="lineup-stage-") as tmp:
         stage = Path(tmp) / "app"

@@ -51,10 +51,12 @@ class Tool:
     input_schema: dict[str, Any]
     result_schema: Any
     handler_key: str | None
+    hints: tuple[tuple[str, bool], ...] = ()
 
     def inventory(self) -> dict[str, Any]:
-        """The Agent Inventory entry: no delivery internals, no handler keys."""
-        return {
+        """The Agent Inventory entry: no delivery internals, no handler keys; `hints`
+        only when the author set some."""
+        out = {
             "method": self.method,
             "app_scope": self.scope,
             "description": self.description,
@@ -63,6 +65,9 @@ class Tool:
             "activation": self.activation,
             "long_running": self.long_running,
         }
+        if self.hints:
+            out["hints"] = dict(self.hints)
+        return out
 
 
 def load_tools(scope: str, version: str, manifest: dict[str, Any]) -> list[Tool]:
@@ -80,6 +85,7 @@ def load_tools(scope: str, version: str, manifest: dict[str, Any]) -> list[Tool]
             input_schema=t["input_schema"],
             result_schema=t["result_schema"],
             handler_key=t.get("handler_key"),
+            hints=tuple(sorted(t.get("hints", {}).items())),
         )
         for t in manifest["tools"]
     ]
@@ -93,6 +99,7 @@ class InstallResult:
     version: str
     action: str
     key_id: str
+    permissions: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +107,7 @@ class InstallResult:
             "version": self.version,
             "action": self.action,
             "key_id": self.key_id,
+            "permissions": list(self.permissions),
         }
 
 
@@ -147,7 +155,7 @@ def install_verified(
             )
         current = store.one("SELECT version FROM apps WHERE scope=?", (scope,))
         if current is not None and current["version"] == version:
-            return InstallResult(scope, version, "unchanged", bundle.key_id)
+            return InstallResult(scope, version, "unchanged", bundle.key_id, _permissions(manifest))
     current = store.one("SELECT version FROM apps WHERE scope=?", (scope,))
     if current is not None and compare_versions(version, current["version"]) < 0:
         raise LineupError(
@@ -179,7 +187,12 @@ def install_verified(
             "ON CONFLICT(scope) DO UPDATE SET version=excluded.version",
             (scope, version),
         )
-    return InstallResult(scope, version, "upgraded" if current else "installed", bundle.key_id)
+    action = "upgraded" if current else "installed"
+    return InstallResult(scope, version, action, bundle.key_id, _permissions(manifest))
+
+
+def _permissions(manifest: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(sorted(manifest["app"].get("permissions", {})))
 
 
 def installed_manifest(store: Store, scope: str, version: str) -> dict[str, Any]:

@@ -200,7 +200,7 @@ class Runtime:
                 `runtime_locked`, `store_schema_unsupported`.
         """
         from lineup_build.trust import TrustStore
-        from lineup_sdk._sandbox import check_mode
+        from lineup_sdk.sandbox import check_mode
 
         check_mode(sandbox)
         if worker_memory_mb < 64 or worker_heartbeat_s <= 0 or worker_log_max_bytes < 0:
@@ -349,7 +349,7 @@ class Runtime:
         """What the sandbox enforces for workers here: `files`, `network`, `privileges`,
         `process_tree`, `memory`, `tmp` (each a description, or None when not enforced),
         `mode`, and `refused` (why `required` would refuse to start a worker, or None)."""
-        from lineup_sdk._sandbox import probe
+        from lineup_sdk.sandbox import probe
 
         report = self._core.sandbox_report
         return dict(report) if report is not None else probe(self._sandbox_mode)
@@ -371,14 +371,23 @@ class Runtime:
         return self._call_sync(go)
 
     def apps(self) -> list[dict[str, Any]]:
-        """Installed apps: scope, current version, key id."""
-        rows = self._call_sync(
-            lambda: self._core.store.all(
-                "SELECT a.scope, a.version, v.key_id, v.manifest_sha256 FROM apps a JOIN app_versions v "
-                "ON v.scope=a.scope AND v.version=a.version ORDER BY a.scope"
+        """Installed apps: scope, current version, key id, manifest hash, permissions."""
+
+        def go() -> list[dict[str, Any]]:
+            store = self._core.store
+            rows = store.all(
+                "SELECT a.scope, a.version, v.key_id, v.manifest_sha256, v.manifest FROM apps a "
+                "JOIN app_versions v ON v.scope=a.scope AND v.version=a.version ORDER BY a.scope"
             )
-        )
-        return [dict(r) for r in rows]
+            out = []
+            for r in rows:
+                app = dict(r)
+                manifest = json.loads(app.pop("manifest"))
+                app["permissions"] = sorted(manifest["app"].get("permissions", {}))
+                out.append(app)
+            return out
+
+        return self._call_sync(go)
 
     def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from lineup_sdk._sandbox import Sandbox, stop_tree
 from lineup_sdk.bridge import MAX_MESSAGE, ProtocolError, parse_line
+from lineup_sdk.sandbox import Sandbox, stop_tree
 
 __all__ = ["Worker", "WorkerError", "WorkerOptions"]
 

@@ -270,7 +270,7 @@ CODES: dict[str, tuple[str, str]] = {
     ),
     # --- containment and trust (SPEC 8, 12) ---
     "sandbox_unavailable": (
-        "`sandbox=\"required\"` (or `--sandbox required`) was asked for, and this platform "
+        '`sandbox="required"` (or `--sandbox required`) was asked for, and this platform '
         "cannot contain MiniApp code (files, network and process tree).",
         "Run on Linux with Landlock and user namespaces enabled, or use best_effort and "
         "read what `rt.sandbox` / `lineup run` report as enforced.",

@@ -1,6 +1,6 @@
 """Import a MiniApp's entry module and dump its registry as data (run by `lineup build`).
 
-Started by the sandbox launcher (`lineup_sdk._sandbox.launch ... lineup_sdk._extract
+Started by the sandbox launcher (`lineup_sdk.sandbox.launch ... lineup_sdk._extract
 RESULT_FD STAGING_DIR ENTRY`) with `LINEUP_SDK_COLLECT=1`, so declaration mistakes are
 recorded instead of raised. The result goes to the RESULT_FD pipe, never stdout, so an
 author's `print()` cannot corrupt it.
@@ -105,6 +105,8 @@ class _Extractor:
             "activation": decl.activation,
             "location": self.loc(decl.location),
         }
+        if decl.hints:
+            out["hints"] = dict(sorted(decl.hints.items()))
         if decl.delivery == "runtime":
             assert decl.handler_key is not None
             entry = CATALOG[decl.handler_key]
@@ -363,7 +365,7 @@ def main(argv: list[str], sandbox: dict[str, Any]) -> None:
     """Entry point of the build's import subprocess, called by the sandbox launcher."""
     out_fd, root, entry = int(argv[0]), Path(argv[1]), argv[2]
     if sandbox.get("refused"):
-        problem = {
+        problem: dict[str, Any] = {
             "code": "sandbox_unavailable",
             "message": str(sandbox["refused"]),
             "location": None,

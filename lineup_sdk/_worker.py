@@ -1,6 +1,6 @@
 """The MiniApp worker process: import the bundle's entry, then serve the JSON-lines bridge.
 
-Started by the sandbox launcher (`lineup_sdk._sandbox.launch ... lineup_sdk._worker ENTRY
+Started by the sandbox launcher (`lineup_sdk.sandbox.launch ... lineup_sdk._worker ENTRY
 READ_FD WRITE_FD`) once the sandbox is in place and the app folder is on `sys.path`. The
 bridge (`lineup_sdk.bridge`) runs on the two private pipe fds, never stdout, so a handler's
 `print()` lands in the worker log. The worker exits when the runtime's end of the pipe

@@ -1,6 +1,6 @@
 """The sandbox launcher: the first code that runs in a worker or extractor process.
 
-Started as `python -I -B -m lineup_sdk._sandbox.launch CONFIG TARGET ARGS...` (isolated: no
+Started as `python -I -B -m lineup_sdk.sandbox.launch CONFIG TARGET ARGS...` (isolated: no
 app folder on `sys.path`, no user site, `PYTHON*` ignored, no bytecode written). It enters
 the sandbox profile of SPEC 8 — namespaces, rlimits, `no_new_privs`, a seccomp filter,
 Landlock, no capabilities — and only then appends the app folder to `sys.path` and hands
@@ -124,7 +124,7 @@ def _lower(which: int, value: int) -> None:
 def _enter_linux(
     cfg: dict[str, Any], report: dict[str, Any], missing: set[str], network: bool
 ) -> None:
-    from lineup_sdk._sandbox import _linux as k
+    from lineup_sdk.sandbox import _linux as k
 
     uid, gid = os.getuid(), os.getgid()
     flags = k.CLONE_NEWNS | k.CLONE_NEWPID | k.CLONE_NEWIPC

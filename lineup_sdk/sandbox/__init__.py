@@ -2,7 +2,7 @@
 
 The parent side: the command line and environment a sandboxed process starts with, its
 private temporary folder, stopping its whole process tree, and a probe of what this
-platform enforces. The child side is `lineup_sdk._sandbox.launch`.
+platform enforces. The child side is `lineup_sdk.sandbox.launch`.
 """
 
 from __future__ import annotations
@@ -107,14 +107,14 @@ class Sandbox:
         }
 
     def argv(self, target: str, args: list[str]) -> list[str]:
-        """`python -I -B -m lineup_sdk._sandbox.launch CONFIG TARGET ARGS...`."""
+        """`python -I -B -m lineup_sdk.sandbox.launch CONFIG TARGET ARGS...`."""
         return [
             sys.executable,
             "-I",
             "-B",
             "-u",
             "-m",
-            "lineup_sdk._sandbox.launch",
+            "lineup_sdk.sandbox.launch",
             json.dumps(self.config(), separators=(",", ":")),
             target,
             *args,
@@ -259,7 +259,7 @@ def probe(mode: str = "best_effort", *, network: bool = False) -> dict[str, Any]
         box.prepare()
         try:
             proc = subprocess.run(
-                box.argv("lineup_sdk._sandbox.probe", []),
+                box.argv("lineup_sdk.sandbox.probe", []),
                 env=box.env(),
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
