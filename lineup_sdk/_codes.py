@@ -284,6 +284,22 @@ CODES: dict[str, tuple[str, str]] = {
         "A Pomodoro is already starting or focusing in this conversation.",
         "Interrupt it first with `pomodoro.interrupt`.",
     ),
+    # --- containment and trust (SPEC 8, 12) ---
+    "sandbox_unavailable": (
+        '`sandbox="required"` (or `--sandbox required`) was asked for, and this platform '
+        "cannot contain MiniApp code (files, network and process tree).",
+        "Run on Linux with Landlock and user namespaces enabled, or use best_effort and "
+        "read what `rt.sandbox` / `lineup run` report as enforced.",
+    ),
+    "permission_not_allowed": (
+        "The app asks for a permission (`[app.permissions]`) that the trust store does not "
+        "allow its signing key to grant.",
+        "If you trust the app with it: `lineup trust add KEY --scope SCOPE --allow network`.",
+    ),
+    "usage_invalid": (
+        "An argument or option cannot work as given.",
+        "Check the command's or function's documented arguments (`lineup COMMAND --help`).",
+    ),
     # --- simulation (SPEC 5.8) ---
     "scenario_invalid": (
         "A scenario file is malformed; the message names the step.",
@@ -292,11 +308,5 @@ CODES: dict[str, tuple[str, str]] = {
     "expectation_failed": (
         "A scenario step's messages did not match its `expect` list.",
         "Compare the expected and actual messages printed for the step.",
-    ),
-    # --- usage (SPEC 12) ---
-    "usage_invalid": (
-        "An argument cannot work as given (e.g. `--out` naming a file, `outbox.fetch(-1)`, "
-        "a closed runtime).",
-        "Correct the argument as the message says (see `--help`).",
     ),
 }

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.params import DEFAULT_MAX_PARAMS_BYTES, Envelope, check_envelope
 from tests.runtime.test_hostile_calls import bulk, bulk_bundle  # noqa: F401 (fixtures)
@@ -91,22 +92,29 @@ def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> Non
 
 
 def test_settle_returns_promptly_after_a_failed_activation(
-    bulk: Runtime,  # noqa: F811
+    trust: TrustStore,
     clock: VirtualClock,
-    monkeypatch: pytest.MonkeyPatch,
+    bulk_bundle: Path,  # noqa: F811
 ) -> None:
-    monkeypatch.setenv("BULK_HANG_AT_START", "1")  # its worker never reports its methods
-    rt = bulk
-    assert rt.call("c1", "conv", "bulk.echo", {"text": "hi"})["stage"] == "accepted"
-    started = time.perf_counter()
-    clock.advance(61_000)  # the activation times out on the runtime clock
-    rt.settle()
-    assert time.perf_counter() - started < 10  # not the worker's 3 × 30 s start retries
-    finals = [m for m in rt.outbox.all() if m["call_id"] == "c1" and m["stage"] == "error"]
-    assert finals[0]["error"]["code"] == "activation_failed"
-    assert finals[0]["error"]["details"] == {"reason": "timeout"}
-    assert state_sizes(rt) == EMPTY
-    assert _workers_of(os.getpid()) == []  # the hanging worker was killed, not orphaned
+    # its worker never reports its methods: each start would wait out the 30 s handshake
+    with Runtime.open(
+        ":memory:", trust=trust, clock=clock, worker_env={"BULK_HANG_AT_START": "1"}
+    ) as rt:
+        rt.install(bulk_bundle)
+        assert rt.call("c1", "conv", "bulk.echo", {"text": "hi"})["stage"] == "accepted"
+        deadline = time.monotonic() + 30
+        while not _workers_of(os.getpid()) and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the worker is starting (hanging in its import)
+        assert _workers_of(os.getpid()), "the worker never started"
+        started = time.perf_counter()
+        clock.advance(61_000)  # the activation times out on the runtime clock
+        rt.settle()
+        assert time.perf_counter() - started < 10  # not the worker's 3 × 30 s start retries
+        finals = [m for m in rt.outbox.all() if m["call_id"] == "c1" and m["stage"] == "error"]
+        assert finals[0]["error"]["code"] == "activation_failed"
+        assert finals[0]["error"]["details"]["reason"] == "timeout"
+        assert state_sizes(rt) == EMPTY
+        assert _workers_of(os.getpid()) == []  # the hanging worker was killed, not orphaned
 
 
 def _workers_of(pid: int) -> list[int]:

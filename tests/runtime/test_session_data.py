@@ -137,4 +137,5 @@ def test_client_subscriber_against_the_runtime(probe: Runtime, order: str) -> No
     else:
         sub.start()
         write(probe, "w3", {"n": 3}, 3)
+        probe.settle()  # listeners run off the loop; settle waits for their frames
         assert applied == [3, 4]
