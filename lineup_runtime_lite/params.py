@@ -38,8 +38,10 @@ MAX_ID_CHARS = 200
 MAX_DETAILS = 50
 
 _SCALARS = frozenset({int, float, str, bool, type(None)})
+#: Items one C-speed step handles between two `yield_gil()` calls.
+_CHUNK = 2048
 #: Steps of a long pure-Python check between two `yield_gil()` calls.
-YIELD_EVERY = 512
+YIELD_EVERY = 128
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -190,28 +192,31 @@ def yield_gil() -> None:
 
 def _scalar_list_size(items: list[Any]) -> int | None:
     """The size of a list of valid JSON scalars beyond one byte each, or None when it
-    holds containers or anything invalid (then the walk looks at each item)."""
-    kinds = set(map(type, items))
-    if not kinds <= _SCALARS:
-        return None
+    holds containers or anything invalid (then the walk looks at each item).
+
+    Checked at C speed, a slice at a time with `yield_gil()` between slices."""
     extra = 0
-    if int in kinds:
-        ints = items if kinds == {int} else [x for x in items if type(x) is int]
-        if min(ints) < -MAX_SAFE_INT or max(ints) > MAX_SAFE_INT:
+    for start in range(0, len(items), _CHUNK):
+        if start:
+            yield_gil()
+        part = items[start : start + _CHUNK]
+        kinds = set(map(type, part))
+        if not kinds <= _SCALARS:
             return None
-    if float in kinds:
-        floats = items if kinds == {float} else [x for x in items if type(x) is float]
-        if not all(map(math.isfinite, floats)):
-            return None
-    if str in kinds:
-        strs = items if kinds == {str} else [x for x in items if type(x) is str]
-        if any(map(_SURROGATE.search, strs)):
-            return None
-        extra += sum(map(len, strs)) + 2 * len(strs)
+        if int in kinds:
+            ints = part if kinds == {int} else [x for x in part if type(x) is int]
+            if min(ints) < -MAX_SAFE_INT or max(ints) > MAX_SAFE_INT:
+                return None
+        if float in kinds:
+            floats = part if kinds == {float} else [x for x in part if type(x) is float]
+            if not all(map(math.isfinite, floats)):
+                return None
+        if str in kinds:
+            strs = part if kinds == {str} else [x for x in part if type(x) is str]
+            if any(map(_SURROGATE.search, strs)):
+                return None
+            extra += sum(map(len, strs)) + 2 * len(strs)
     return extra
-
-
-_CHUNK = 4096
 
 
 def _dump(value: Any) -> str:
@@ -224,20 +229,16 @@ def canonical_text(value: Any) -> str:
     one C call over a megabyte would hold the GIL (and stall the loop thread) for tens of
     milliseconds. Recursion is bounded by the nesting limit checked before."""
     if type(value) is list:
-        if len(value) <= _CHUNK and _scalar_list_size(value) is not None:
-            return _dump(value)
-        if _scalar_list_size(value) is not None:
-            parts = []
-            for start in range(0, len(value), _CHUNK):
-                parts.append(_dump(value[start : start + _CHUNK])[1:-1])
+        parts = []
+        for start in range(0, len(value), _CHUNK):
+            if start:
                 yield_gil()
-            return "[" + ",".join(parts) + "]"
-        texts = []
-        for n, v in enumerate(value, start=1):
-            texts.append(canonical_text(v))
-            if n % _CHUNK == 0:
-                yield_gil()
-        return "[" + ",".join(texts) + "]"
+            part = value[start : start + _CHUNK]
+            if set(map(type, part)) <= _SCALARS:  # valid already: dump the slice in C
+                parts.append(_dump(part)[1:-1])
+            else:
+                parts.append(",".join(canonical_text(v) for v in part))
+        return "[" + ",".join(p for p in parts if p) + "]"
     if type(value) is dict:
         items = sorted(value.items())
         out = []

@@ -43,11 +43,13 @@ def state_sizes(rt: Runtime) -> dict[str, int]:
         "tasks": len(core._tasks),
         "canonical_params": len(core.canonical_params),
         "subscriptions": len(core.subs),
+        "capabilities": len(core._caps),
     }
 
 
 EMPTY = dict.fromkeys(
-    ("pumps", "finals", "driving", "tasks", "canonical_params", "subscriptions"), 0
+    ("pumps", "finals", "driving", "tasks", "canonical_params", "subscriptions", "capabilities"),
+    0,
 )
 
 
