@@ -198,6 +198,7 @@ class Worker:
             self._beat.cancel()
         if self._hello is not None and not self._hello.done():
             self._hello.set_exception(err)
+            self._hello.exception()  # retrieved: a start that was cancelled never reads it
         interrupted = WorkerError("crashed", f"the worker failed: {err}")
         for rid, fut in self._pending.items():
             if not fut.done():
