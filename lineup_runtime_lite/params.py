@@ -26,6 +26,7 @@ __all__ = [
     "canonical_text",
     "cap_details",
     "check_envelope",
+    "id_problem",
     "schema_rejection",
     "strict_json_problems",
     "yield_gil",
@@ -259,7 +260,9 @@ def cap_details(problems: list[dict[str, Any]], total: int | None = None) -> tup
     return shown, ""
 
 
-def _id_problem(name: str, value: Any) -> str | None:
+def id_problem(name: str, value: Any) -> str | None:
+    """Why `value` is not a usable id (a string of 1–200 characters, valid Unicode, no
+    control characters), or None."""
     if type(value) is not str:
         return f"{name} must be a string, not {type(value).__name__}"
     if not 1 <= len(value) <= MAX_ID_CHARS:
@@ -286,7 +289,7 @@ def check_envelope(
     `invalid_params` (ids, method type, non-JSON params) or `params_too_large`.
     """
     for name, value in (("call_id", call_id), ("conversation_id", conversation_id)):
-        why = _id_problem(name, value)
+        why = id_problem(name, value)
         if why is not None:
             return Rejection(_shown_id(call_id), "invalid_params", why)
     if type(method) is not str or _SURROGATE.search(method) or not 1 <= len(method) <= 200:

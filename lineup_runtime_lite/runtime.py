@@ -18,7 +18,12 @@ from lineup_runtime_lite.core import Core, input_problems
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.install import InstallResult, install_verified
 from lineup_runtime_lite.messages import error_body, reject
-from lineup_runtime_lite.params import DEFAULT_MAX_PARAMS_BYTES, Rejection, check_envelope
+from lineup_runtime_lite.params import (
+    DEFAULT_MAX_PARAMS_BYTES,
+    Rejection,
+    check_envelope,
+    id_problem,
+)
 from lineup_runtime_lite.store import Store
 from lineup_runtime_lite.workers import WorkerOptions
 from lineup_sdk.context import Snapshot
@@ -458,6 +463,7 @@ class Runtime:
 
     def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
+        _usable_id("scope", scope)
 
         def go() -> None:
             with self._core.store.transaction() as db:
@@ -509,11 +515,19 @@ class Runtime:
         self._settle()
 
     def surface(self, conversation_id: str, scope: str) -> Surface:
-        """The Surface's read-only view for a conversation and app scope."""
+        """The Surface's read-only view for a conversation and app scope.
+
+        Raises:
+            LineupError: `usage_invalid` unless both are strings of 1–200 characters
+                without control characters.
+        """
+        _usable_id("conversation_id", conversation_id)
+        _usable_id("scope", scope)
         return Surface(self, conversation_id, scope)
 
     def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
         """The immutable IM records written for a conversation, oldest first."""
+        _usable_id("conversation_id", conversation_id)
         rows = self._call_sync(
             lambda: self._core.store.all(
                 "SELECT body FROM im_records WHERE conversation_id=? ORDER BY created_ms, operation_id",
@@ -578,3 +592,10 @@ def _worker_env(env: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
             )
         out.append((name, value))
     return tuple(out)
+
+
+def _usable_id(name: str, value: Any) -> None:
+    """A conversation id or scope argument the store can look up (`usage_invalid`)."""
+    why = id_problem(name, value)
+    if why is not None:
+        raise LineupError("usage_invalid", why)

@@ -280,6 +280,19 @@ def test_a_closed_runtime_answers_usage_invalid(
         assert exc.value.code == "usage_invalid"
 
 
+@pytest.mark.parametrize("bad", [None, 3, "", "c\ud800", "x" * 201, ["c"]])
+def test_surface_and_im_records_refuse_unusable_ids(bulk: Runtime, bad: Any) -> None:
+    for use in (
+        lambda: bulk.surface(bad, "bulk").get(),
+        lambda: bulk.surface("conv", bad).get(),
+        lambda: bulk.im_records(bad),
+        lambda: bulk.uninstall(bad),
+    ):
+        with pytest.raises(LineupError) as exc:
+            use()
+        assert exc.value.code == "usage_invalid"
+
+
 @pytest.mark.parametrize("limit", [-1, 0, 1001, 2.0, "5", None, True])
 def test_outbox_fetch_limit_is_1_to_1000(bulk: Runtime, limit: Any) -> None:
     bulk.call("c1", "conv", "bulk.peek", {})
