@@ -179,3 +179,12 @@ def test_inspect_shows_permissions_and_hints(
         main(["inspect", str(built.bundle)])
     text = capsys.readouterr().out
     assert "network" in text and "read_only" in text
+
+
+def test_a_bad_sandbox_mode_on_the_cli_is_a_usage_error(
+    make_app: MakeApp, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["check", str(make_app(TOOL).root), "--sandbox", "bogus", "--json"])
+    assert exc.value.code == 2
+    assert json.loads(capsys.readouterr().out)["error"]["code"] == "usage_invalid"
