@@ -277,4 +277,13 @@ CODES: dict[str, tuple[str, str]] = {
         "A scenario step's messages did not match its `expect` list.",
         "Compare the expected and actual messages printed for the step.",
     ),
+    # --- usage and `lineup serve` (SPEC 10, 12) ---
+    "usage_invalid": (
+        "An argument or combination of arguments cannot work (or an optional extra is missing).",
+        "Fix the named argument; `lineup COMMAND --help` lists them.",
+    ),
+    "tool_name_too_long": (
+        "A tool name would exceed MCP's 64-character limit, so `lineup serve` refuses to start.",
+        "Shorten the method name in the MiniApp's declarations.",
+    ),
 }
