@@ -80,7 +80,13 @@ class Bridge:
         self.options = options or ServeOptions()
         self.tools: dict[str, McpTool] = catalog(rt.inventory(), self.options.tool_names)
         self._by_method = {t.method: t for t in self.tools.values()}
-        self._listing: dict[str, Any] = {"tools": [t.entry for t in self.tools.values()]}
+        # wire dicts built once, over the SDK's own defaults for the envelope fields that
+        # 2026-07-28 requires (`resultType`, cache hints); older revisions sieve them out
+        listing = mt.ListToolsResult(tools=[]).model_dump(by_alias=True, mode="json")
+        self._listing: dict[str, Any] = {
+            **{k: v for k, v in listing.items() if v is not None},
+            "tools": [t.entry for t in self.tools.values()],
+        }
         self.server: Server[Any] = Server(
             "lineup",
             version=__version__,
@@ -171,7 +177,7 @@ class Bridge:
         msg = await self.send(call_id, conversation, tool.method, args)
         if msg["kind"] not in FINAL_KINDS:
             msg = await self.wait_final(str(call_id), _Progress(ctx))
-        return call_result(tool, msg, str(call_id))
+        return {"resultType": "complete", **call_result(tool, msg, str(call_id))}
 
     async def wait_final(self, call_id: str, progress: _Progress | None = None) -> dict[str, Any]:
         """Wait for a call's persisted final, relaying each new receipt as progress and

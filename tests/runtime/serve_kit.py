@@ -35,15 +35,16 @@ def open_runtime(db: Path | str, trust: Any, bundles: list[Path]) -> tuple[Runti
 
 
 @asynccontextmanager
-async def memory_session(bridge: Bridge) -> AsyncIterator[ClientSession]:
-    """A `ClientSession` connected to `bridge` over in-memory streams, initialized."""
+async def memory_session(bridge: Bridge, *, modern: bool = False) -> AsyncIterator[ClientSession]:
+    """A `ClientSession` connected to `bridge` over in-memory streams: initialized on
+    2025-11-25, or (`modern`) discovered on the stateless 2026-07-28."""
     async with (
         create_client_server_memory_streams() as (client_streams, server_streams),
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(bridge.run, *server_streams)
         async with ClientSession(*client_streams) as session:
-            await session.initialize()
+            await (session.discover() if modern else session.initialize())
             yield session
         tg.cancel_scope.cancel()
 

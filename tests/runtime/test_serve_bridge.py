@@ -403,3 +403,29 @@ def test_dashed_names_and_a_default_conversation(
         assert record is not None and record["conversation_id"] == "desk"
     finally:
         rt.close()
+
+
+def test_a_2026_client_gets_progress_and_no_tasks(
+    tmp_path: Path, trust: TrustStore, bundles: list[Path]
+) -> None:
+    rt, _ = open_runtime(tmp_path / "rt.db", trust, bundles)
+    try:
+
+        async def main() -> None:
+            async with memory_session(Bridge(rt, FAST), modern=True) as s:
+                assert s.protocol_version == "2026-07-28"
+                caps = s.server_capabilities
+                assert caps is not None and caps.tasks is None  # tasks left the core
+                tools = {t.name: t for t in (await s.list_tools()).tools}
+                assert tools["pomodoro.start"].execution is None
+                seen = Progress()
+                added = await s.call_tool(
+                    "todo.add", {"title": "x"}, progress_callback=seen, meta={CALL_ID: "m1"}
+                )
+                assert added.structured_content is not None
+                assert added.structured_content["item"]["id"] == "m1"
+                assert seen.stages == ["accepted (activation starting)", "activation_ready"]
+
+        anyio.run(main)
+    finally:
+        rt.close()
