@@ -43,7 +43,10 @@ def register(app: typer.Typer) -> None:
     def serve(
         targets: Annotated[
             list[Path],
-            typer.Argument(help="MiniApp folders (built with their dev keys) or bundles."),
+            typer.Argument(
+                metavar="PATH_OR_BUNDLE...",
+                help="MiniApp folders (built with their dev keys) or bundles.",
+            ),
         ],
         trust: Annotated[
             Path | None,

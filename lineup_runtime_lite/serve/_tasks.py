@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 import mcp.types as mt
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from lineup_runtime_lite.serve._mapping import CALL_ID_META, call_result, progress_text
+from lineup_runtime_lite.serve._mapping import CALL_ID_META, McpTool, call_result, progress_text
 
 if TYPE_CHECKING:
     from lineup_runtime_lite.serve._bridge import Bridge
@@ -59,8 +60,6 @@ def install(bridge: Bridge) -> None:
             raise MCPError(mt.METHOD_NOT_FOUND, "Method not found", ctx.method)
 
     async def record_of(task_id: str) -> dict[str, Any]:
-        import anyio.to_thread
-
         record = await anyio.to_thread.run_sync(rt.call_record, task_id)
         if record is None or not record["messages"]:
             raise MCPError(mt.INVALID_PARAMS, f"Unknown task: {task_id}")
@@ -76,17 +75,12 @@ def install(bridge: Bridge) -> None:
         call_id, conversation = bridge.ids(params.meta)
         args = params.arguments if params.arguments is not None else {}
         msg = await bridge.send(call_id, conversation, tool.method, args)
-        record = await record_of_or_none(str(call_id))
+        record = await anyio.to_thread.run_sync(rt.call_record, str(call_id))
         if record is None or msg not in record["messages"]:
             # rejected before anything was persisted (bad params, a call_id conflict):
             # there is no task to poll, so the answer is the plain error result
             return call_result(tool, msg, str(call_id))
         return {"task": task_of(record), "_meta": {CALL_ID_META: str(call_id)}}
-
-    async def record_of_or_none(call_id: str) -> dict[str, Any] | None:
-        import anyio.to_thread
-
-        return await anyio.to_thread.run_sync(rt.call_record, call_id)
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if (
@@ -112,8 +106,6 @@ def install(bridge: Bridge) -> None:
         final = await bridge.wait_final(params.task_id)
         tool = bridge.tool_of_method(record["method"])
         if tool is None:  # the app was uninstalled since: still answer with the stored final
-            from lineup_runtime_lite.serve._mapping import McpTool
-
             tool = McpTool(record["method"], record["method"], True, True, {})
         out = call_result(tool, final, params.task_id)
         out["_meta"][RELATED_TASK_META] = {"taskId": params.task_id}

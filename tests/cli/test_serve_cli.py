@@ -254,3 +254,104 @@ def test_the_mcp_inspector_lists_and_calls(apps: Path, tmp_path: Path) -> None:
     )
     assert called["structuredContent"]["item"]["title"] == "milk"
     assert not called.get("isError")
+
+
+def test_the_runtime_and_the_cli_load_without_the_mcp_sdk() -> None:
+    code = (
+        "import sys, lineup_runtime_lite, lineup_build._cli_app\n"
+        "assert 'mcp' not in sys.modules, sorted(m for m in sys.modules if m.startswith('mcp'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+class _RawStdio:
+    """JSON-RPC lines by hand to a `lineup serve` process (the SDK client cannot create
+    tasks: it checks every `tools/call` answer as a `CallToolResult`)."""
+
+    def __init__(self, apps: Path, db: Path, log: Path) -> None:
+        self._err = log.open("a")
+        self.proc = subprocess.Popen(
+            [*LINEUP, "serve", "todo", "focus", "--db", str(db)],
+            cwd=apps,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+        )
+        self._next = 0
+        init = self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        )
+        assert init["result"]["capabilities"]["tasks"] == {"requests": {"tools": {"call": {}}}}
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _send(self, body: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(body) + "\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self._next += 1
+        self._send({"jsonrpc": "2.0", "id": self._next, "method": method, "params": params})
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            doc: dict[str, Any] = json.loads(line)
+            if doc.get("id") == self._next:
+                return doc
+        raise AssertionError("the server closed stdout")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdout.close()
+        self._err.close()
+
+
+def test_a_task_survives_a_restart_of_the_real_server(apps: Path, tmp_path: Path) -> None:
+    import time
+
+    db, log = tmp_path / "t.db", tmp_path / "stderr.txt"
+    first = _RawStdio(apps, db, log)
+    try:
+        created = first.request(
+            "tools/call",
+            {
+                "name": "pomodoro.start",
+                "arguments": {"minutes": 1},
+                "task": {},
+                "_meta": {CALL_ID: "task-1"},
+            },
+        )
+        assert created["result"]["task"]["taskId"] == "task-1"
+        deadline = time.monotonic() + 30  # waits for an event (the Host confirming), not a deadline
+        while True:
+            got = first.request("tasks/get", {"taskId": "task-1"})["result"]
+            if got["statusMessage"].startswith("started"):
+                break
+            assert time.monotonic() < deadline, got
+            time.sleep(0.02)
+    finally:
+        first.close()
+    second = _RawStdio(apps, db, log)
+    try:
+        got = second.request("tasks/get", {"taskId": "task-1"})["result"]
+        assert got["status"] == "working" and got["statusMessage"].startswith("started")
+        stop = second.request("tools/call", {"name": "pomodoro.interrupt", "arguments": {}})
+        assert stop["result"]["structuredContent"] == {"status": "interrupted"}
+        done = second.request("tasks/get", {"taskId": "task-1"})["result"]
+        assert done["status"] == "completed"
+        payload = second.request("tasks/result", {"taskId": "task-1"})["result"]
+        assert payload["structuredContent"]["status"] == "interrupted"
+    finally:
+        second.close()
