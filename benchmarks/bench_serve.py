@@ -5,9 +5,9 @@ Figures (p50 over `--calls` requests after a warm-up):
 
 * `ping`: a trivial `bench.ping` tool called through `lineup serve` over stdio; the same
   call through `Runtime.call` in process (the durable path: SQLite commits, the worker);
-  the SDK's low-level stdio server answering MCP `ping`, and answering a trivial `ping`
-  tool. The bridge adds nothing of its own when
-  `serve p50 <= Runtime.call p50 + SDK ping p50`.
+  the SDK's low-level stdio server answering MCP `ping`, and answering a `ping` tool with
+  the same schemas. The four are sampled round-robin, so load drift hits them alike. The
+  bridge adds nothing of its own when `serve p50 <= Runtime.call p50 + SDK ping p50`.
 * `tools/list` of a 1,000-tool app (the generator of bench_build.py) through
   `lineup serve`, and the SDK's low-level server listing the same 1,000 tools.
 
@@ -116,28 +116,53 @@ async def _over_stdio(
             return await body(s)
 
 
-def _runtime_call_p50(app: Path, tmp: Path, calls: int) -> float:
+def _entries(app: Path, db: Path) -> list[dict[str, Any]]:
+    """The `tools/list` entries `lineup serve` builds for an app."""
+    from lineup_runtime_lite import Runtime
+    from lineup_runtime_lite.serve import Bridge, install_targets, prepare_targets
+
+    trust, prepared = prepare_targets([app], None)
+    with Runtime.open(db, trust=trust) as rt:
+        install_targets(rt, prepared)
+        return [t.entry for t in Bridge(rt).tools.values()]
+
+
+def _open_direct(app: Path, db: Path) -> Any:
+    """A runtime in this process with the ping app installed and its session ready."""
     from lineup_runtime_lite import Runtime
     from lineup_runtime_lite.serve import install_targets, prepare_targets
 
     trust, prepared = prepare_targets([app], None)
-    rt = Runtime.open(tmp / "direct.db", trust=trust)
-    try:
-        install_targets(rt, prepared)
-        first = rt.call("warm-0", "bench", "bench.ping", {})
-        if first["kind"] == "receipt":
-            rt.settle()
-        for i in range(20):
-            rt.call(f"warm-{i + 1}", "bench", "bench.ping", {})
-        samples = []
-        for i in range(calls):
-            start = time.perf_counter()
-            msg = rt.call(f"direct-{i}", "bench", "bench.ping", {})
-            samples.append(time.perf_counter() - start)
-            assert msg["kind"] == "result", msg
-        return _p50(samples)
-    finally:
-        rt.close()
+    rt = Runtime.open(db, trust=trust)
+    install_targets(rt, prepared)
+    if rt.call("warm-0", "bench", "bench.ping", {})["kind"] == "receipt":
+        rt.settle()
+    return rt
+
+
+async def _both(
+    serve_cmd: list[str],
+    sdk_cmd: list[str],
+    cwd: Path,
+    body: Callable[[Any, Any], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """Two stdio sessions open at once (lineup serve, the SDK baseline), so that samples
+    can be interleaved and load drift on the machine hits every figure alike."""
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    a = StdioServerParameters(command=serve_cmd[0], args=serve_cmd[1:], cwd=str(cwd))
+    b = StdioServerParameters(command=sdk_cmd[0], args=sdk_cmd[1:], cwd=str(cwd))
+    with open(cwd / "server-stderr.txt", "a") as err:
+        async with (
+            stdio_client(a, errlog=err) as (ra, wa),
+            ClientSession(ra, wa) as serve,
+            stdio_client(b, errlog=err) as (rb, wb),
+            ClientSession(rb, wb) as sdk,
+        ):
+            await serve.initialize()
+            await sdk.initialize()
+            return await body(serve, sdk)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,20 +185,34 @@ def main(argv: list[str] | None = None) -> int:
         sdk_script = tmp / "sdk_server.py"
         sdk_script.write_text(_SDK_SERVER)
 
-        async def serve_ping(s: Any) -> dict[str, Any]:
-            await s.call_tool("bench.ping", {})  # starts the app
-            for _ in range(20):
-                await s.call_tool("bench.ping", {})
-            samples = await _timed(args.calls, lambda: s.call_tool("bench.ping", {}))
-            return {"serve_ping_tool_p50_ms": _p50(samples)}
+        direct = _open_direct(ping_app, tmp / "direct.db")
 
-        async def sdk_ping(s: Any) -> dict[str, Any]:
-            for _ in range(20):
-                await s.send_ping()
-                await s.call_tool("ping", {})
-            pings = await _timed(args.calls, s.send_ping)
-            tools = await _timed(args.calls, lambda: s.call_tool("ping", {}))
-            return {"sdk_ping_p50_ms": _p50(pings), "sdk_ping_tool_p50_ms": _p50(tools)}
+        async def direct_call(i: int) -> None:
+            # synchronous, as an embedding program calls it (the sessions idle meanwhile)
+            msg = direct.call(f"direct-{i}", "bench", "bench.ping", {})
+            assert msg["kind"] == "result", msg
+
+        async def ping_round(serve: Any, sdk: Any) -> dict[str, Any]:
+            await serve.call_tool("bench.ping", {})  # starts the app
+            samples: dict[str, list[float]] = {k: [] for k in ("serve", "direct", "ping", "tool")}
+            steps: dict[str, Callable[[int], Awaitable[Any]]] = {
+                "serve": lambda i: serve.call_tool("bench.ping", {}),
+                "direct": direct_call,
+                "ping": lambda i: sdk.send_ping(),
+                "tool": lambda i: sdk.call_tool("ping", {}),
+            }
+            for i in range(-20, args.calls):  # round-robin; the first 20 rounds warm up
+                for key, step in steps.items():
+                    start = time.perf_counter()
+                    await step(i)
+                    if i >= 0:
+                        samples[key].append(time.perf_counter() - start)
+            return {
+                "serve_ping_tool_p50_ms": _p50(samples["serve"]),
+                "runtime_call_p50_ms": _p50(samples["direct"]),
+                "sdk_ping_p50_ms": _p50(samples["ping"]),
+                "sdk_ping_tool_p50_ms": _p50(samples["tool"]),
+            }
 
         def lister(key: str, n: int) -> Callable[[Any], Awaitable[dict[str, Any]]]:
             async def body(s: Any) -> dict[str, Any]:
@@ -185,24 +224,20 @@ def main(argv: list[str] | None = None) -> int:
 
             return body
 
-        ping_tool = [{"name": "ping", "inputSchema": {"type": "object", "properties": {}}}]
-        (tmp / "ping_tools.json").write_text(json.dumps(ping_tool))
+        # the SDK baseline serves the very same tool entry (schemas included), named `ping`
+        (ping_entry,) = _entries(ping_app, tmp / "ping-inv.db")
+        (tmp / "ping_tools.json").write_text(json.dumps([{**ping_entry, "name": "ping"}]))
         serve_cmd = [*LINEUP, "serve", str(ping_app), "--db", str(tmp / "serve.db")]
-        results.update(anyio.run(_over_stdio, serve_cmd, tmp, serve_ping))
-        results["runtime_call_p50_ms"] = _runtime_call_p50(ping_app, tmp, args.calls)
         sdk_cmd = [PY, str(sdk_script), str(tmp / "ping_tools.json")]
-        results.update(anyio.run(_over_stdio, sdk_cmd, tmp, sdk_ping))
+        try:
+            results.update(anyio.run(_both, serve_cmd, sdk_cmd, tmp, ping_round))
+        finally:
+            direct.close()
 
         big_cmd = [*LINEUP, "serve", str(big_app), "--db", str(tmp / "big.db")]
         results.update(anyio.run(_over_stdio, big_cmd, tmp, lister("serve_list_1000_p50_ms", 1000)))
         # the SDK baseline lists the very same 1,000 tool entries
-        from lineup_runtime_lite import Runtime
-        from lineup_runtime_lite.serve import Bridge, install_targets, prepare_targets
-
-        trust, prepared = prepare_targets([big_app], None)
-        with Runtime.open(tmp / "inv.db", trust=trust) as rt:
-            install_targets(rt, prepared)
-            entries = [t.entry for t in Bridge(rt).tools.values()]
+        entries = _entries(big_app, tmp / "big-inv.db")
         (tmp / "big_tools.json").write_text(json.dumps(entries))
         sdk_big = [PY, str(sdk_script), str(tmp / "big_tools.json")]
         results.update(anyio.run(_over_stdio, sdk_big, tmp, lister("sdk_list_1000_p50_ms", 1000)))

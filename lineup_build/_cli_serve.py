@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         targets: Annotated[
             list[Path],
             typer.Argument(
-                metavar="PATH_OR_BUNDLE...",
+                metavar="PATH_OR_BUNDLE",
                 help="MiniApp folders (built with their dev keys) or bundles.",
             ),
         ],

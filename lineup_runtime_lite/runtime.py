@@ -361,6 +361,21 @@ class Runtime:
 
         return self._call_sync(go)
 
+    async def acall(
+        self, call_id: str, conversation_id: str, method: str, params: Any
+    ) -> dict[str, Any]:
+        """`call()` for asyncio code on another event loop (an MCP server, say): the same
+        answer, awaited without blocking a thread."""
+        if self._closed:
+            raise RuntimeError("the runtime is closed")
+        future = asyncio.run_coroutine_threadsafe(
+            self._core.call(call_id, conversation_id, method, params), self._loop
+        )
+        msg = await asyncio.wrap_future(future)
+        if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
+            self._arm()
+        return msg
+
     def settle(self) -> None:
         """Wait until background work (activations, deliveries) has settled."""
         self._settle()

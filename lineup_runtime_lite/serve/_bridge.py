@@ -97,6 +97,8 @@ class Bridge:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+        self._wire_listing: dict[str, dict[str, Any]] = {}
+        self.add_middleware(self._cached_listing)
         _tasks.install(self)
 
     def initialization_options(self) -> InitializationOptions:
@@ -127,6 +129,21 @@ class Bridge:
         self.server.middleware.append(_Wrap())
 
     # -- tools/list ----------------------------------------------------------------------
+    async def _cached_listing(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """The tool list never changes while serving: the first `tools/list` per protocol
+        revision goes through the SDK (validated, shaped, stamped), later ones reuse it."""
+        if ctx.method != "tools/list":
+            return await call_next(ctx)
+        cached = self._wire_listing.get(ctx.protocol_version)
+        if cached is not None:
+            return dict(cached)
+        result = await call_next(ctx)
+        if isinstance(result, dict):
+            self._wire_listing[ctx.protocol_version] = dict(result)
+        return result
+
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
     ) -> Any:
@@ -156,9 +173,9 @@ class Bridge:
         return call_id, conversation
 
     async def send(self, call_id: Any, conversation: Any, method: str, args: Any) -> dict[str, Any]:
-        """`Runtime.call` off the event loop; a runtime failure becomes a final error."""
+        """`Runtime.acall` (no thread hop); a runtime failure becomes a final error."""
         try:
-            return await anyio.to_thread.run_sync(self.rt.call, call_id, conversation, method, args)
+            return await self.rt.acall(call_id, conversation, method, args)
         except LineupError as exc:
             return {
                 "id": f"{call_id}:error",
