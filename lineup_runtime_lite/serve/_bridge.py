@@ -70,6 +70,20 @@ class _Progress:
         await self._ctx.session.report_progress(self.value, total, message)
 
 
+class _Server(Server[Any]):
+    """The SDK's low-level server, declaring task-augmented `tools/call` (2025-11-25) in
+    every handshake — over stdio and over each streamable HTTP session."""
+
+    def create_initialization_options(self, *args: Any, **kwargs: Any) -> InitializationOptions:
+        options = super().create_initialization_options(*args, **kwargs)
+        options.capabilities.tasks = mt.ServerTasksCapability(
+            requests=mt.ServerTasksRequestsCapability(
+                tools=mt.TasksToolsCapability(call=mt.TasksCallCapability())
+            )
+        )
+        return options
+
+
 class Bridge:
     """One runtime behind one MCP server; `run(read, write)` serves one connection."""
 
@@ -87,7 +101,7 @@ class Bridge:
             **{k: v for k, v in listing.items() if v is not None},
             "tools": [t.entry for t in self.tools.values()],
         }
-        self.server: Server[Any] = Server(
+        self.server: Server[Any] = _Server(
             "lineup",
             version=__version__,
             instructions=(
@@ -103,13 +117,7 @@ class Bridge:
 
     def initialization_options(self) -> InitializationOptions:
         """The handshake's capabilities: tools, plus task-augmented `tools/call`."""
-        options = self.server.create_initialization_options()
-        options.capabilities.tasks = mt.ServerTasksCapability(
-            requests=mt.ServerTasksRequestsCapability(
-                tools=mt.TasksToolsCapability(call=mt.TasksCallCapability())
-            )
-        )
-        return options
+        return self.server.create_initialization_options()
 
     async def run(self, read_stream: Any, write_stream: Any) -> None:
         """Serve one MCP connection until its read side closes."""

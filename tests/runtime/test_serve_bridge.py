@@ -71,6 +71,10 @@ class Progress:
 
 async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:
     """Everything SPEC 10 promises one client, in one conversation."""
+    caps = s.server_capabilities
+    assert caps is not None and caps.tasks is not None  # over stdio and over HTTP alike
+    assert caps.tasks.requests is not None and caps.tasks.requests.tools is not None
+    assert caps.tasks.cancel is None  # refused
     listed = {t.name: t for t in (await s.list_tools()).tools}
     inventory = {e["method"]: e for e in rt.inventory()}
     assert set(listed) == set(inventory)
