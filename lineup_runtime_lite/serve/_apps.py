@@ -36,7 +36,10 @@ def _build(folder: Path, trust: Any) -> Prepared:
             details=[d.to_dict() for d in result.diagnostics],
         )
     scope = result.manifest["app"]["scope"]
-    trust.add(key.public_raw, [scope], "lineup serve dev key")
+    known = trust.keys.get(key.key_id)  # a --trust file may already trust it: only widen
+    if known is None or not known.allows(scope):
+        scopes = sorted({*(known.scopes if known else ()), scope})
+        trust.add(key.public_raw, scopes, known.label if known else "lineup serve dev key")
     return Prepared(result.bundle, scope, True)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from lineup_build.init import init_project
+from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.serve import install_targets, prepare_targets
 from lineup_sdk.errors import LineupError
@@ -85,3 +86,19 @@ def test_usage_errors(tmp_path: Path, make, message: str) -> None:  # type: igno
         prepare_targets(make(tmp_path), None)
     assert exc.value.code == "usage_invalid" and exc.value.exit_code == 2
     assert message in exc.value.message
+
+
+def test_a_bundle_is_verified_against_the_trust_file_beside_a_folder(
+    tmp_path: Path, todo_bundle: Path, trust: TrustStore
+) -> None:
+    trust_file = tmp_path / "trust.toml"
+    trust.save(trust_file)
+    focus = tmp_path / "focus"
+    init_project(focus, template="pomodoro", scope="pomodoro")
+    store, prepared = prepare_targets([todo_bundle, focus], trust_file)
+    assert [(p.scope, p.dev_build) for p in prepared] == [("todo", False), ("pomodoro", True)]
+    with Runtime.open(":memory:", trust=store, clock=VirtualClock()) as rt:
+        done = install_targets(rt, prepared)
+        assert [d["action"] for d in done] == ["installed", "installed"]
+        assert {e["method"] for e in rt.inventory()} >= {"todo.add", "pomodoro.start"}
+    assert TrustStore.load(trust_file).dumps() == trust.dumps()  # dev keys never written back
