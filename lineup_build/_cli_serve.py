@@ -67,6 +67,13 @@ def register(app: typer.Typer) -> None:
         conversation: Annotated[
             str, typer.Option(help="Conversation of calls whose _meta names none.")
         ] = "mcp",
+        sandbox: Annotated[
+            str,
+            typer.Option(
+                help="Contain MiniApp code: best_effort, required (refuse without "
+                "containment) or off (debugging)."
+            ),
+        ] = "best_effort",
     ) -> None:
         """Serve MiniApps' tools over the Model Context Protocol (stdio, or HTTP)."""
         from lineup_runtime_lite import serve as mcp_serve  # usage_invalid without the extra
@@ -80,12 +87,18 @@ def register(app: typer.Typer) -> None:
             )
         if not conversation:
             raise LineupError("usage_invalid", "--conversation must not be empty", exit_code=2)
-        trust_store, prepared = mcp_serve.prepare_targets(targets, trust or _default_trust())
+        from lineup_sdk.sandbox import check_mode, describe
+
+        check_mode(sandbox)
+        trust_store, prepared = mcp_serve.prepare_targets(
+            targets, trust or _default_trust(), sandbox=sandbox
+        )
         from lineup_runtime_lite import Runtime
 
         _say(f"state in {db.resolve()}")
-        rt = Runtime.open(db, trust=trust_store)
+        rt = Runtime.open(db, trust=trust_store, sandbox=sandbox)
         try:
+            _say(describe(rt.sandbox))
             for done in mcp_serve.install_targets(rt, prepared):
                 _say(f"{done['scope']} {done['version']} ({done['action']})")
             bridge = mcp_serve.Bridge(

@@ -268,6 +268,22 @@ CODES: dict[str, tuple[str, str]] = {
         "A Pomodoro is already starting or focusing in this conversation.",
         "Interrupt it first with `pomodoro.interrupt`.",
     ),
+    # --- containment and trust (SPEC 8, 12) ---
+    "sandbox_unavailable": (
+        '`sandbox="required"` (or `--sandbox required`) was asked for, and this platform '
+        "cannot contain MiniApp code (files, network and process tree).",
+        "Run on Linux with Landlock and user namespaces enabled, or use best_effort and "
+        "read what `rt.sandbox` / `lineup run` report as enforced.",
+    ),
+    "permission_not_allowed": (
+        "The app asks for a permission (`[app.permissions]`) that the trust store does not "
+        "allow its signing key to grant.",
+        "If you trust the app with it: `lineup trust add KEY --scope SCOPE --allow network`.",
+    ),
+    "usage_invalid": (
+        "An argument or option cannot work as given.",
+        "Check the command's or function's documented arguments (`lineup COMMAND --help`).",
+    ),
     # --- simulation (SPEC 5.8) ---
     "scenario_invalid": (
         "A scenario file is malformed; the message names the step.",
@@ -277,11 +293,7 @@ CODES: dict[str, tuple[str, str]] = {
         "A scenario step's messages did not match its `expect` list.",
         "Compare the expected and actual messages printed for the step.",
     ),
-    # --- usage and `lineup serve` (SPEC 10, 12) ---
-    "usage_invalid": (
-        "An argument or combination of arguments cannot work (or an optional extra is missing).",
-        "Fix the named argument; `lineup COMMAND --help` lists them.",
-    ),
+    # --- `lineup serve` (SPEC 10) ---
     "tool_name_too_long": (
         "A tool name would exceed MCP's 64-character limit, so `lineup serve` refuses to start.",
         "Shorten the method name in the MiniApp's declarations.",

@@ -21,11 +21,13 @@ class Prepared:
     dev_build: bool
 
 
-def _build(folder: Path, trust: Any) -> Prepared:
+def _build(folder: Path, trust: Any, sandbox: str) -> Prepared:
     from lineup_build.build import build_project, ensure_dev_key
 
     key = ensure_dev_key(folder.resolve())
-    result = build_project(folder, signing_key=key, out_dir=folder.resolve() / ".lineup" / "serve")
+    result = build_project(
+        folder, signing_key=key, out_dir=folder.resolve() / ".lineup" / "serve", sandbox=sandbox
+    )
     if not result.ok or result.bundle is None or result.manifest is None:
         first = next((d for d in result.diagnostics if d.severity == "error"), None)
         detail = f"{first.code}: {first.message}" if first else "the build failed"
@@ -35,17 +37,25 @@ def _build(folder: Path, trust: Any) -> Prepared:
             hint="run `lineup check` for every problem",
             details=[d.to_dict() for d in result.diagnostics],
         )
-    scope = result.manifest["app"]["scope"]
-    known = trust.keys.get(key.key_id)  # a --trust file may already trust it: only widen
-    if known is None or not known.allows(scope):
-        scopes = sorted({*(known.scopes if known else ()), scope})
-        trust.add(key.public_raw, scopes, known.label if known else "lineup serve dev key")
+    app = result.manifest["app"]
+    scope = app["scope"]
+    # the project's own dev key: trusted for its scope and what it asks for; a --trust
+    # file may already trust that key, so its scopes and grants are only widened
+    known = trust.keys.get(key.key_id)
+    trust.add(
+        key.public_raw,
+        sorted({*(known.scopes if known else ()), scope}),
+        known.label if known else "lineup serve dev key",
+        sorted({*(known.allow if known else ()), *app.get("permissions", {})}),
+    )
     return Prepared(result.bundle, scope, True)
 
 
-def prepare_targets(targets: list[Path], trust_file: Path | None) -> tuple[Any, list[Prepared]]:
-    """`(trust store, bundles)`: folders are built and their dev keys trusted (in memory
-    only); bundles need `trust_file`.
+def prepare_targets(
+    targets: list[Path], trust_file: Path | None, *, sandbox: str = "best_effort"
+) -> tuple[Any, list[Prepared]]:
+    """`(trust store, bundles)`: folders are built (their entry imported under `sandbox`)
+    and their dev keys trusted, in memory only; bundles need `trust_file`.
 
     Raises:
         LineupError: a build problem, `usage_invalid` for a bundle without a trust store or
@@ -62,7 +72,7 @@ def prepare_targets(targets: list[Path], trust_file: Path | None) -> tuple[Any, 
     prepared: list[Prepared] = []
     for target in targets:
         if target.is_dir():
-            prepared.append(_build(target, trust))
+            prepared.append(_build(target, trust, sandbox))
         elif target.is_file():
             if trust_file is None:
                 raise LineupError(

@@ -433,3 +433,57 @@ def test_a_2026_client_gets_progress_and_no_tasks(
         anyio.run(main)
     finally:
         rt.close()
+
+
+HINTED = '''
+from __future__ import annotations
+
+from lineup_sdk import ToolContext, define_agent_tools
+
+tools = define_agent_tools(app_scope="demo")
+
+
+@tools.tool("demo.look", activation="app_ready", read_only=True, open_world=False)
+async def look(ctx: ToolContext, limit: int = 2) -> list[str]:
+    """Look around without changing anything."""
+    return ["a", "b", "c"][:limit]
+'''
+
+
+@pytest.fixture(scope="session")
+def hinted_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
+    root = tmp_path_factory.mktemp("hinted") / "demo"
+    (root / "demo_app").mkdir(parents=True)
+    (root / "demo_app" / "__init__.py").write_text("")
+    (root / "demo_app" / "tools.py").write_text(HINTED)
+    (root / "lineup.toml").write_text(
+        '[app]\nscope = "demo"\nname = "Demo"\nversion = "1.0.0"\n'
+        'entry = "demo_app.tools"\ninclude = ["demo_app/**/*.py"]\n'
+    )
+    result = build_project(root, signing_key=rt_key)
+    assert result.ok and result.bundle is not None, [d.to_dict() for d in result.diagnostics]
+    return result.bundle
+
+
+def test_hints_and_a_wrapped_result_end_to_end(
+    tmp_path: Path, trust: TrustStore, hinted_bundle: Path
+) -> None:
+    rt, _ = open_runtime(tmp_path / "rt.db", trust, [hinted_bundle])
+    try:
+
+        async def main() -> None:
+            async with memory_session(Bridge(rt, FAST)) as s:
+                (look,) = (await s.list_tools()).tools
+                assert look.annotations is not None
+                assert look.annotations.read_only_hint is True
+                assert look.annotations.open_world_hint is False
+                assert look.annotations.destructive_hint is None
+                assert look.output_schema is not None
+                assert look.output_schema["required"] == ["result"]
+                res = await s.call_tool("demo.look", {"limit": 2})  # the client checks the schema
+                assert res.structured_content == {"result": ["a", "b"]}
+                assert json.loads(res.content[0].text) == {"result": ["a", "b"]}  # type: ignore[union-attr]
+
+        anyio.run(main)
+    finally:
+        rt.close()
