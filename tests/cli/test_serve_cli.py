@@ -112,6 +112,7 @@ def test_stdio_serve_restart_keeps_state_and_replays(apps: Path, tmp_path: Path)
     added = anyio.run(first)
     log = errors.read_text()
     assert f"state in {db.resolve()}" in log and "5 tools over stdio" in log
+    assert "lineup serve: sandbox (best_effort)" in log  # what is enforced, said on stderr
 
     async def second() -> None:
         with errors.open("w") as err:
