@@ -138,15 +138,26 @@ def _check_dependencies(manifest: dict[str, Any]) -> None:
 
 
 def install_verified(
-    store: Store, apps_dir: Path, bundle: VerifiedBundle, now_ms: int
+    store: Store, apps_dir: Path, bundle: VerifiedBundle, now_ms: int, *, dev_build: bool = False
 ) -> InstallResult:
-    """Install a bundle that `verify` produced; atomic on disk and in the database."""
+    """Install a bundle that `verify` produced; atomic on disk and in the database.
+
+    A `dev_build` whose scope and version are installed with another manifest is kept
+    beside that build as `<version>+dev.<sha256 prefix>` (same precedence, so never a
+    downgrade) instead of being refused; sessions pinned to the old build keep it.
+    """
     manifest = bundle.manifest
     scope, version = manifest["app"]["scope"], manifest["app"]["version"]
     digest = hashlib.sha256(bundle.manifest_bytes).hexdigest()
     same = store.one(
         "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?", (scope, version)
     )
+    if dev_build and same is not None and same["manifest_sha256"] != digest:
+        version = f"{version}{'.' if '+' in version else '+'}dev.{digest[:12]}"
+        same = store.one(
+            "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?",
+            (scope, version),
+        )
     if same is not None:
         if same["manifest_sha256"] != digest:
             raise LineupError(

@@ -16,10 +16,11 @@ from typing import Any, TypeVar
 from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock
 from lineup_runtime_lite.core import Core, input_problems
 from lineup_runtime_lite.host import HostSimulator
-from lineup_runtime_lite.install import InstallResult, install_verified
+from lineup_runtime_lite.install import InstallResult, Tool, install_verified
 from lineup_runtime_lite.messages import error_body, reject
 from lineup_runtime_lite.params import (
     DEFAULT_MAX_PARAMS_BYTES,
+    Envelope,
     Rejection,
     check_envelope,
     id_problem,
@@ -427,15 +428,27 @@ class Runtime:
         return dict(report) if report is not None else probe(self._sandbox_mode)
 
     # -- public API ----------------------------------------------------------------------
-    def install(self, bundle: str | Path) -> InstallResult:
-        """Verify a bundle against the trust store and install it (SPEC 5.1)."""
+    def install(self, bundle: str | Path, *, dev_build: bool = False) -> InstallResult:
+        """Verify a bundle against the trust store and install it (SPEC 5.1).
+
+        Args:
+            bundle: The `.lineup` file.
+            dev_build: A local dev build of a project folder: when its scope and version
+                are installed with another manifest, it installs beside that build (as
+                `<version>+dev.<manifest sha256 prefix>`) and becomes current instead of
+                `version_conflict`; sessions pinned to the old build keep it.
+        """
         from lineup_build.verify import verify_bundle
 
         verified = verify_bundle(Path(bundle), self._current_trust())
 
         def go() -> InstallResult:
             result = install_verified(
-                self._core.store, self._core.apps_dir, verified, self.clock.now_ms()
+                self._core.store,
+                self._core.apps_dir,
+                verified,
+                self.clock.now_ms(),
+                dev_build=dev_build,
             )
             self._core.load_registry()
             return result
@@ -491,21 +504,68 @@ class Runtime:
                 sent; the same call may be retried), `usage_invalid` once closed. Every
                 problem with the call itself is an `error` message, not an exception.
         """
+        prepared = self._prepare(call_id, conversation_id, method, params)
+        if not isinstance(prepared, tuple):
+            return prepared
+        msg = self._run(self._core.call(*prepared))
+        if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
+            self._arm()
+        return msg
+
+    def _prepare(
+        self, call_id: Any, conversation_id: Any, method: Any, params: Any
+    ) -> dict[str, Any] | tuple[Envelope, Tool | None, list[dict[str, Any]] | None]:
+        """The pure part of a call, in the calling thread: the envelope and the input
+        schema. Returns the rejection to answer, or what the loop needs to go on."""
+        if self._closed:
+            raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
         checked = check_envelope(
             call_id, conversation_id, method, params, max_bytes=self._max_params_bytes
         )
         if isinstance(checked, Rejection):
             tool = self._core.registry.get(method) if type(method) is str else None
             scope = tool.scope if tool else method.split(".")[0] if type(method) is str else ""
-            if self._closed:
-                raise LineupError(
-                    "usage_invalid", "the runtime is closed", hint="open a new Runtime"
-                )
             body = error_body(checked.code, checked.message, details=checked.details)
             return reject(checked.call_id, scope, self.clock.now_ms(), body)
         tool = self._core.registry.get(checked.method)  # swapped whole, never edited in place
         problems = input_problems(tool, checked.params) if tool is not None else None
-        msg = self._run(self._core.call(checked, tool, problems))
+        return checked, tool, problems
+
+    def call_record(self, call_id: str) -> dict[str, Any] | None:
+        """What the runtime keeps of one Agent call: its `method`, `conversation_id` and
+        every persisted `messages` entry, oldest first (receipts, then the final); None for
+        a call_id it never accepted (rejections are not persisted)."""
+
+        def go() -> dict[str, Any] | None:
+            store = self._core.store
+            row = store.one("SELECT method, conversation_id FROM calls WHERE call_id=?", (call_id,))
+            if row is None:
+                return None
+            bodies = store.all("SELECT body FROM receipts WHERE call_id=? ORDER BY n", (call_id,))
+            return {
+                "call_id": call_id,
+                "method": row["method"],
+                "conversation_id": row["conversation_id"],
+                "messages": [json.loads(r[0]) for r in bodies],
+            }
+
+        return self._call_sync(go)
+
+    async def acall(
+        self, call_id: Any, conversation_id: Any, method: Any, params: Any
+    ) -> dict[str, Any]:
+        """`call()` for asyncio code on another event loop (an MCP server, say): the same
+        answer, awaited without blocking that loop. The pure checks run in the default
+        executor's threads (reused, not one per call), never on either loop."""
+        prepared = await asyncio.get_running_loop().run_in_executor(
+            None, self._prepare, call_id, conversation_id, method, params
+        )
+        if not isinstance(prepared, tuple):
+            return prepared
+        if self._closed:
+            raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
+        future = asyncio.run_coroutine_threadsafe(self._core.call(*prepared), self._loop)
+        msg = await asyncio.wrap_future(future)
         if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
             self._arm()
         return msg

@@ -172,7 +172,7 @@ def open_simulation(
             without `--trust`.
     """
     from lineup_build.build import build_project, ensure_dev_key
-    from lineup_build.trust import TrustStore
+    from lineup_build.trust import TrustStore, dev_trust
     from lineup_build.verify import check_bundle
 
     effective_policy = policy or (scenario.host_policy if scenario else None) or "auto"
@@ -196,17 +196,8 @@ def open_simulation(
                     details=[d.to_dict() for d in result.diagnostics],
                 )
             bundle = result.bundle
-            store = TrustStore()
             assert result.manifest is not None
-            app = result.manifest["app"]
-            # the project's own dev key: trusted for its scope and what it asks for
-            store.add(
-                key.public_raw,
-                [app["scope"]],
-                "lineup run dev key",
-                list(app.get("permissions", {})),
-            )
-            trust_obj: Any = store
+            trust_obj: Any = dev_trust(key.public_raw, result.manifest)
             scope = result.manifest["app"]["scope"]
         else:
             if trust is None:

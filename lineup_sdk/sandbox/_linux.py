@@ -14,7 +14,6 @@ import ctypes
 import ctypes.util
 import os
 import platform
-import resource
 import struct
 
 __all__ = [
@@ -30,7 +29,6 @@ __all__ = [
     "mount_tmpfs",
     "no_new_privs",
     "set_parent_death_signal",
-    "set_rlimit",
     "unshare",
     "write_id_maps",
 ]
@@ -146,14 +144,6 @@ def drop_capabilities() -> None:
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()  # two zeroed {effective, permitted, inheritable}
     _check(_c().capset(header, data), "capset")
-
-
-def set_rlimit(which: int, value: int) -> None:
-    """Lower a resource limit (soft and hard) to `value`, never raise it."""
-    _soft, hard = resource.getrlimit(which)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    resource.setrlimit(which, (value, value))
 
 
 # -- seccomp: refuse socket(AF_UNIX, ...) -----------------------------------------------------

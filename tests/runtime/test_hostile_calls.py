@@ -3,6 +3,7 @@ is persisted, and validation never runs on the runtime's loop."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -378,6 +379,47 @@ def test_any_value_is_an_answer_or_a_documented_error(
         assert msg["error"]["code"] in CODES
         if msg["error"]["code"] in ("invalid_params", "params_too_large", "unknown_method"):
             assert rt.store_dump() == before
+
+
+def test_acall_answers_hostile_calls_like_call(bulk: Runtime) -> None:
+    async def go() -> list[dict[str, Any]]:
+        return [
+            await bulk.acall("c1", "conv", "bulk.echo", {"text": float("nan")}),
+            await bulk.acall("c\ud800", "conv", "bulk.echo", {"text": "x"}),
+            await bulk.acall("c2", "conv", "bulk.echo", {"text": "x" * 2_000_000}),
+            await bulk.acall("c3", "conv", "bulk.total", {"numbers": nested(100)}),
+        ]
+
+    before = bulk.store_dump()
+    codes = [code(m) for m in asyncio.run(go())]
+    assert codes == ["invalid_params", "invalid_params", "params_too_large", "invalid_params"]
+    assert bulk.store_dump() == before
+
+
+def test_acall_checks_off_the_callers_loop(bulk: Runtime) -> None:
+    """An asyncio caller's loop keeps running while a huge acall validates."""
+    numbers: list[Any] = [i % 10 for i in range(500_000)]
+    numbers[-1] = "x"
+
+    async def go() -> tuple[int, dict[str, Any]]:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        msg = await bulk.acall("big", "conv", "bulk.total", {"numbers": numbers})
+        stop.set()
+        await task
+        return ticks, msg
+
+    ticks, msg = asyncio.run(go())
+    assert code(msg) == "invalid_params"
+    assert ticks > 20  # inline, the loop would not have ticked during the validation
 
 
 # -- validation never runs on the runtime's loop -----------------------------------------

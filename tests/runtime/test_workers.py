@@ -123,3 +123,33 @@ def test_poison_worker_fails_activation_after_retries(
         assert rt.call("p2", "conv", "probe.echo", {"text": "x"})["stage"] == "accepted"
         rt.settle()
         assert [m for m in rt.outbox.all() if m["id"] == "p2:result"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"sandbox": "paranoid"},
+        {"worker_env": {"LINEUP_SIGNING_KEY": "x"}},
+        {"worker_env": {"PYTHONPATH": "/tmp"}},
+        {"worker_env": {"lower": "x"}},
+        {"worker_env": {"OK": 1}},
+        {"worker_memory_mb": 1},
+        {"worker_heartbeat_s": 0},
+    ],
+    ids=["mode", "lineup-var", "python-var", "lowercase", "not-a-string", "memory", "heartbeat"],
+)
+def test_bad_worker_options_are_usage_invalid(trust: TrustStore, options: dict[str, Any]) -> None:
+    from lineup_sdk.errors import LineupError
+
+    with pytest.raises(LineupError) as exc:
+        Runtime.open(":memory:", trust=trust, clock=VirtualClock(), **options)
+    assert exc.value.code == "usage_invalid"
+
+
+def test_rt_sandbox_reports_what_the_worker_enforced(probe: Runtime) -> None:
+    before = probe.sandbox  # a probe: no worker has started yet
+    ready(probe)
+    after = probe.sandbox  # what the running worker's launcher reported
+    assert after["mode"] == before["mode"] == "best_effort"
+    assert set(after) >= {"files", "network", "privileges", "process_tree", "memory", "tmp"}
+    assert after["memory"] == "data 1024 MiB"
