@@ -2,7 +2,8 @@
 
 While a 500,000-integer call validates in one thread (accepted, or rejected at its last
 item), another thread sends calls to an already-ready session in another conversation. The
-issue's bar: those calls answer within 50 ms of their usual latency.
+issue's bar: those calls answer within 50 ms of their usual latency. The calls answered
+after the validation, while an accepted call is delivered, are reported apart.
 
 Also: the time a 50 MB string takes to be refused with `params_too_large`.
 
@@ -64,26 +65,46 @@ def measure(rt: Any, n: int, rounds: int) -> None:
             if kind == "rejected":
                 numbers[-1] = "x"
             took: list[float] = []
+            checked_at: list[float] = []
 
             def slow(
-                numbers: list[Any] = numbers, took: list[float] = took, r: int = r, kind: str = kind
+                numbers: list[Any] = numbers,
+                took: list[float] = took,
+                checked_at: list[float] = checked_at,
+                r: int = r,
+                kind: str = kind,
             ) -> None:
+                # `Runtime.call` in its two halves, to tell validation from delivery
                 t0 = time.perf_counter()
-                rt.call(f"big-{kind}-{r}", f"other-{kind}-{r}", "bulk.total", {"numbers": numbers})
+                prepared = rt._prepare(
+                    f"big-{kind}-{r}", f"other-{kind}-{r}", "bulk.total", {"numbers": numbers}
+                )
+                checked_at.append(time.perf_counter())
+                if isinstance(prepared, tuple):
+                    rt._run(rt._core.call(*prepared))
                 took.append(time.perf_counter() - t0)
 
             thread = threading.Thread(target=slow)
             thread.start()
-            during = []
+            during: list[tuple[float, float]] = []  # (answered at, latency)
             while thread.is_alive():
                 t0 = time.perf_counter()
                 rt.call(f"d-{kind}-{r}-{len(during)}", "ready", "bulk.echo", {"text": "y"})
-                during.append(time.perf_counter() - t0)
+                during.append((time.perf_counter(), time.perf_counter() - t0))
             thread.join()
-            worse = (max(during) - statistics.median(usual)) * 1000
+            base = statistics.median(usual)
+            validating = [lat for at, lat in during if at <= checked_at[0]]
+            after = [lat for at, lat in during if at > checked_at[0]]
+            line = f"500,000 integers {kind} (whole call {took[0]:.2f} s)"
             print(
-                f"500,000 integers {kind} in {took[0]:.2f} s; meanwhile {len(during)} ready "
-                f"calls: {_ms(during)} (worst {worse:+.1f} ms vs usual median)"
+                f"{line}; {len(validating)} ready calls while it validated: {_ms(validating)} "
+                f"(worst {(max(validating) - base) * 1000:+.1f} ms vs usual median)"
+                + (
+                    f"; {len(after)} during its delivery: worst "
+                    f"{(max(after) - base) * 1000:+.1f} ms"
+                    if after
+                    else ""
+                )
             )
             rt.settle()
     t0 = time.perf_counter()
