@@ -82,6 +82,11 @@ def _safe_repr(value: Any) -> str:
     return text if len(text) <= 120 else text[:119] + "…"
 
 
+def _clip_text(text: str) -> str:
+    shown = json.dumps(text, ensure_ascii=False)
+    return shown if len(shown) <= 120 else shown[:119] + "…"
+
+
 def _problem(path: list[str | int], message: str, expected: str, value: Any) -> dict[str, Any]:
     return {"path": _pointer(path), "message": message, "expected": expected, "value": value}
 
@@ -121,17 +126,24 @@ def strict_json_problems(
         elif isinstance(value, str) and type(value) is str:
             size += len(value) + 2
             if _SURROGATE.search(value):
-                add(path, "string holds a lone surrogate (not valid Unicode)", "valid Unicode", "")
+                shown = _clip_text(_SURROGATE.sub("\ufffd", value))
+                add(
+                    path,
+                    "string holds a lone surrogate (not valid Unicode)",
+                    "valid Unicode",
+                    shown,
+                )
         elif isinstance(value, int) and type(value) is int:
             if -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
                 size += 1
             else:
                 size += 17
+                digits = int(value.bit_length() * 0.30103) + 1
                 add(
                     path,
                     "integer outside ±(2^53 − 1)",
                     "an integer within ±9007199254740991",
-                    "a larger integer",
+                    f"{'-' if value < 0 else ''}an integer of about {digits} digits",
                 )
         elif isinstance(value, float) and type(value) is float:
             size += 1

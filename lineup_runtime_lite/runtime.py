@@ -113,6 +113,8 @@ class Surface:
         Returns once the first frame (the snapshot) was delivered; `settle()` waits for
         the frames queued after it.
         """
+        if not callable(listener):
+            raise LineupError("usage_invalid", "subscribe(listener) takes a callable")
         key = (self.scope, self.conversation_id)
         core = self._rt._core
 

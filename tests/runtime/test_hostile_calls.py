@@ -98,6 +98,12 @@ def test_lone_surrogate_is_invalid_params(
     assert code(msg) == "invalid_params"
 
 
+def test_details_show_the_value_safely(bulk: Runtime) -> None:
+    msg = rejected(bulk, "c1", "conv", "bulk.total", {"numbers": [10**5000, "a\ud800"]})
+    values = [d["value"] for d in msg["error"]["details"]]
+    assert values == ["an integer of about 5001 digits", '"a\ufffd"']
+
+
 @pytest.mark.parametrize(
     ("params", "pointer"),
     [

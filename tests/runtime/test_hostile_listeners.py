@@ -8,8 +8,11 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from lineup_runtime_lite import Runtime
 from lineup_sdk.context import Snapshot
+from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import ready
 
 
@@ -127,3 +130,10 @@ def test_subscriptions_are_released(probe: Runtime) -> None:
         unsub()
     assert len(probe._core.subs) == 0
     assert probe._core.subs._subs == {}  # no empty entry per conversation left behind
+
+
+def test_a_listener_must_be_callable(probe: Runtime) -> None:
+    with pytest.raises(LineupError) as exc:
+        probe.surface("conv", "probe").subscribe("not a function")  # type: ignore[arg-type]
+    assert exc.value.code == "usage_invalid"
+    assert len(probe._core.subs) == 0
