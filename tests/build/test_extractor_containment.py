@@ -23,6 +23,7 @@ from lineup_build.signing import key_from_seed, write_keypair
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_build.verify import check_bundle
 from lineup_sdk.sandbox import Sandbox, run_bounded, simulate_unavailable
+from tests.sandbox_kit import io_uring_enabled, pid_alive, poll
 
 KEY = key_from_seed(bytes(range(40, 72)))
 URING_PY = Path(__file__).parents[1] / "runtime" / "apps" / "hostile" / "hostile_app" / "uring.py"
@@ -238,14 +239,7 @@ def test_the_extractor_sees_no_key_no_project_folder_no_network_and_writes_nothi
     assert dev_key_path(root).exists()
 
 
-def _io_uring_enabled() -> bool:
-    try:
-        return Path("/proc/sys/kernel/io_uring_disabled").read_text().strip() == "0"
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(not _io_uring_enabled(), reason="io_uring is disabled here")
+@pytest.mark.skipif(not io_uring_enabled(), reason="io_uring is disabled here")
 @pytest.mark.xfail(
     strict=True,
     reason="GAP: io_uring creates and connects an AF_UNIX socket without socket(), past the "
@@ -325,17 +319,7 @@ def test_an_entry_forking_a_background_child_returns_promptly_and_the_child_is_g
     pid = int(tool["description"].split()[-1])
     assert pid > 1
 
-    def alive() -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                return fh.read().split(")")[-1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-
-    deadline = time.monotonic() + 5
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not alive(), f"the extractor's daemon {pid} outlived the build"
+    assert poll(lambda: not pid_alive(pid), within_s=5), f"daemon {pid} outlived the build"
 
 
 def test_required_without_namespaces_reports_sandbox_unavailable(tmp_path: Path) -> None:
@@ -361,3 +345,45 @@ def test_the_extractor_environment_is_the_allow_list(
     assert {k for k in env if not k.startswith("LC_")} <= allowed, env
     assert "SPY_CANARY" not in env
     assert os.environ["SPY_CANARY"] == "parent value"
+
+
+SYS_PATH_GAP = (
+    "GAP: the sandbox's read list takes every folder on the child's sys.path "
+    "(lineup_sdk/sandbox/launch.py:_read_list), so a project whose root is on sys.path "
+    "through a .pth file (an editable install of the MiniApp project, `pip install -e .`) "
+    "is readable by its own extractor: .lineup/dev-key.pem leaks into the manifest"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=SYS_PATH_GAP)
+def test_an_editable_install_of_the_project_does_not_expose_its_dev_key(
+    tmp_path: Path, listeners: dict[str, Any]
+) -> None:
+    import site
+    import subprocess
+    import sys
+
+    root = make_project(tmp_path / "spy", SPY, listeners)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site_dir,) = (venv / "lib").glob("python3*/site-packages")
+    outer = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    (site_dir / "outer.pth").write_text(
+        "".join(f"import site; site.addsitedir({p!r})\n" for p in outer)
+    )
+    (site_dir / "__editable__spy.pth").write_text(f"{root}\n")  # what `pip install -e .` writes
+    script = (
+        "import json, sys; from pathlib import Path; "
+        "from lineup_build.build import check_project; "
+        "print(json.dumps(check_project(Path(sys.argv[1])).tools))"
+    )
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={k: v for k, v in os.environ.items() if k == "PATH"},
+    )
+    found = findings(json.loads(out.stdout))
+    assert found["read_dev_key"] in ("EACCES", "EPERM"), found

@@ -32,6 +32,7 @@ from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import REPORT_KEYS, describe, probe, simulate_unavailable
 from tests.runtime.conftest import APPS, build_app
+from tests.sandbox_kit import io_uring_enabled, pid_alive, poll
 
 SCOPE, VERSION = "hostile", "1.0.0"
 #: What may reach a worker's environment besides `LC_*` and `worker_env` (SPEC 8).
@@ -57,7 +58,9 @@ def net_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> 
     return build_app(root, tmp_path_factory.mktemp("hostile-net-build") / "hostile", rt_key)
 
 
-def trusted(key: SigningKey, scopes: tuple[str, ...] = ("*",), allow: tuple[str, ...] = ()):
+def trusted(
+    key: SigningKey, scopes: tuple[str, ...] = ("*",), allow: tuple[str, ...] = ()
+) -> TrustStore:
     return TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, scopes, "t", allow)])
 
 
@@ -121,16 +124,6 @@ def log_path(rt: Runtime, scope: str = SCOPE) -> Path:
     return rt._core.logs_dir / f"{scope}-{VERSION}.log"
 
 
-def poll(what: Callable[[], Any], *, within_s: float = 10.0) -> Any:
-    """The first truthy value of `what()`, asked again until `within_s` has passed."""
-    deadline = time.monotonic() + within_s
-    while True:
-        value = what()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.02)
-
-
 def log_line(rt: Runtime, prefix: str) -> str | None:
     """The first worker-log line starting with `prefix`, polled for (bounded)."""
 
@@ -144,14 +137,6 @@ def log_line(rt: Runtime, prefix: str) -> str | None:
     found = poll(find)
     assert found is not None, f"no {prefix!r} line in the worker log"
     return str(found)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture()
@@ -381,14 +366,7 @@ IO_URING_GAP = (
 )
 
 
-def _io_uring_enabled() -> bool:
-    try:
-        return Path("/proc/sys/kernel/io_uring_disabled").read_text().strip() == "0"
-    except OSError:
-        return False
-
-
-needs_io_uring = pytest.mark.skipif(not _io_uring_enabled(), reason="io_uring is disabled here")
+needs_io_uring = pytest.mark.skipif(not io_uring_enabled(), reason="io_uring is disabled here")
 
 
 @needs_io_uring
