@@ -445,6 +445,81 @@ def test_a_setsid_daemon_forked_by_a_handler_is_gone_after_close(
     assert poll(lambda: not pid_alive(pid), within_s=5), f"daemon {pid} survived close()"
 
 
+ORPHAN_GAP = (
+    "GAP: when the runtime process dies (SIGKILL, crash) while a handler blocks the "
+    "worker's event loop, nothing ends the worker: it never reads the pipe's EOF, and the "
+    "sandbox launcher outside the PID namespace has no parent-death signal "
+    "(lineup_sdk/sandbox/launch.py:_launcher / _enter_linux sets PR_SET_PDEATHSIG only on "
+    "the namespace's init, relative to the launcher), so the launcher, the worker and a "
+    "setsid daemon all survive (SPEC 5.7: a killed runtime leaves no orphans)"
+)
+
+KILLED_RUNTIME = """
+import json, sys, threading
+from pathlib import Path
+from lineup_build.signing import key_from_seed
+from lineup_build.trust import TrustedKey, TrustStore
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+
+key = key_from_seed(bytes(range(1, 33)))
+trust = TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, ("*",), "t")])
+rt = Runtime.open(
+    Path(sys.argv[1]) / "rt.db", trust=trust, clock=VirtualClock(), host=HostSimulator("manual")
+)
+rt.install(sys.argv[2])
+rt.call("w", "c", "hostile.echo", {"text": "x"})
+rt.settle()
+daemon = rt.call("d", "c", "hostile.daemon", {})["result"]
+launcher = rt._core.workers["hostile", "1.0.0"].pid
+print(json.dumps({"daemon": daemon, "launcher": launcher}), flush=True)
+if sys.argv[3] == "blocked":
+    threading.Thread(target=rt.call, args=("b", "c", "hostile.block_loop", {})).start()
+else:
+    print("BLOCKING (not really)", flush=True, file=open(sys.argv[4], "a"))
+threading.Event().wait()
+"""
+
+
+@pytest.mark.parametrize(
+    "loop",
+    ["idle", pytest.param("blocked", marks=pytest.mark.xfail(strict=True, reason=ORPHAN_GAP))],
+)
+def test_a_killed_runtime_leaves_no_worker_tree(
+    tmp_path: Path, hostile_bundle: Path, loop: str
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    log = tmp_path / "rt.db.apps" / "_logs" / f"{SCOPE}-{VERSION}.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUNTIME, str(tmp_path), str(hostile_bundle), loop, str(log)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    pids: dict[str, int] = {}
+    try:
+        assert proc.stdout is not None
+        pids = json.loads(proc.stdout.readline())
+        assert poll(lambda: log.exists() and b"BLOCKING" in log.read_bytes())
+        proc.kill()
+        proc.wait()
+        survivors = poll(lambda: not [p for p in pids.values() if pid_alive(p)], within_s=5)
+        assert survivors, f"still running after the runtime was killed: {pids}"
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if pids:  # our own leftovers: the launcher ends its namespace on SIGTERM
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pids["launcher"], signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pids["daemon"], signal.SIGKILL)
+            poll(lambda: not [p for p in pids.values() if pid_alive(p)], within_s=5)
+
+
 def test_a_handler_printing_without_bound_leaves_the_log_capped(
     open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path
 ) -> None:

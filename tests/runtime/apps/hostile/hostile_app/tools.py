@@ -288,6 +288,7 @@ def bad_line(ctx: ToolContext, kind: str) -> None:
 @tools.tool("hostile.block_loop", activation="app_ready", timeout_s=60)
 async def block_loop(ctx: ToolContext) -> None:
     """Block the worker's event loop (a sync sleep inside `async def`)."""
+    _say("BLOCKING the loop")
     time.sleep(60)
 
 
