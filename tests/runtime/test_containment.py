@@ -556,6 +556,30 @@ def test_a_capability_saved_from_another_conversation_neither_reads_nor_writes(
     assert result(hostile, "y", "hostile.echo", {"text": "y"}) == "y"
 
 
+LIVE_CAPABILITY_GAP = (
+    "GAP (design): one worker process serves every conversation of an app version, so while "
+    "conversation X has a delivery in flight, a handler serving conversation Y finds X's "
+    "live capability and delivery id in process memory (gc) and reads and overwrites X's "
+    "session data; per-delivery capabilities (lineup_runtime_lite/delivery.py:_Grant) only "
+    "narrow this to the in-flight window. Needs a worker per App session, or at least the "
+    "limit stated in the README's Security model"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=LIVE_CAPABILITY_GAP)
+def test_a_live_capability_of_another_conversation_cannot_be_used(hostile: Runtime) -> None:
+    assert result(hostile, "x", "hostile.put", {"secret": "x-secret"}) == 1
+    result(hostile, "y", "hostile.echo", {"text": "y is up"})
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        parked = _park(hostile, pool, "x")  # X's delivery is in flight
+        msg = final(hostile, "y", "hostile.steal_live", {})
+        snap = hostile.surface("x", SCOPE).get()
+        hostile.close()  # ends the parked delivery too
+        parked.result(timeout=30)
+    assert (snap.revision, snap.data) == (1, {"secret": "x-secret"}), msg
+    assert "x-secret" not in str(msg)
+
+
 def test_a_handler_that_outlives_its_timeout_cannot_write(hostile: Runtime) -> None:
     assert result(hostile, "conv", "hostile.put", {"secret": "kept"}) == 1
     assert error_code(final(hostile, "conv", "hostile.late_write", {"tag": "LATE"})) == (
@@ -695,6 +719,27 @@ def test_the_sandbox_report_names_every_mechanism_and_the_missing_one_as_none(
     assert seam["files"] is None
     assert all(seam[key] for key in REPORT_KEYS if key != "files"), seam
     assert "files: NOT enforced" in describe(seam)
+
+
+SPOOFED_REPORT_GAP = (
+    "GAP: the worker sends its sandbox report in `hello` only after importing the entry "
+    "(lineup_sdk/_worker.py:_serve), so the entry rewrites it (here through the caller's "
+    "frame) and rt.sandbox / `lineup run` claim containment that is not enforced "
+    "(lineup_runtime_lite/activation.py: sandbox_report = worker.sandbox). `required` is not "
+    "affected (refused before the import). Send the report before importing author code"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=SPOOFED_REPORT_GAP)
+def test_the_app_cannot_rewrite_what_rt_sandbox_reports(
+    open_runtime: Callable[..., Runtime], trust: TrustStore, rt_key: SigningKey, tmp_path: Path
+) -> None:
+    bundle = build_app(APPS / "hostile", tmp_path / "spoof", rt_key, SPOOF_REPORT=True)
+    with simulate_unavailable("landlock"):
+        rt = open_runtime(trust, bundle)
+        assert rt.sandbox["files"] is None
+        assert result(rt, "conv", "hostile.read", {"path": "/etc/passwd"}) == "ok"
+        assert rt.sandbox["files"] is None, rt.sandbox
 
 
 def test_sandbox_off_runs_and_says_so(
