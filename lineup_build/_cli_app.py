@@ -163,7 +163,7 @@ def _register_optional() -> None:
     """Commands that live in their own modules (verify/trust/inspect, run)."""
     import importlib
 
-    for name in ("lineup_build._cli_verify", "lineup_build._cli_run"):
+    for name in ("lineup_build._cli_verify", "lineup_build._cli_run", "lineup_build._cli_diff"):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
