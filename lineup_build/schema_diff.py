@@ -134,7 +134,7 @@ _HANDLED = frozenset(
     }
 )
 _JSON_TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
-_MAX_DEPTH = 200
+_MAX_DEPTH = 100  # nested schemas; each level costs a few Python frames
 _MAX_NODES = 200_000
 _ANY = "any"
 
