@@ -38,8 +38,9 @@ def _summary(report: Any) -> str:
     return f"fail: {n} breaking change(s) without a major version bump ({versions})"
 
 
-def text(report: Any, out: TextIO = sys.stdout) -> None:
-    """The report for people: one block per change, then the verdict."""
+def text(report: Any, out: TextIO | None = None) -> None:
+    """The report for people: one line per change, then the verdict."""
+    out = out or sys.stdout
     out.write(
         f"{inert(report.scope)}: {inert(report.old_source)} {report.old_version} -> "
         f"{inert(report.new_source)} {report.new_version}\n"
@@ -63,9 +64,10 @@ def _prop(value: str) -> str:
     return _data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def github(report: Any, out: TextIO = sys.stdout) -> None:
+def github(report: Any, out: TextIO | None = None) -> None:
     """Workflow commands: `::error` for a breaking change that fails the gate,
     `::warning` for one a major bump allows, `::notice` for a compatible change."""
+    out = out or sys.stdout
     for c in report.changes:
         subject = c.tool or f"app {report.scope}"
         if c.breaking and not report.ok:

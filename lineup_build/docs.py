@@ -180,10 +180,12 @@ class _Schema:
             resolved, sub_ref = self.resolve(schema)
             description = resolved.get("description", "") if isinstance(resolved, dict) else ""
             full = f"{prefix}{name}"
-            recursive = sub_ref is not None and sub_ref in seen
+            items = self._array_items(schema)
+            item_ref = self.resolve(items)[1] if items is not None else None
+            recursive = sub_ref in seen or item_ref in seen
             type_text = self.type_text(schema, seen)
             if recursive:
-                type_text += " (recursive: the same shape as above)"
+                type_text += " (recursive, see above)"
             out.append(
                 {
                     "name": full,
@@ -197,11 +199,8 @@ class _Schema:
             if recursive or depth >= _MAX_DEPTH:
                 continue
             out.extend(self.rows(schema, f"{full}.", seen, depth + 1))
-            items = self._array_items(schema)
             if items is not None:
-                _, item_ref = self.resolve(items)
-                if item_ref is None or item_ref not in seen:
-                    out.extend(self.rows(items, f"{full}[].", seen, depth + 1))
+                out.extend(self.rows(items, f"{full}[].", seen, depth + 1))
         return out
 
     def _array_items(self, node: Any) -> Any:
