@@ -268,10 +268,18 @@ class _Walk:
         o, _ = self.resolve(old, 0)
         n, _ = self.resolve(new, 1)
         if isinstance(o, dict) and isinstance(n, dict):
-            self.annotations(o, n, ptr)
+            # A field that became `X | None` (or stopped being one) keeps its notes on the
+            # union wrapper or on the model it points to; a note missing on the wrapper is
+            # not a change.
+            wrapper = _is_union(o) != _is_union(n)
+            self.annotations(o, n, ptr, wrapper=wrapper)
         self.union(old, new, ptr, depth)
 
-    def annotations(self, o: dict[str, Any], n: dict[str, Any], ptr: str) -> None:
+    def annotations(
+        self, o: dict[str, Any], n: dict[str, Any], ptr: str, *, wrapper: bool = False
+    ) -> None:
+        if wrapper:
+            o, n = _common_notes(o, n)
         if o.get("description") != n.get("description"):
             self.add(
                 f"{ptr}/description",
@@ -618,6 +626,21 @@ def resolve_schema(node: Any, root: Any) -> tuple[Any, str | None]:
             return False, ref
         node = {**(target if isinstance(target, dict) else {}), **rest}
     return node, ref
+
+
+def _is_union(node: dict[str, Any]) -> bool:
+    return any(
+        isinstance(node.get(k), list) and not (set(node) - _INERT - {k}) for k in ("anyOf", "oneOf")
+    )
+
+
+def _common_notes(o: dict[str, Any], n: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Drop the notes that only one side carries, when one side is a union wrapper."""
+    keys = (_ANNOTATIONS | {"description"}) - (set(o) & set(n))
+    return (
+        {k: v for k, v in o.items() if k not in keys},
+        {k: v for k, v in n.items() if k not in keys},
+    )
 
 
 def _has_ref(node: Any) -> bool:

@@ -65,8 +65,8 @@ def parse_version(text: object) -> Version | None:
 
 
 def is_major_bump(old: Version, new: Version) -> bool:
-    """Whether `new` is later than `old` and starts a new compatibility series."""
-    return new.precedence() > old.precedence() and new.series() > old.series()
+    """Whether `new` starts a later compatibility series than `old` (so it is later too)."""
+    return new.series() > old.series()
 
 
 def next_major(version: Version) -> Version:

@@ -303,6 +303,20 @@ CASES = [
         True,
     ),
     Case(
+        "input_model_field_made_optional_pydantic",
+        lambda m: None,
+        {
+            (ADD, f"{IN}/owner/default", "default_changed", False),
+            (ADD, f"{IN}/owner/type", "type_widened", False),
+            (ADD, "/input_schema/required", "property_optional", False),
+        },
+        True,
+        old_edit=both(
+            put(ADD, *P, "owner", {"$ref": "#/$defs/Owner"}),
+            append(ADD, "input_schema", "required", "owner"),
+        ),
+    ),
+    Case(
         "input_type_changed",
         put(ADD, *P, "quantity", "type", "string"),
         {(ADD, f"{IN}/quantity/type", "type_changed", True)},
@@ -485,6 +499,13 @@ CASES = [
         put(ADD, *R, "revision", "type", "string"),
         {(ADD, f"{OUT}/revision/type", "type_changed", True)},
         False,
+    ),
+    Case(
+        "result_null_to_string",
+        put(SEARCH, "result_schema", {"type": "string"}),
+        {(SEARCH, "/result_schema/type", "type_changed", True)},
+        False,
+        old_edit=put(SEARCH, "result_schema", {"type": "null"}),
     ),
     Case(
         "result_enum_value_added",
