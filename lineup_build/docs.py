@@ -178,9 +178,9 @@ class _Schema:
         for name in names:
             schema = props[name]
             resolved, sub_ref = self.resolve(schema)
-            description = resolved.get("description", "") if isinstance(resolved, dict) else ""
+            description = self.description(resolved)
             full = f"{prefix}{name}"
-            items = self._array_items(schema)
+            items = self.array_items(schema)
             item_ref = self.resolve(items)[1] if items is not None else None
             recursive = sub_ref in seen or item_ref in seen
             type_text = self.type_text(schema, seen)
@@ -203,7 +203,19 @@ class _Schema:
                 out.extend(self.rows(items, f"{full}[].", seen, depth + 1))
         return out
 
-    def _array_items(self, node: Any) -> Any:
+    def description(self, node: Any) -> str:
+        """A field's own description, else that of the one model an `X | None` names."""
+        if not isinstance(node, dict):
+            return ""
+        if isinstance(node.get("description"), str):
+            return str(node["description"])
+        values = [b for b, _ in self.branches(node) if b.get("type") != "null"]
+        if len(values) == 1 and values[0] is not node:
+            text = values[0].get("description")
+            return text if isinstance(text, str) else ""
+        return ""
+
+    def array_items(self, node: Any) -> Any:
         arrays = [b for b, _ in self.branches(node) if b.get("type") == "array"]
         if len(arrays) == 1 and isinstance(arrays[0].get("items"), dict):
             return arrays[0]["items"]
@@ -364,20 +376,26 @@ def _result(schema: _Schema, tool: dict[str, Any]) -> list[str]:
     lines = ["### Result", ""]
     type_text = schema.type_text(node)
     rows = schema.rows(node)
+    items = schema.array_items(node)
+    item_rows = schema.rows(items) if items is not None and not rows else []
     if type_text == "null":
         lines.append("Nothing: the result is `null`.")
     elif rows:
-        lines.append(
-            f"An {_html(type_text)}:" if type_text[0] in "aeiou" else f"A {_html(type_text)}:"
-        )
-        lines.append("")
+        lines += [f"{_article(type_text)} {_html(type_text)}:", ""]
         lines += _field_table(rows, result=True)
+    elif item_rows:
+        lines += [f"{_article(type_text)} {_html(type_text)}; each item:", ""]
+        lines += _field_table(item_rows, result=True)
     else:
         constraints = schema.constraints(node)
         more = f" ({_html(constraints)})" if constraints else ""
         lines.append(f"{_html(type_text[0].upper() + type_text[1:])}{more}.")
     lines.append("")
     return lines
+
+
+def _article(text: str) -> str:
+    return "An" if text[:1] in ("a", "e", "i", "o", "u") else "A"
 
 
 def _summary(tool: dict[str, Any]) -> str:

@@ -105,7 +105,8 @@ def test_shapes_of_the_shop_app() -> None:
     assert any(r.startswith("| `children` | array of Node") and "recursive" in r for r in rows)
     assert not any(r.startswith("| `children[].") for r in rows)  # recursion is not unrolled
     assert "| `[]`" not in text
-    assert "An array of object (Saved):" not in text
+    assert "An array of object (Saved); each item:" in text
+    assert "| `owner` | object (Owner) or null | no | — | `null` | Who owns the record. |" in rows
     assert "never starts or opens the app" in text.lower()
     assert text == docs_markdown(manifest)  # deterministic
 
