@@ -198,7 +198,7 @@ def field_name(pointer: str) -> str:
 
 
 def _version(manifest: dict[str, Any], role: str) -> Version:
-    text = manifest.get("app", {}).get("version")
+    text = _app(manifest).get("version")
     parsed = parse_version(text)
     if parsed is None:
         raise LineupError(
@@ -207,6 +207,11 @@ def _version(manifest: dict[str, Any], role: str) -> Version:
             exit_code=2,
         )
     return parsed
+
+
+def _app(manifest: Any) -> dict[str, Any]:
+    app = manifest.get("app") if isinstance(manifest, dict) else None
+    return app if isinstance(app, dict) else {}
 
 
 def _by_method(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -218,6 +223,10 @@ def _by_method(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _granted(app: dict[str, Any]) -> dict[str, Any]:
     perms = app.get("permissions")
     return perms if isinstance(perms, dict) else {}
@@ -225,7 +234,7 @@ def _granted(app: dict[str, Any]) -> dict[str, Any]:
 
 def _app_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     out: list[Change] = []
-    oa, na = old.get("app", {}), new.get("app", {})
+    oa, na = _app(old), _app(new)
     if oa.get("scope") != na.get("scope"):
         out.append(
             Change(
@@ -274,8 +283,8 @@ def _app_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
                     None, ptr, "permission_changed", True, f"permission {name!r} changed", was, now
                 )
             )
-    od = [d for d in oa.get("dependencies", []) if isinstance(d, str)]
-    nd = [d for d in na.get("dependencies", []) if isinstance(d, str)]
+    od = [d for d in _list(oa.get("dependencies")) if isinstance(d, str)]
+    nd = [d for d in _list(na.get("dependencies")) if isinstance(d, str)]
     for dep in sorted(set(nd) - set(od)):
         out.append(
             Change(
@@ -429,7 +438,7 @@ def diff_manifests(
         is_major_bump(ov, nv),
         old_source=old_source,
         new_source=new_source,
-        scope=str(new.get("app", {}).get("scope", "")),
+        scope=str(_app(new).get("scope", "")),
     )
     report.changes.extend(_app_changes(old, new))
     before, after = _by_method(old), _by_method(new)

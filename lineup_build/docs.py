@@ -126,8 +126,8 @@ class _Schema:
     def _one_type(self, node: Any, ref: str | None, seen: frozenset[str]) -> str:
         name = ref.rsplit("/", 1)[-1] if ref else None
         types = node.get("type")
-        if isinstance(types, list):
-            return " or ".join(str(t) for t in types)
+        if isinstance(types, list) and types:
+            return " or ".join(dict.fromkeys(str(t) for t in types))
         if "const" in node:
             return f"{_json(node['const'])} (constant)"
         if types == "array" or (types is None and "items" in node):
@@ -325,7 +325,8 @@ def _long_running(tool: dict[str, Any]) -> str:
     if tool.get("delivery") == "runtime":
         return "no — the runtime answers at once with the result."
     timeout = tool.get("timeout_s")
-    limit = f", within {timeout:g} s (`timeout_s`; later is `handler_timeout`)" if timeout else ""
+    number = isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
+    limit = f", within {timeout:g} s (`timeout_s`; later is `handler_timeout`)" if number else ""
     return f"no — one answer: the result or an error when the handler returns{limit}."
 
 
@@ -394,6 +395,10 @@ def _result(schema: _Schema, tool: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _article(text: str) -> str:
     return "An" if text[:1] in ("a", "e", "i", "o", "u") else "A"
 
@@ -406,15 +411,15 @@ def _summary(tool: dict[str, Any]) -> str:
 
 def docs_markdown(manifest: dict[str, Any]) -> str:
     """The Markdown reference of `manifest` (deterministic: same manifest, same bytes)."""
-    app = manifest.get("app", {})
+    app: dict[str, Any] = manifest["app"] if isinstance(manifest.get("app"), dict) else {}
     scope, name, version = app.get("scope", ""), app.get("name", ""), app.get("version", "")
     tools = sorted(
-        (t for t in manifest.get("tools", []) if isinstance(t, dict)),
+        (t for t in _list(manifest.get("tools")) if isinstance(t, dict)),
         key=lambda t: str(t.get("method")),
     )
-    perms = app.get("permissions") if isinstance(app.get("permissions"), dict) else {}
+    perms: dict[str, Any] = app["permissions"] if isinstance(app.get("permissions"), dict) else {}
     granted = sorted(k for k, v in perms.items() if v is True)
-    deps = [d for d in app.get("dependencies", []) if isinstance(d, str)]
+    deps = [d for d in _list(app.get("dependencies")) if isinstance(d, str)]
     lines = [
         f"# {_html(name)} ({_code(str(scope))}) {_html(version)}",
         "",

@@ -265,6 +265,9 @@ class _Walk:
         if depth > _MAX_DEPTH or self.nodes > _MAX_NODES:
             self.add(ptr, "too_complex", "schema too deep or too large to compare; it differs")
             return
+        if not isinstance(old, dict | bool) or not isinstance(new, dict | bool):
+            self.add(ptr, "keyword_changed", "not a schema; its text changed", old, new)
+            return
         o, _ = self.resolve(old, 0)
         n, _ = self.resolve(new, 1)
         if isinstance(o, dict) and isinstance(n, dict):
