@@ -213,6 +213,7 @@ class _Walk:
         self.side = side
         self.out: list[SchemaChange] = []
         self.pairs: set[tuple[str, str, str, str]] = set()
+        self.notes: set[tuple[str, str, str, str]] = set()
         self.nodes = 0
 
     # --- reporting ---------------------------------------------------------------------
@@ -268,15 +269,28 @@ class _Walk:
         if not isinstance(old, dict | bool) or not isinstance(new, dict | bool):
             self.add(ptr, "keyword_changed", "not a schema; its text changed", old, new)
             return
-        o, _ = self.resolve(old, 0)
-        n, _ = self.resolve(new, 1)
-        if isinstance(o, dict) and isinstance(n, dict):
+        o, oref = self.resolve(old, 0)
+        n, nref = self.resolve(new, 1)
+        if isinstance(o, dict) and isinstance(n, dict) and self.first_notes(o, n, oref, nref):
             # A field that became `X | None` (or stopped being one) keeps its notes on the
             # union wrapper or on the model it points to; a note missing on the wrapper is
             # not a change.
             wrapper = _is_union(o) != _is_union(n)
             self.annotations(o, n, ptr, wrapper=wrapper)
         self.union(old, new, ptr, depth)
+
+    def first_notes(
+        self, o: dict[str, Any], n: dict[str, Any], oref: str | None, nref: str | None
+    ) -> bool:
+        """False when the same pair of models with the same notes was met before, so a
+        changed model description is reported where it is first met, not at every use."""
+        if oref is None or nref is None:
+            return True
+        key = (oref, nref, _canon(_notes(o)), _canon(_notes(n)))
+        if key in self.notes:
+            return False
+        self.notes.add(key)
+        return True
 
     def annotations(
         self, o: dict[str, Any], n: dict[str, Any], ptr: str, *, wrapper: bool = False
@@ -629,6 +643,10 @@ def resolve_schema(node: Any, root: Any) -> tuple[Any, str | None]:
             return False, ref
         node = {**(target if isinstance(target, dict) else {}), **rest}
     return node, ref
+
+
+def _notes(node: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in node.items() if k in _ANNOTATIONS or k in ("description", "default")}
 
 
 def _is_union(node: dict[str, Any]) -> bool:

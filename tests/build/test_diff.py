@@ -578,6 +578,12 @@ CASES = [
         True,
     ),
     Case(
+        "result_recursive_model_description_changed_once",
+        put(CAT, *NODE, "description", "A category."),
+        {(CAT, "/result_schema/description", "description_changed", False)},
+        True,
+    ),
+    Case(
         "result_recursive_model_tightened_inside",
         put(CAT, *NODE, "properties", "children", "maxItems", 50),
         {(CAT, f"{OUT}/children/maxItems", "constraint_tightened", False)},
