@@ -390,6 +390,12 @@ CASES = [
         True,
     ),
     Case(
+        "input_pattern_added",
+        put(SEARCH, *P, "query", "pattern", "^[a-z]+$"),
+        {(SEARCH, f"{IN}/query/pattern", "constraint_tightened", True)},
+        False,
+    ),
+    Case(
         "input_enum_value_removed_through_ref",
         drop(ADD, "input_schema", "$defs", "Priority", "enum", "high"),
         {(ADD, f"{IN}/priority/enum", "enum_value_removed", True)},
@@ -542,6 +548,13 @@ CASES = [
         put(ADD, *R, "id", "pattern", "^[0-9a-f]+$"),
         {(ADD, f"{OUT}/id/pattern", "constraint_tightened", False)},
         True,
+    ),
+    Case(
+        "result_pattern_changed",
+        put(ADD, *R, "id", "pattern", "^[a-z]+$"),
+        {(ADD, f"{OUT}/id/pattern", "constraint_changed", True)},
+        False,
+        old_edit=put(ADD, *R, "id", "pattern", "^[0-9a-f]+$"),
     ),
     Case(
         "result_additional_properties_opened",
@@ -702,6 +715,57 @@ def test_pair(case: Case) -> None:
     assert (report.verdict() is None) is case.ok
     doc = json.loads(json.dumps(report.to_dict()))
     assert doc["ok"] is case.ok and doc["breaking"] == sum(1 for e in case.expect if e[3])
+
+
+BOUNDED = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string", "minLength": 2, "maxLength": 10},
+        "n": {"type": "integer", "minimum": 2, "maximum": 10},
+        "a": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 10},
+    },
+    "required": ["s", "n", "a"],
+    "additionalProperties": False,
+}
+TIGHT, LOOSE = "constraint_tightened", "constraint_loosened"
+BOUNDS = [
+    ("minLength", "s", 3, "up", TIGHT),
+    ("minLength", "s", 1, "down", LOOSE),
+    ("maxLength", "s", 5, "down", TIGHT),
+    ("maxLength", "s", 20, "up", LOOSE),
+    ("minimum", "n", 3, "up", TIGHT),
+    ("minimum", "n", 1, "down", LOOSE),
+    ("maximum", "n", 5, "down", TIGHT),
+    ("maximum", "n", 20, "up", LOOSE),
+    ("minItems", "a", 3, "up", TIGHT),
+    ("minItems", "a", 1, "down", LOOSE),
+    ("maxItems", "a", 5, "down", TIGHT),
+    ("maxItems", "a", 20, "up", LOOSE),
+]
+
+
+@pytest.mark.parametrize("side", ["input_schema", "result_schema"])
+@pytest.mark.parametrize(
+    ("keyword", "prop", "value", "direction", "kind"),
+    BOUNDS,
+    ids=[f"{k}_{d}" for k, _, _, d, _ in BOUNDS],
+)
+def test_bounds_in_both_directions(
+    side: str, keyword: str, prop: str, value: int, direction: str, kind: str
+) -> None:
+    """SPEC 11: minLength/minimum/minItems up and maxLength/maximum/maxItems down tighten;
+    tightening breaks inputs, loosening breaks results."""
+    old = base_manifest()
+    tool(old, SEARCH)[side] = json.loads(json.dumps(BOUNDED))
+    new = edited(old)
+    new["app"]["version"] = "1.5.0"
+    tool(new, SEARCH)[side]["properties"][prop][keyword] = value
+    report = diff_manifests(old, new)
+    breaking = (kind == TIGHT) if side == "input_schema" else (kind == LOOSE)
+    assert [(c.pointer, c.kind, c.breaking) for c in report.changes] == [
+        (f"/{side}/properties/{prop}/{keyword}", kind, breaking)
+    ]
+    assert report.ok is not breaking
 
 
 def test_every_breaking_kind_is_covered_on_both_sides() -> None:
