@@ -770,7 +770,7 @@ def test_bounds_in_both_directions(
 
 def test_every_breaking_kind_is_covered_on_both_sides() -> None:
     """Each schema rule appears in the table for inputs and for results."""
-    from lineup_build.schema_diff import RULES
+    from lineup_build.diff import RULES
 
     seen: dict[str, set[str]] = {}
     for case in CASES:

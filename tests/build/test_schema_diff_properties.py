@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lineup_build.diff import INPUT, RESULT, RULES, compare_schemas
 from lineup_build.docs import docs_markdown
-from lineup_build.schema_diff import INPUT, RESULT, RULES, compare_schemas
 
 _NAMES = st.sampled_from(["a", "b", "c~/d", ""])
 _SCALARS = st.one_of(
