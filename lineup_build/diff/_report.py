@@ -66,6 +66,7 @@ class DiffReport:
         changes: Every change, app changes first, then tools by method.
         old_source: Where OLD came from (a path, for reports).
         new_source: Where NEW came from.
+        scope: NEW's app scope.
     """
 
     old_version: str
