@@ -74,13 +74,23 @@ def test_cli_writes_the_file_and_prints_without_out(
     assert capsys.readouterr().out == target.read_text(encoding="utf-8")
 
 
-def test_out_naming_a_folder_is_refused(
-    project: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("where", ["folder", "missing_parent"])
+def test_an_unwritable_out_is_refused(
+    project: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
+    out = tmp_path if where == "folder" else tmp_path / "no" / "TOOLS.md"
     with pytest.raises(SystemExit) as exc:
-        main(["docs", str(project["todo"]), "--out", str(tmp_path), "--json"])
+        main(["docs", str(project["todo"]), "--out", str(out), "--json"])
     assert exc.value.code == 2
     assert '"output_unwritable"' in capsys.readouterr().out
+
+
+def test_docs_of_a_missing_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["docs", str(tmp_path / "nope")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "input_not_found" in err and "Traceback" not in err
 
 
 def test_shapes_of_the_shop_app() -> None:
