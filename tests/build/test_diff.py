@@ -239,6 +239,37 @@ CASES = [
         new="1.4.3",
         old_edit=put(None, "app", "permissions", {"network": True}),
     ),
+    Case(
+        "permission_with_an_unknown_value",
+        put(None, "app", "permissions", {"network": "maybe"}),
+        {(None, "/app/permissions/network", "permission_changed", True)},
+        False,
+    ),
+    Case(
+        "app_scope_changed",
+        put(None, "app", "scope", "store"),
+        {(None, "/app/scope", "app_scope_changed", True)},
+        False,
+    ),
+    Case(
+        "dependency_added",
+        put(None, "app", "dependencies", ["requests>=2"]),
+        {(None, "/app/dependencies", "dependency_added", False)},
+        True,
+    ),
+    Case(
+        "dependency_removed",
+        lambda m: None,
+        {(None, "/app/dependencies", "dependency_removed", False)},
+        True,
+        old_edit=put(None, "app", "dependencies", ["requests>=2"]),
+    ),
+    Case(
+        "unknown_tool_field_changed",
+        put(ADD, "x_future", 1),
+        {(ADD, "/x_future", "tool_field_changed", True)},
+        False,
+    ),
     # --- input: what Agents send --------------------------------------------------------------
     Case(
         "input_required_property_added",
@@ -414,6 +445,27 @@ CASES = [
         False,
     ),
     Case(
+        "input_enum_removed",
+        lambda m: None,
+        {(SEARCH, f"{IN}/query/enum", "enum_removed", False)},
+        True,
+        old_edit=put(SEARCH, *P, "query", "enum", ["a", "b"]),
+    ),
+    Case(
+        "input_parameter_description_changed",
+        put(ADD, *P, "quantity", "description", "How many copies."),
+        {(ADD, f"{IN}/quantity/description", "description_changed", False)},
+        True,
+        new="1.4.3",
+    ),
+    Case(
+        "input_parameter_title_changed",
+        put(ADD, *P, "title", "title", "Name"),
+        {(ADD, f"{IN}/title/title", "annotation_changed", False)},
+        True,
+        new="1.4.3",
+    ),
+    Case(
         "input_additional_properties_opened",
         put(ADD, "input_schema", "additionalProperties", True),
         {(ADD, "/input_schema/additionalProperties", "additional_properties_opened", False)},
@@ -530,6 +582,32 @@ CASES = [
         put(CANCEL, *R, "status", {"type": "string"}),
         {(CANCEL, f"{OUT}/status/enum", "enum_removed", True)},
         False,
+    ),
+    Case(
+        "result_enum_added",
+        put(ADD, *R, "id", "enum", ["a", "b"]),
+        {(ADD, f"{OUT}/id/enum", "enum_added", False)},
+        True,
+    ),
+    Case(
+        "result_unknown_keyword_changed",
+        put(ADD, *R, "id", "not", {"const": ""}),
+        {(ADD, f"{OUT}/id/not", "keyword_changed", True)},
+        False,
+    ),
+    Case(
+        "result_field_description_changed",
+        put(ADD, *R, "id", "description", "The id."),
+        {(ADD, f"{OUT}/id/description", "description_changed", False)},
+        True,
+        new="1.4.3",
+    ),
+    Case(
+        "result_model_title_changed",
+        put(ADD, "result_schema", "title", "Stored"),
+        {(ADD, "/result_schema/title", "annotation_changed", False)},
+        True,
+        new="1.4.3",
     ),
     Case(
         "result_constraint_loosened",
@@ -847,16 +925,18 @@ def test_mutually_recursive_models_end_and_report_once() -> None:
     ]
 
 
-def test_deep_nesting_does_not_exhaust_the_stack() -> None:
+@pytest.mark.parametrize("side", ["input_schema", "result_schema"])
+def test_deep_nesting_does_not_exhaust_the_stack(side: str) -> None:
     deep: dict[str, Any] = {"type": "string"}
     for _ in range(150):
         deep = {"type": "object", "properties": {"n": deep}}
     old = base_manifest()
     new = edited(old)
-    tool(old, CAT)["result_schema"] = deep
-    tool(new, CAT)["result_schema"] = json.loads(json.dumps(deep).replace('"string"', '"integer"'))
+    tool(old, CAT)[side] = deep
+    tool(new, CAT)[side] = json.loads(json.dumps(deep).replace('"string"', '"integer"'))
     report = diff_manifests(old, new)
-    assert [c.kind for c in report.changes] == ["too_complex"] and not report.ok
+    assert [(c.kind, c.breaking) for c in report.changes] == [("too_complex", True)]
+    assert not report.ok
 
 
 @pytest.mark.parametrize(
