@@ -19,6 +19,14 @@ app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]
+SandboxOpt = Annotated[
+    str,
+    typer.Option(
+        "--sandbox",
+        help="How to contain the entry's import: best_effort, required (refuse without "
+        "containment) or off (debugging).",
+    ),
+]
 PathArg = Annotated[Path, typer.Argument(help="The MiniApp project folder.")]
 
 
@@ -66,13 +74,15 @@ def init(
 def check(
     path: PathArg = Path("."),
     strict: Annotated[bool, typer.Option(help="Fail on warnings too.")] = False,
+    sandbox: SandboxOpt = "best_effort",
     as_json: JsonOpt = False,
 ) -> None:
     """Check declarations without building (fast; for editors and pre-commit)."""
     from lineup_build import _render
     from lineup_build.build import check_project
+    from lineup_sdk.sandbox import check_mode
 
-    result = check_project(path)
+    result = check_project(path, sandbox=check_mode(sandbox))
     ok = result.ok(strict=strict)
     if as_json:
         _render.emit_json(
@@ -104,13 +114,22 @@ def build(
     ] = False,
     out: Annotated[Path | None, typer.Option(help="Output folder (default: PATH/dist).")] = None,
     strict: Annotated[bool, typer.Option(help="Fail on warnings too.")] = False,
+    sandbox: SandboxOpt = "best_effort",
     as_json: JsonOpt = False,
 ) -> None:
     """Build the signed, deterministic bundle `dist/<scope>-<version>.lineup`."""
     from lineup_build import _render
     from lineup_build.build import build_project
+    from lineup_sdk.sandbox import check_mode
 
-    result = build_project(path, key_file=key, dev_key=dev_key, out_dir=out, strict=strict)
+    result = build_project(
+        path,
+        key_file=key,
+        dev_key=dev_key,
+        out_dir=out,
+        strict=strict,
+        sandbox=check_mode(sandbox),
+    )
     if as_json:
         _render.emit_json(result.to_dict())
     else:
@@ -160,10 +179,15 @@ def keygen(
 
 
 def _register_optional() -> None:
-    """Commands that live in their own modules (verify/trust/inspect, run)."""
+    """Commands that live in their own modules (verify/trust/inspect, run, serve, diff/docs)."""
     import importlib
 
-    for name in ("lineup_build._cli_verify", "lineup_build._cli_run", "lineup_build._cli_diff"):
+    for name in (
+        "lineup_build._cli_verify",
+        "lineup_build._cli_run",
+        "lineup_build._cli_serve",
+        "lineup_build._cli_diff",
+    ):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

@@ -126,6 +126,13 @@ def register(app: typer.Typer) -> None:
         verbose: Annotated[
             bool, typer.Option("--verbose", "-v", help="Show the worker log.")
         ] = False,
+        sandbox: Annotated[
+            str,
+            typer.Option(
+                help="Contain MiniApp code: best_effort, required (refuse without "
+                "containment) or off (debugging)."
+            ),
+        ] = "best_effort",
     ) -> None:
         """Simulate a MiniApp: install it into an embedded runtime and play a scenario."""
         from lineup_build import _render
@@ -143,9 +150,18 @@ def register(app: typer.Typer) -> None:
                 hint="pass --scenario FILE (see the README's scenario format)",
                 exit_code=2,
             )
+        from lineup_sdk.sandbox import check_mode, describe
+
+        check_mode(sandbox)
         plan = load_scenario(scenario) if scenario is not None else None
-        sim = open_simulation(target, db=db, trust=trust, policy=host, scenario=plan)
+        sim = open_simulation(
+            target, db=db, trust=trust, policy=host, scenario=plan, sandbox=sandbox
+        )
         try:
+            rt = sim.runtime()
+            sys.stderr.write(describe(rt.sandbox) + "\n")
+            perms = sorted({p for a in rt.apps() for p in a.get("permissions", [])})
+            sys.stderr.write(f"permissions granted: {', '.join(perms) or 'none'}\n")
             if plan is None:
                 _interactive(sim, as_json)
                 return

@@ -18,6 +18,13 @@ StoreOpt = Annotated[
     ),
 ]
 DEFAULT_STORE = Path("trust.toml")
+SandboxOpt = Annotated[
+    str,
+    typer.Option(
+        "--sandbox",
+        help="How to contain the source's import for --source: best_effort, required or off.",
+    ),
+]
 
 
 def verify(
@@ -27,14 +34,18 @@ def verify(
         Path | None,
         typer.Option("--source", help="Also fail unless a fresh build of DIR gives this manifest."),
     ] = None,
+    sandbox: SandboxOpt = "best_effort",
     as_json: JsonOpt = False,
 ) -> None:
     """Verify a bundle: archive, signature, trust, manifest, files (runs no bundle code)."""
     from lineup_build import _render
     from lineup_build.trust import TrustStore
     from lineup_build.verify import check_bundle
+    from lineup_sdk.sandbox import check_mode
 
-    report = check_bundle(bundle, TrustStore.load(trust), source=source)
+    report = check_bundle(
+        bundle, TrustStore.load(trust), source=source, sandbox=check_mode(sandbox)
+    )
     if as_json:
         _render.emit_json(report.to_dict())
     else:
@@ -76,19 +87,25 @@ def trust_add(
         list[str], typer.Option("--scope", help="App scope the key may sign for ('*' = any).")
     ],
     label: Annotated[str | None, typer.Option(help="Who holds the key.")] = None,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option("--allow", help="A permission apps signed by the key may have (network)."),
+    ] = None,
     store: StoreOpt = DEFAULT_STORE,
     as_json: JsonOpt = False,
 ) -> None:
-    """Trust an Ed25519 public key for one or more app scopes."""
+    """Trust an Ed25519 public key for one or more app scopes (and, with --allow, the
+    permissions its apps may ask for)."""
     from lineup_build import _render
     from lineup_build.trust import trust_add as add
 
-    key = add(store, pubkey, scope, label)
+    key = add(store, pubkey, scope, label, allow or [])
     doc = {"ok": True, "store": str(store), **_key_doc(key, "trusted")}
     if as_json:
         _render.emit_json(doc)
         return
-    _render.line(f"trusted [bold]{key.key_id}[/] for {', '.join(key.scopes)} in {store}")
+    granted = f", allowing {', '.join(key.allow)}" if key.allow else ""
+    _render.line(f"trusted [bold]{key.key_id}[/] for {', '.join(key.scopes)}{granted} in {store}")
 
 
 @trust_app.command("revoke")
@@ -136,6 +153,7 @@ def _key_doc(key: Any, status: str) -> dict[str, Any]:
         "key_id": key.key_id,
         "public_key": b64encode(key.public_raw),
         "scopes": list(key.scopes),
+        "allow": list(key.allow),
         "label": key.label,
         "status": status,
     }

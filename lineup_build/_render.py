@@ -64,15 +64,20 @@ def tools_table(tools: list[dict[str, Any]], title: str, *, limit: int = TOOLS_T
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for col in ("method", "activation", "delivery", "long-running"):
+    for col in ("method", "activation", "delivery", "long-running", "hints"):
         table.add_column(col)
     ordered = sorted(tools, key=lambda t: t["method"])
     for t in ordered[:limit]:
+        hints = ", ".join(k if v else f"not {k}" for k, v in sorted(t.get("hints", {}).items()))
         table.add_row(
-            t["method"], t["activation"], t["delivery"], "yes" if t.get("long_running") else "no"
+            t["method"],
+            t["activation"],
+            t["delivery"],
+            "yes" if t.get("long_running") else "no",
+            hints,
         )
     if len(ordered) > limit:
-        table.add_row(f"… and {len(ordered) - limit} more (--json lists all)", "", "", "")
+        table.add_row(f"… and {len(ordered) - limit} more (--json lists all)", "", "", "", "")
     _console().print(table)
 
 
@@ -154,6 +159,7 @@ def inspect_report(report: Any) -> None:
         rows += [
             ("app", f"{app['scope']} {app['version']} ({app['name']})"),
             ("entry", app["entry"]),
+            ("permissions", ", ".join(sorted(app.get("permissions", {}))) or "none"),
         ]
         rows.append(("sdk", report.manifest["sdk"]["version"]))
     signature = doc["signature"] + (f" ({doc['signer_label']})" if doc["signer_label"] else "")
@@ -169,11 +175,17 @@ def inspect_report(report: Any) -> None:
 def trust_keys(doc: dict[str, Any]) -> None:
     """`lineup trust list`: every key with its scopes, label and status."""
     rows = [
-        [k["key_id"], ", ".join(k["scopes"]), _esc(k["label"] or ""), k["status"]]
+        [
+            k["key_id"],
+            ", ".join(k["scopes"]),
+            ", ".join(k["allow"]) or "-",
+            _esc(k["label"] or ""),
+            k["status"],
+        ]
         for k in doc["keys"]
     ]
-    rows += [[kid, "", "", "revoked"] for kid in doc["revoked_unknown"]]
-    table(["key id", "scopes", "label", "status"], rows, title=_esc(doc["store"]))
+    rows += [[kid, "", "", "", "revoked"] for kid in doc["revoked_unknown"]]
+    table(["key id", "scopes", "allow", "label", "status"], rows, title=_esc(doc["store"]))
 
 
 def _short(value: Any) -> str:

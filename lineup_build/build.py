@@ -5,8 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +50,7 @@ class CheckResult:
     tools: list[dict[str, Any]] = field(default_factory=list)
     files: list[IncludedFile] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    sandbox: dict[str, Any] | None = None  # what the extractor's sandbox enforced
 
     def ok(self, *, strict: bool = False) -> bool:
         return not has_errors(self.diagnostics, strict=strict)
@@ -79,6 +78,7 @@ class BuildResult:
             "manifest_sha256": self.manifest_sha256,
             "key_id": self.key_id,
             "diagnostics": [d.to_dict() for d in self.diagnostics],
+            "sandbox": self.check.sandbox,
         }
 
 
@@ -87,8 +87,17 @@ def bundle_name(config: ProjectConfig) -> str:
     return f"{config.scope}-{config.version}.lineup"
 
 
-def _extract(config: ProjectConfig, files: list[IncludedFile]) -> dict[str, Any]:
-    """Stage the included files and import the entry in a fresh subprocess."""
+def _extract(
+    config: ProjectConfig, files: list[IncludedFile], *, sandbox: str = "best_effort"
+) -> dict[str, Any]:
+    """Stage the included files and import the entry in a fresh, sandboxed subprocess.
+
+    The subprocess sees the staged files, the Python installation and nothing of this
+    process: no signing key, no environment beyond an allow-list, no network, no process
+    of its own that outlives it (SPEC 8).
+    """
+    from lineup_sdk.sandbox import Sandbox, run_bounded
+
     with tempfile.TemporaryDirectory(prefix="lineup-stage-") as tmp:
         stage = Path(tmp) / "app"
         for f in files:
@@ -96,30 +105,26 @@ def _extract(config: ProjectConfig, files: list[IncludedFile]) -> dict[str, Any]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(f.data)
         stage.mkdir(exist_ok=True)
-        out = Path(tmp) / "registry.json"
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", LINEUP_SDK_COLLECT="1")
-        env.pop("PYTHONPATH", None)
-        cmd = [sys.executable, "-m", "lineup_sdk._extract", str(stage), config.entry, str(out)]
-        try:
-            proc = subprocess.run(
-                cmd,
-                cwd=stage,
-                env=env,
-                capture_output=True,
-                timeout=IMPORT_TIMEOUT_S,
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
+        box = Sandbox(sandbox, stage)
+        run = run_bounded(
+            box,
+            "lineup_sdk._extract",
+            [str(stage), config.entry],
+            cwd=stage,
+            env={"LINEUP_SDK_COLLECT": "1"},
+            timeout_s=IMPORT_TIMEOUT_S,
+        )
+        if run.timed_out:
             return _failure(
                 f"importing {config.entry!r} did not finish in {IMPORT_TIMEOUT_S:.0f} s"
             )
-        if not out.exists():
-            tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
+        try:
+            data: dict[str, Any] = json.loads(run.result)
+        except ValueError:
+            tail = run.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
             return _failure(
-                f"the import subprocess exited with status {proc.returncode}: " + " | ".join(tail)
+                f"the import subprocess exited with status {run.returncode}: " + " | ".join(tail)
             )
-        data: dict[str, Any] = json.loads(out.read_text("utf-8"))
         return data
 
 
@@ -133,8 +138,11 @@ def _failure(message: str) -> dict[str, Any]:
     }
 
 
-def check_project(root: Path, *, out_dir: Path | None = None) -> CheckResult:
-    """Steps 1–3 of the build: load the config, import the entry, report every problem."""
+def check_project(
+    root: Path, *, out_dir: Path | None = None, sandbox: str = "best_effort"
+) -> CheckResult:
+    """Steps 1–3 of the build: load the config, import the entry (sandboxed as `sandbox`
+    says: `best_effort`, `required` or `off`), report every problem."""
     root = root.resolve()
     config, diags = load_config(root)
     result = CheckResult(root, config, diagnostics=diags)
@@ -157,7 +165,8 @@ def check_project(root: Path, *, out_dir: Path | None = None) -> CheckResult:
                 hint='include the entry package, e.g. include = ["my_app/**/*.py"]',
             )
         )
-    extracted = _extract(config, files)
+    extracted = _extract(config, files, sandbox=sandbox)
+    result.sandbox = extracted.get("sandbox")
     for problem in extracted["problems"]:
         if problem["code"] == "entry_import_failed" and not problem.get("location"):
             # nothing in the app's own files to point at: blame the `entry` key
@@ -182,12 +191,14 @@ def check_project(root: Path, *, out_dir: Path | None = None) -> CheckResult:
     return result
 
 
-def source_manifest(root: Path) -> tuple[dict[str, Any] | None, CheckResult]:
+def source_manifest(
+    root: Path, *, sandbox: str = "best_effort"
+) -> tuple[dict[str, Any] | None, CheckResult]:
     """The manifest a build of `root` would sign (no key needed, nothing written).
 
     Returns None for the manifest when the project has errors; see the check's diagnostics.
     """
-    check = check_project(root)
+    check = check_project(root, sandbox=sandbox)
     if not check.ok() or check.config is None:
         return None, check
     return build_manifest(check.config, check.tools, check.files), check
@@ -243,6 +254,7 @@ def build_project(
     out_dir: Path | None = None,
     strict: bool = False,
     epoch: int | None = None,
+    sandbox: str = "best_effort",
 ) -> BuildResult:
     """Check the project and, when it is clean, write the signed bundle.
 
@@ -251,7 +263,8 @@ def build_project(
     """
     root = root.resolve()
     out = (out_dir or root / "dist").resolve()
-    check = check_project(root, out_dir=out)
+    check = check_project(root, out_dir=out, sandbox=sandbox)
+    # the key is read only now, in this process, after the extractor has exited
     key = signing_key
     if key is None:
         try:

@@ -21,7 +21,9 @@ _SEMVER = re.compile(
 )
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _DEPENDENCY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?\s*([<>=!~].*)?\Z")
-_KNOWN = {"scope", "name", "version", "entry", "include", "dependencies"}
+_KNOWN = {"scope", "name", "version", "entry", "include", "dependencies", "permissions"}
+#: `[app.permissions]` keys a project may set to true (SPEC 8).
+_PERMISSIONS = ("network",)
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class ProjectConfig:
     entry: str
     include: tuple[str, ...]
     dependencies: tuple[str, ...]
+    permissions: tuple[str, ...] = ()
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
 
     def where(self, key: str) -> Where:
@@ -178,6 +181,21 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
         )
     else:
         deps = tuple(sorted(d.strip() for d in deps_raw))
+    perms_raw = app.get("permissions", {})
+    if not isinstance(perms_raw, dict) or any(
+        k not in _PERMISSIONS or not isinstance(v, bool) for k, v in perms_raw.items()
+    ):
+        problems.append(
+            bad(
+                f"[app.permissions] = {perms_raw!r} is invalid",
+                "a table of permissions set to true or false; known: "
+                + ", ".join(_PERMISSIONS)
+                + " (e.g. network = true)",
+                key="app.permissions",
+            )
+        )
+        perms_raw = {}
+    perms = tuple(sorted(k for k, v in perms_raw.items() if v))
     if problems:
         return None, problems
     return (
@@ -189,6 +207,7 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
             entry=entry,
             include=tuple(include),
             dependencies=deps,
+            permissions=perms,
             lines=lines,
         ),
         [],

@@ -56,10 +56,15 @@ def build_manifest(
     }
     if config.dependencies:
         app["dependencies"] = list(config.dependencies)
+    if config.permissions:  # written only when something is granted: older bundles unchanged
+        app["permissions"] = dict.fromkeys(config.permissions, True)
     out_tools = []
     for tool in sorted(tools, key=lambda t: t["method"]):
         keys = _RUNTIME_TOOL_KEYS if tool["delivery"] == "runtime" else _SDK_TOOL_KEYS
-        out_tools.append({k: tool[k] for k in keys})
+        entry = {k: tool[k] for k in keys}
+        if tool.get("hints"):
+            entry["hints"] = dict(tool["hints"])
+        out_tools.append(entry)
     return {
         "manifest_version": MANIFEST_VERSION,
         "app": app,

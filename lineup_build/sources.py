@@ -17,6 +17,8 @@ from lineup_sdk.errors import LineupError
 
 __all__ = ["ManifestSource", "load_manifest"]
 
+_PATH_HINT = "pass a .lineup bundle or a MiniApp project folder (with lineup.toml)"
+
 
 @dataclass(frozen=True)
 class ManifestSource:
@@ -79,15 +81,16 @@ def load_manifest(path: Path, *, role: str = "input") -> ManifestSource:
         role: How error messages name the input (`OLD`, `NEW`, ...).
 
     Raises:
-        LineupError: `input_not_found`, the bundle's first problem (`bundle_unreadable`,
+        LineupError: `usage_invalid`, the bundle's first problem (`bundle_unreadable`,
             `manifest_invalid`, ...) or the project's first build error; exit status 2.
     """
     try:
         mode = path.stat().st_mode
     except OSError as exc:
         raise LineupError(
-            "input_not_found",
+            "usage_invalid",
             f"{role} {path}: {exc.strerror or 'cannot be read'}",
+            hint=_PATH_HINT,
             details={"path": str(path)},
             exit_code=2,
         ) from None
@@ -95,8 +98,9 @@ def load_manifest(path: Path, *, role: str = "input") -> ManifestSource:
         return _from_project(path, role)
     if not stat.S_ISREG(mode):
         raise LineupError(
-            "input_not_found",
+            "usage_invalid",
             f"{role} {path} is neither a regular file nor a folder",
+            hint=_PATH_HINT,
             details={"path": str(path)},
             exit_code=2,
         )

@@ -66,12 +66,20 @@ def _summary(diff: dict[str, list[str]]) -> str:
 
 
 def staleness_problem(
-    bundle_manifest: dict[str, Any], bundle_bytes: bytes, source: Path
+    bundle_manifest: dict[str, Any],
+    bundle_bytes: bytes,
+    source: Path,
+    *,
+    sandbox: str = "best_effort",
 ) -> LineupError | None:
-    """`stale_bundle` unless a fresh build of `source` gives the same manifest bytes."""
+    """`stale_bundle` unless a fresh build of `source` gives the same manifest bytes (its
+    import sandboxed as `sandbox` says; `sandbox_unavailable` when `required` cannot be)."""
     from lineup_build.build import source_manifest
 
-    fresh, check = source_manifest(source)
+    fresh, check = source_manifest(source, sandbox=sandbox)
+    refused = next((d for d in check.diagnostics if d.code == "sandbox_unavailable"), None)
+    if refused is not None:
+        return LineupError("sandbox_unavailable", refused.message, hint=refused.hint)
     if fresh is None:
         errors = [d.to_dict() for d in check.diagnostics if d.severity == "error"]
         return LineupError(

@@ -26,8 +26,10 @@ from lineup_build.signing import b64decode_canonical, b64encode, is_weak_public_
 from lineup_sdk.errors import LineupError
 
 __all__ = [
+    "PERMISSIONS",
     "TrustStore",
     "TrustedKey",
+    "dev_trust",
     "load_or_new",
     "parse_public_key",
     "read_public_key",
@@ -37,7 +39,9 @@ __all__ = [
 
 _SCOPE = re.compile(r"(?:\*|[a-z][a-z0-9_]*)\Z")
 _KEY_ID = re.compile(r"[0-9a-f]{32}\Z")
-_KEY_FIELDS = {"key_id", "public_key", "scopes", "label"}
+_KEY_FIELDS = {"key_id", "public_key", "scopes", "label", "allow"}
+#: Permissions a MiniApp may ask for in `[app.permissions]` (SPEC 8).
+PERMISSIONS = ("network",)
 _HEADER = "# LineUp trust store: keys allowed to sign bundles (edit with `lineup trust`).\n"
 
 
@@ -66,10 +70,35 @@ class TrustedKey:
     public_raw: bytes
     scopes: tuple[str, ...]
     label: str | None = None
+    allow: tuple[str, ...] = ()
 
     def allows(self, scope: str) -> bool:
         """Whether this key may sign bundles for `scope`."""
         return "*" in self.scopes or scope in self.scopes
+
+    def check_manifest(self, manifest: dict[str, Any]) -> None:
+        """The key may sign this manifest: its scope and every permission it asks for.
+
+        Raises:
+            LineupError: `scope_not_allowed` or `permission_not_allowed`.
+        """
+        scope = manifest["app"]["scope"]
+        if not self.allows(scope):
+            raise LineupError(
+                "scope_not_allowed",
+                f"key {self.key_id} may not sign for scope {scope!r} "
+                f"(allowed: {', '.join(self.scopes)})",
+            )
+        asked = sorted(k for k, v in manifest["app"].get("permissions", {}).items() if v)
+        refused = [p for p in asked if p not in self.allow]
+        if refused:
+            raise LineupError(
+                "permission_not_allowed",
+                f"{scope} asks for {', '.join(refused)}, which the trust store does not allow "
+                f"key {self.key_id} to grant",
+                hint=f"if you trust the app with it: lineup trust add KEY --scope {scope} "
+                + " ".join(f"--allow {p}" for p in refused),
+            )
 
 
 def _check_key(key: TrustedKey) -> None:
@@ -83,6 +112,18 @@ def _check_key(key: TrustedKey) -> None:
         raise LineupError(
             "trust_store_invalid", f"key {key.key_id}: scopes must be app scopes or '*'"
         )
+    if any(p not in PERMISSIONS for p in key.allow):
+        raise LineupError(
+            "trust_store_invalid",
+            f"key {key.key_id}: allow may hold only {', '.join(PERMISSIONS)}",
+        )
+
+
+def _check_allow(allow: list[str]) -> tuple[str, ...]:
+    for p in allow:
+        if p not in PERMISSIONS:
+            raise _usage(f"--allow {p!r}: a permission is one of {', '.join(PERMISSIONS)}")
+    return tuple(sorted(set(allow)))
 
 
 def _check_scopes(scopes: list[str]) -> tuple[str, ...]:
@@ -170,14 +211,23 @@ class TrustStore:
             lines.append(f"scopes = [{', '.join(_toml_str(s) for s in key.scopes)}]\n")
             if key.label is not None:
                 lines.append(f"label = {_toml_str(key.label)}\n")
+            if key.allow:
+                lines.append(f"allow = [{', '.join(_toml_str(p) for p in key.allow)}]\n")
         return "".join(lines)
 
     def save(self, path: Path) -> None:
         """Write the store atomically (a temporary file in the same folder, then rename)."""
         atomic_write(path, [self.dumps().encode("utf-8")])
 
-    def add(self, public_raw: bytes, scopes: list[str], label: str | None = None) -> TrustedKey:
-        """Trust `public_raw` for `scopes` (replacing the key's earlier scopes and label).
+    def add(
+        self,
+        public_raw: bytes,
+        scopes: list[str],
+        label: str | None = None,
+        allow: list[str] | None = None,
+    ) -> TrustedKey:
+        """Trust `public_raw` for `scopes`, granting the permissions in `allow`
+        (replacing the key's earlier scopes, label and permissions).
 
         Raises:
             LineupError: `weak_key`, `key_revoked`, or `trust_argument_invalid`.
@@ -193,7 +243,7 @@ class TrustStore:
                 f"key {kid} is revoked in this trust store",
                 hint="remove it from `revoked` by hand first if revoking it was a mistake",
             )
-        key = TrustedKey(kid, public_raw, _check_scopes(scopes), label)
+        key = TrustedKey(kid, public_raw, _check_scopes(scopes), label, _check_allow(allow or []))
         self.keys[kid] = key
         return key
 
@@ -240,7 +290,10 @@ def _parse_key(entry: Any, where: str, bad: Any) -> TrustedKey:
         raise bad(f"{where}.scopes must hold app scopes or '*'")
     if label is not None and not isinstance(label, str):
         raise bad(f"{where}.label must be a string")
-    return TrustedKey(kid, raw, tuple(scopes), label)
+    allow = entry.get("allow", [])
+    if not isinstance(allow, list) or any(p not in PERMISSIONS for p in allow):
+        raise bad(f"{where}.allow must be an array of permissions ({', '.join(PERMISSIONS)})")
+    return TrustedKey(kid, raw, tuple(scopes), label, tuple(sorted(set(allow))))
 
 
 def _toml_str(text: str) -> str:
@@ -297,6 +350,15 @@ def read_public_key(arg: str) -> bytes:
     return parse_public_key(arg)
 
 
+def dev_trust(public_raw: bytes, manifest: dict[str, Any]) -> TrustStore:
+    """The trust `lineup run`/`test`/`serve` give a project folder's own dev key: its app's
+    scope, and the permissions the project asks for (SPEC 8)."""
+    app = manifest["app"]
+    store = TrustStore()
+    store.add(public_raw, [app["scope"]], "project dev key", sorted(app.get("permissions", {})))
+    return store
+
+
 def load_or_new(path: Path) -> TrustStore:
     """The store at `path`, or an empty one when the file does not exist yet.
 
@@ -306,15 +368,22 @@ def load_or_new(path: Path) -> TrustStore:
     return TrustStore.load(path) if path.exists() else TrustStore()
 
 
-def trust_add(path: Path, pubkey: str, scopes: list[str], label: str | None = None) -> TrustedKey:
-    """`lineup trust add`: trust a key (PEM file, PEM text or base64) and save the store.
+def trust_add(
+    path: Path,
+    pubkey: str,
+    scopes: list[str],
+    label: str | None = None,
+    allow: list[str] | None = None,
+) -> TrustedKey:
+    """`lineup trust add`: trust a key (PEM file, PEM text or base64) for `scopes`, granting
+    the permissions in `allow`, and save the store.
 
     Raises:
         LineupError: `trust_argument_invalid`, `weak_key`, `key_revoked`,
             `trust_store_invalid`.
     """
     store = load_or_new(path)
-    key = store.add(read_public_key(pubkey), scopes, label)
+    key = store.add(read_public_key(pubkey), scopes, label, allow)
     store.save(path)
     return key
 

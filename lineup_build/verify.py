@@ -114,7 +114,15 @@ class VerifyReport:
 
 
 def _tool_summary(tool: dict[str, Any]) -> dict[str, Any]:
-    keys = ("method", "activation", "delivery", "long_running", "handler_key", "description")
+    keys = (
+        "method",
+        "activation",
+        "delivery",
+        "long_running",
+        "handler_key",
+        "description",
+        "hints",
+    )
     return {k: tool[k] for k in keys if k in tool}
 
 
@@ -224,7 +232,11 @@ def _check_files(
 
 
 def _run(
-    bundle: Path, trust: TrustStore | None, limits: Limits, source: Path | None
+    bundle: Path,
+    trust: TrustStore | None,
+    limits: Limits,
+    source: Path | None,
+    sandbox: str = "best_effort",
 ) -> tuple[VerifyReport, list[FileSlice]]:
     report = VerifyReport(bundle)
     try:
@@ -238,7 +250,7 @@ def _run(
     if source is not None and report.manifest is not None and report.manifest_bytes:
         from lineup_build.staleness import staleness_problem
 
-        stale = staleness_problem(report.manifest, report.manifest_bytes, source)
+        stale = staleness_problem(report.manifest, report.manifest_bytes, source, sandbox=sandbox)
         if stale is not None:
             report.problems.append(stale)
     return report, slices
@@ -271,15 +283,11 @@ def _checks(
         report.problems.extend(schema)
         return []
     report.manifest, report.manifest_bytes = doc, manifest_bytes
-    scope = doc["app"]["scope"]
-    if report.signer is not None and not report.signer.allows(scope):
-        report.problems.append(
-            LineupError(
-                "scope_not_allowed",
-                f"key {report.signer.key_id} may not sign for scope {scope!r} "
-                f"(allowed: {', '.join(report.signer.scopes)})",
-            )
-        )
+    if report.signer is not None:
+        try:
+            report.signer.check_manifest(doc)
+        except LineupError as exc:
+            report.problems.append(exc)
     report.problems.extend(tool_problems(doc))
     return _check_files(report, fh, archive, doc, limits)
 
@@ -290,14 +298,16 @@ def check_bundle(
     *,
     limits: Limits = Limits(),
     source: Path | None = None,
+    sandbox: str = "best_effort",
 ) -> VerifyReport:
     """Run every check and report; never raises for a problem with the bundle.
 
     With `trust=None` the signature is parsed but not checked (`signature="unchecked"`,
-    `ok` False): that is `lineup inspect` without `--trust`.
+    `ok` False): that is `lineup inspect` without `--trust`. `sandbox` contains the import
+    of `source` (`best_effort`, `required` or `off`).
     """
     try:
-        return _run(bundle, trust, limits, source)[0]
+        return _run(bundle, trust, limits, source, sandbox)[0]
     except OSError as exc:  # the file vanished or became unreadable mid-way
         report = VerifyReport(bundle)
         report.problems.append(LineupError("bundle_unreadable", f"cannot read {bundle}: {exc}"))

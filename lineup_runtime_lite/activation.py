@@ -78,19 +78,28 @@ class ActivationPart(CoreState):
 
     # -- activations ---------------------------------------------------------------------
     async def ensure_worker(self, scope: str, version: str) -> Worker:
-        """The running worker of an app version, started (with retries) if needed."""
+        """The running worker of an app version, started (with retries) if needed.
+
+        Raises:
+            WorkerError: the worker cannot start (`sandbox` when the mode refuses).
+            LineupError: the installed app fails its checks (`install_tampered`, trust).
+        """
         key = (scope, version)
         lock = self._worker_locks.setdefault(key, asyncio.Lock())
         async with lock:
             worker = self.workers.get(key)
             if worker is not None and not worker.dead:
                 return worker
+            if worker is not None:  # a recycled worker: its whole tree goes first
+                await worker.kill()
+                del self.workers[key]
             self.check_app(scope, version)
             manifest = installed_manifest(self.store, scope, version)
             row = self.store.one(
                 "SELECT dir FROM app_versions WHERE scope=? AND version=?", (scope, version)
             )
             assert row is not None
+            network = bool(manifest["app"].get("permissions", {}).get("network"))
             last: WorkerError | None = None
             for _ in range(WORKER_START_TRIES):
                 worker = Worker(
@@ -100,12 +109,18 @@ class ActivationPart(CoreState):
                     manifest["app"]["entry"],
                     self.logs_dir / f"{scope}-{version}.log",
                     self._session_request,
+                    options=self.worker_options,
+                    network=network,
                 )
                 try:
                     methods = await worker.start()
                 except WorkerError as exc:
+                    if exc.kind == "sandbox":
+                        raise  # the platform will not change on a retry
                     last = exc
                     continue
+                if worker.sandbox is not None:
+                    self.sandbox_report = worker.sandbox
                 expected = sorted(
                     t.method
                     for t in self.tools_of(scope, version).values()
@@ -146,15 +161,21 @@ class ActivationPart(CoreState):
         if act["worker_ready"]:
             await self.maybe_ready(act_id)
             return
+        try:  # trust at every activation: the key, its scopes and its `allow` now
+            self.check_trust(session["scope"], session["version"])
+        except LineupError as exc:
+            await self.end_activation(act_id, "failed", "app_untrusted", cause=exc.code)
+            return
         if any(t.delivery == "miniapp_sdk" for t in tools.values()):
             try:
                 await self.ensure_worker(session["scope"], session["version"])
             except WorkerError as exc:
                 reason = "method_mismatch" if exc.kind == "method_mismatch" else "worker_failed"
-                await self.end_activation(act_id, "failed", reason)
+                cause = "sandbox_unavailable" if exc.kind == "sandbox" else None
+                await self.end_activation(act_id, "failed", reason, cause=cause)
                 return
-            except LineupError:
-                await self.end_activation(act_id, "failed", "worker_failed")
+            except LineupError as exc:
+                await self.end_activation(act_id, "failed", "worker_failed", cause=exc.code)
                 return
         with self.store.transaction() as db:
             db.execute(
@@ -196,20 +217,30 @@ class ActivationPart(CoreState):
         self._publish(msgs)
         self.kick(act["app_session_id"])
 
-    async def end_activation(self, act_id: str, state: str, reason: str) -> bool:
+    async def end_activation(
+        self, act_id: str, state: str, reason: str, *, cause: str | None = None
+    ) -> bool:
         """Fail or cancel a `starting` activation; every waiting call gets its one answer.
 
-        Returns False (writing nothing) when the activation already left `starting`.
+        `cause` is the stable code behind a failure (say `install_tampered`), given to the
+        waiting calls in their error details. Returns False (writing nothing) when the
+        activation already left `starting`.
         """
         with self.store.transaction() as db:
-            msgs = self.end_activation_in(db, act_id, state, reason)
+            msgs = self.end_activation_in(db, act_id, state, reason, cause=cause)
         if msgs is None:
             return False
         self._publish(msgs)
         return True
 
     def end_activation_in(
-        self, db: sqlite3.Connection, act_id: str, state: str, reason: str
+        self,
+        db: sqlite3.Connection,
+        act_id: str,
+        state: str,
+        reason: str,
+        *,
+        cause: str | None = None,
     ) -> list[dict[str, Any]] | None:
         """`end_activation` inside the caller's transaction; None when it lost the race."""
         msgs: list[dict[str, Any]] = []
@@ -250,7 +281,7 @@ class ActivationPart(CoreState):
                     error=error_body(
                         stage,
                         f"the app's activation was {state} ({reason}); the call did not run",
-                        details={"reason": reason},
+                        details={"reason": reason, **({"cause": cause} if cause else {})},
                     ),
                 )
             record(db, final)

@@ -7,6 +7,7 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from lineup_runtime_lite import faults
@@ -127,16 +128,23 @@ class DeliveryPart(ActivationPart):
     ) -> None:
         """Send a call already committed as `delivered`; commit its one final answer."""
         faults.hit("deliver.before_send")
+        cap = secrets.token_urlsafe(24)
         ctx = {
             "call_id": call["call_id"],
             "app_scope": session["scope"],
             "app_session_id": session["app_session_id"],
             "conversation_id": session["conversation_id"],
-            "cap": self._cap_for(session),
+            "cap": cap,
+            "timeout_s": tool.timeout_s,
         }
         params = call["params"]
+        rid: int | None = None
         try:
-            fut = worker.send_delivery(tool.method, params, ctx)
+            rid, fut = worker.send_delivery(tool.method, params, ctx)
+            # the capability names this delivery's App session only, and only until it ends
+            self._caps[cap] = _Grant(
+                session["scope"], session["app_session_id"], session["conversation_id"], worker, rid
+            )
             # a timer on the loop instead of wait_for(shield(...)): no extra tasks per call
             timer = asyncio.get_running_loop().call_later(tool.timeout_s, _expire, fut)
             try:
@@ -144,7 +152,9 @@ class DeliveryPart(ActivationPart):
             finally:
                 timer.cancel()
         except TimeoutError:
-            worker.forget(fut)
+            self._caps.pop(cap, None)
+            if rid is not None:
+                worker.forget(rid)
             await self._finish(
                 call,
                 "error",
@@ -154,9 +164,11 @@ class DeliveryPart(ActivationPart):
             )
             return
         except WorkerError as exc:
+            self._caps.pop(cap, None)
             code = "worker_protocol_error" if exc.kind == "protocol" else "delivery_interrupted"
             await self._finish(call, "error", error=error_body(code, f"{tool.method}: {exc}"))
             return
+        self._caps.pop(cap, None)
         faults.hit("deliver.after_reply")
         if reply.get("ok"):
             result = reply.get("result")
@@ -203,23 +215,17 @@ class DeliveryPart(ActivationPart):
             self._publish([msg])
 
     # -- session data from workers -------------------------------------------------------
-    def _cap_for(self, session: sqlite3.Row) -> str:
-        sid = session["app_session_id"]
-        cap = self._session_caps.get(sid)
-        if cap is None:
-            cap = secrets.token_urlsafe(24)
-            self._session_caps[sid] = cap
-            self._caps[cap] = (session["scope"], sid, session["conversation_id"])
-        return cap
-
     async def _session_request(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
-        bound = self._caps.get(str(msg.get("cap")))
-        if bound is None or bound[0] != worker.scope:
+        grant = self._caps.get(msg["cap"])
+        if grant is None or grant.worker is not worker or grant.delivery != msg["d"]:
+            # a capability of another delivery, or of one that has ended: the asking
+            # delivery ends now, whatever its handler does next
+            worker.end_delivery(msg["d"], "the handler used a session capability it does not hold")
             return {
                 "ok": False,
                 "error": {"code": "worker_protocol_error", "message": "unknown session capability"},
             }
-        scope, sid, conv = bound
+        scope, sid, conv = grant.scope, grant.session_id, grant.conversation_id
         op = msg.get("op")
         try:
             if op == "get":
@@ -268,6 +274,17 @@ class DeliveryPart(ActivationPart):
         except Exception as exc:  # the pump ends a call left `delivered` (at most once)
             log.warning("delivery step failed: %s: %s", type(exc).__name__, exc)
         await self._pump(session["app_session_id"])
+
+
+@dataclass(frozen=True, slots=True)
+class _Grant:
+    """What one session-data capability allows: one delivery's App session."""
+
+    scope: str
+    session_id: str
+    conversation_id: str
+    worker: Worker
+    delivery: int
 
 
 def _expire(fut: asyncio.Future[Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -50,10 +51,12 @@ class Tool:
     input_schema: dict[str, Any]
     result_schema: Any
     handler_key: str | None
+    hints: tuple[tuple[str, bool], ...] = ()
 
     def inventory(self) -> dict[str, Any]:
-        """The Agent Inventory entry: no delivery internals, no handler keys."""
-        return {
+        """The Agent Inventory entry: no delivery internals, no handler keys; `hints`
+        only when the author set some."""
+        out = {
             "method": self.method,
             "app_scope": self.scope,
             "description": self.description,
@@ -62,6 +65,9 @@ class Tool:
             "activation": self.activation,
             "long_running": self.long_running,
         }
+        if self.hints:
+            out["hints"] = dict(self.hints)
+        return out
 
 
 def load_tools(scope: str, version: str, manifest: dict[str, Any]) -> list[Tool]:
@@ -79,6 +85,7 @@ def load_tools(scope: str, version: str, manifest: dict[str, Any]) -> list[Tool]
             input_schema=t["input_schema"],
             result_schema=t["result_schema"],
             handler_key=t.get("handler_key"),
+            hints=tuple(sorted(t.get("hints", {}).items())),
         )
         for t in manifest["tools"]
     ]
@@ -92,6 +99,7 @@ class InstallResult:
     version: str
     action: str
     key_id: str
+    permissions: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +107,7 @@ class InstallResult:
             "version": self.version,
             "action": self.action,
             "key_id": self.key_id,
+            "permissions": list(self.permissions),
         }
 
 
@@ -129,15 +138,26 @@ def _check_dependencies(manifest: dict[str, Any]) -> None:
 
 
 def install_verified(
-    store: Store, apps_dir: Path, bundle: VerifiedBundle, now_ms: int
+    store: Store, apps_dir: Path, bundle: VerifiedBundle, now_ms: int, *, dev_build: bool = False
 ) -> InstallResult:
-    """Install a bundle that `verify` produced; atomic on disk and in the database."""
+    """Install a bundle that `verify` produced; atomic on disk and in the database.
+
+    A `dev_build` whose scope and version are installed with another manifest is kept
+    beside that build as `<version>+dev.<sha256 prefix>` (same precedence, so never a
+    downgrade) instead of being refused; sessions pinned to the old build keep it.
+    """
     manifest = bundle.manifest
     scope, version = manifest["app"]["scope"], manifest["app"]["version"]
     digest = hashlib.sha256(bundle.manifest_bytes).hexdigest()
     same = store.one(
         "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?", (scope, version)
     )
+    if dev_build and same is not None and same["manifest_sha256"] != digest:
+        version = f"{version}{'.' if '+' in version else '+'}dev.{digest[:12]}"
+        same = store.one(
+            "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?",
+            (scope, version),
+        )
     if same is not None:
         if same["manifest_sha256"] != digest:
             raise LineupError(
@@ -146,7 +166,7 @@ def install_verified(
             )
         current = store.one("SELECT version FROM apps WHERE scope=?", (scope,))
         if current is not None and current["version"] == version:
-            return InstallResult(scope, version, "unchanged", bundle.key_id)
+            return InstallResult(scope, version, "unchanged", bundle.key_id, _permissions(manifest))
     current = store.one("SELECT version FROM apps WHERE scope=?", (scope,))
     if current is not None and compare_versions(version, current["version"]) < 0:
         raise LineupError(
@@ -178,7 +198,12 @@ def install_verified(
             "ON CONFLICT(scope) DO UPDATE SET version=excluded.version",
             (scope, version),
         )
-    return InstallResult(scope, version, "upgraded" if current else "installed", bundle.key_id)
+    action = "upgraded" if current else "installed"
+    return InstallResult(scope, version, action, bundle.key_id, _permissions(manifest))
+
+
+def _permissions(manifest: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(sorted(manifest["app"].get("permissions", {})))
 
 
 def installed_manifest(store: Store, scope: str, version: str) -> dict[str, Any]:
@@ -192,22 +217,60 @@ def installed_manifest(store: Store, scope: str, version: str) -> dict[str, Any]
     return out
 
 
-def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
-    """Before loading an installed app: its files still match the manifest, and its key is
-    still trusted.
+def check_trusted(store: Store, trust: Any, scope: str, version: str) -> None:
+    """The installed app's key is still trusted for its scope and its permissions.
 
     Raises:
-        LineupError: `install_tampered`, `key_revoked` or `untrusted_key`.
+        LineupError: `key_revoked`, `untrusted_key`, `scope_not_allowed`,
+            `permission_not_allowed`, or `install_tampered` when it is not installed.
     """
     row = store.one(
-        "SELECT manifest, key_id, dir FROM app_versions WHERE scope=? AND version=?",
+        "SELECT manifest, key_id FROM app_versions WHERE scope=? AND version=?",
         (scope, version),
     )
     if row is None:
         raise LineupError("install_tampered", f"{scope} {version} is not installed")
-    trust.lookup(row["key_id"])
+    trust.lookup(row["key_id"]).check_manifest(json.loads(row["manifest"]))
+
+
+def _unlisted(root: Path, listed: set[str]) -> str | None:
+    """The first file or folder under `root` that the manifest does not account for."""
+    folders = {p.rsplit("/", 1)[0] for p in listed if "/" in p}
+    folders |= {f.rsplit("/", i)[0] for f in folders for i in range(1, f.count("/") + 1)}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        for name in sorted(dirnames):
+            if prefix + name not in folders:
+                return prefix + name + "/"
+        for name in sorted(filenames):
+            if prefix + name not in listed:
+                return prefix + name
+    return None
+
+
+def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
+    """Before loading an installed app: its folder holds exactly the manifest's files, with
+    their hashes, and its key is still trusted for it.
+
+    Raises:
+        LineupError: `install_tampered`, `key_revoked`, `untrusted_key`,
+            `scope_not_allowed` or `permission_not_allowed`.
+    """
+    check_trusted(store, trust, scope, version)
+    row = store.one(
+        "SELECT manifest, dir FROM app_versions WHERE scope=? AND version=?", (scope, version)
+    )
+    assert row is not None
     manifest = json.loads(row["manifest"])
     root = Path(row["dir"])
+    stray = _unlisted(root, {e["path"] for e in manifest["files"]})
+    if stray is not None:
+        raise LineupError(
+            "install_tampered",
+            f"{scope} {version}: {stray} is in the install folder but not in the manifest",
+            hint="something planted a file or bytecode there; reinstall the app from its bundle",
+        )
     for entry in manifest["files"]:
         path = root / entry["path"]
         try:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,7 +17,9 @@ from lineup_runtime_lite.core import Core
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.install import InstallResult, install_verified
 from lineup_runtime_lite.store import Store
+from lineup_runtime_lite.workers import WorkerOptions
 from lineup_sdk.context import Snapshot
+from lineup_sdk.errors import LineupError
 
 __all__ = ["Outbox", "Runtime", "Surface"]
 
@@ -149,6 +152,9 @@ class Runtime:
         )
         self._timer: asyncio.TimerHandle | None = None
         self._tmp: Path | None = None
+        self._trust_path: Path | None = None
+        self._trust_stamp: tuple[int, int, int] | None = None
+        self._sandbox_mode = "best_effort"
         self._closed = False
 
     @classmethod
@@ -161,6 +167,11 @@ class Runtime:
         host: HostSimulator | None = None,
         apps_dir: str | Path | None = None,
         activation_timeout_s: float = 60.0,
+        sandbox: str = "best_effort",
+        worker_memory_mb: int = 1024,
+        worker_heartbeat_s: float = 5.0,
+        worker_log_max_bytes: int = 10 * 1024 * 1024,
+        worker_env: Mapping[str, str] | None = None,
     ) -> Runtime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
@@ -171,11 +182,42 @@ class Runtime:
             host: The Host simulator (default: `HostSimulator(policy="auto")`).
             apps_dir: Where installed apps are unpacked (default: next to the database).
             activation_timeout_s: Runtime-clock seconds before a starting activation fails.
+            sandbox: `best_effort` (contain workers as far as the platform allows, and
+                report it in `rt.sandbox`), `required` (refuse to start a worker without
+                file, network and process-tree containment: `sandbox_unavailable`) or
+                `off` (debugging only).
+            worker_memory_mb: Data-memory cap of each worker process.
+            worker_heartbeat_s: A worker whose loop does not answer a heartbeat this long
+                is recycled (real time).
+            worker_log_max_bytes: Each worker log is truncated, with a note, past this size.
+            worker_env: Extra environment variables for every worker (configuration an
+                operator chooses to give MiniApps; nothing of this process's environment
+                reaches a worker otherwise). Names are upper-case identifiers, never
+                `LINEUP_*` or `PYTHON*`.
+
+        Raises:
+            LineupError: `usage_invalid` for a bad option, `trust_store_invalid`,
+                `runtime_locked`, `store_schema_unsupported`.
         """
         from lineup_build.trust import TrustStore
+        from lineup_sdk.sandbox import check_mode
 
+        check_mode(sandbox)
+        if worker_memory_mb < 64 or worker_heartbeat_s <= 0 or worker_log_max_bytes < 0:
+            raise LineupError(
+                "usage_invalid",
+                "worker_memory_mb must be at least 64, worker_heartbeat_s positive and "
+                "worker_log_max_bytes not negative",
+            )
+        extra_env = _worker_env(worker_env)
         rt = cls()
-        rt.trust = trust if isinstance(trust, TrustStore) else TrustStore.load(Path(trust))
+        if isinstance(trust, TrustStore):
+            rt.trust = trust
+        else:
+            rt._trust_path = Path(trust)
+            rt._trust_stamp = _stamp(rt._trust_path)
+            rt.trust = TrustStore.load(rt._trust_path)
+        rt._sandbox_mode = sandbox
         rt.clock = clock or RealClock()
         try:
             store = Store(path)
@@ -202,6 +244,14 @@ class Runtime:
                 activation_timeout_s=activation_timeout_s,
                 host_intent=sim.on_intent,
                 check_app=rt._check_app,
+                check_trust=rt._check_trust,
+                worker_options=WorkerOptions(
+                    sandbox=sandbox,
+                    memory_mb=worker_memory_mb,
+                    heartbeat_s=worker_heartbeat_s,
+                    log_max_bytes=worker_log_max_bytes,
+                    env=extra_env,
+                ),
             )
             sim.bind(rt._core.host_event)
             rt.host = _HostPort(rt, sim)
@@ -273,21 +323,59 @@ class Runtime:
         self._run(go())
         self._settle()
 
+    def _current_trust(self) -> Any:
+        """The trust store, re-read when its file changed since it was last read."""
+        if self._trust_path is not None:
+            stamp = _stamp(self._trust_path)
+            if stamp != self._trust_stamp:
+                from lineup_build.trust import TrustStore
+
+                self.trust = TrustStore.load(self._trust_path)
+                self._trust_stamp = stamp
+        return self.trust
+
     def _check_app(self, scope: str, version: str) -> None:
         from lineup_runtime_lite.install import check_installed
 
-        check_installed(self._core.store, self.trust, scope, version)
+        check_installed(self._core.store, self._current_trust(), scope, version)
+
+    def _check_trust(self, scope: str, version: str) -> None:
+        from lineup_runtime_lite.install import check_trusted
+
+        check_trusted(self._core.store, self._current_trust(), scope, version)
+
+    @property
+    def sandbox(self) -> dict[str, Any]:
+        """What the sandbox enforces for workers here: `files`, `network`, `privileges`,
+        `process_tree`, `memory`, `tmp` (each a description, or None when not enforced),
+        `mode`, and `refused` (why `required` would refuse to start a worker, or None)."""
+        from lineup_sdk.sandbox import probe
+
+        report = self._core.sandbox_report
+        return dict(report) if report is not None else probe(self._sandbox_mode)
 
     # -- public API ----------------------------------------------------------------------
-    def install(self, bundle: str | Path) -> InstallResult:
-        """Verify a bundle against the trust store and install it (SPEC 5.1)."""
+    def install(self, bundle: str | Path, *, dev_build: bool = False) -> InstallResult:
+        """Verify a bundle against the trust store and install it (SPEC 5.1).
+
+        Args:
+            bundle: The `.lineup` file.
+            dev_build: A local dev build of a project folder: when its scope and version
+                are installed with another manifest, it installs beside that build (as
+                `<version>+dev.<manifest sha256 prefix>`) and becomes current instead of
+                `version_conflict`; sessions pinned to the old build keep it.
+        """
         from lineup_build.verify import verify_bundle
 
-        verified = verify_bundle(Path(bundle), self.trust)
+        verified = verify_bundle(Path(bundle), self._current_trust())
 
         def go() -> InstallResult:
             result = install_verified(
-                self._core.store, self._core.apps_dir, verified, self.clock.now_ms()
+                self._core.store,
+                self._core.apps_dir,
+                verified,
+                self.clock.now_ms(),
+                dev_build=dev_build,
             )
             self._core.load_registry()
             return result
@@ -295,14 +383,23 @@ class Runtime:
         return self._call_sync(go)
 
     def apps(self) -> list[dict[str, Any]]:
-        """Installed apps: scope, current version, key id."""
-        rows = self._call_sync(
-            lambda: self._core.store.all(
-                "SELECT a.scope, a.version, v.key_id, v.manifest_sha256 FROM apps a JOIN app_versions v "
-                "ON v.scope=a.scope AND v.version=a.version ORDER BY a.scope"
+        """Installed apps: scope, current version, key id, manifest hash, permissions."""
+
+        def go() -> list[dict[str, Any]]:
+            store = self._core.store
+            rows = store.all(
+                "SELECT a.scope, a.version, v.key_id, v.manifest_sha256, v.manifest FROM apps a "
+                "JOIN app_versions v ON v.scope=a.scope AND v.version=a.version ORDER BY a.scope"
             )
-        )
-        return [dict(r) for r in rows]
+            out = []
+            for r in rows:
+                app = dict(r)
+                manifest = json.loads(app.pop("manifest"))
+                app["permissions"] = sorted(manifest["app"].get("permissions", {}))
+                out.append(app)
+            return out
+
+        return self._call_sync(go)
 
     def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
@@ -325,6 +422,41 @@ class Runtime:
     def call(self, call_id: str, conversation_id: str, method: str, params: Any) -> dict[str, Any]:
         """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0)."""
         msg = self._run(self._core.call(call_id, conversation_id, method, params))
+        if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
+            self._arm()
+        return msg
+
+    def call_record(self, call_id: str) -> dict[str, Any] | None:
+        """What the runtime keeps of one Agent call: its `method`, `conversation_id` and
+        every persisted `messages` entry, oldest first (receipts, then the final); None for
+        a call_id it never accepted (rejections are not persisted)."""
+
+        def go() -> dict[str, Any] | None:
+            store = self._core.store
+            row = store.one("SELECT method, conversation_id FROM calls WHERE call_id=?", (call_id,))
+            if row is None:
+                return None
+            bodies = store.all("SELECT body FROM receipts WHERE call_id=? ORDER BY n", (call_id,))
+            return {
+                "call_id": call_id,
+                "method": row["method"],
+                "conversation_id": row["conversation_id"],
+                "messages": [json.loads(r[0]) for r in bodies],
+            }
+
+        return self._call_sync(go)
+
+    async def acall(
+        self, call_id: str, conversation_id: str, method: str, params: Any
+    ) -> dict[str, Any]:
+        """`call()` for asyncio code on another event loop (an MCP server, say): the same
+        answer, awaited without blocking a thread."""
+        if self._closed:
+            raise RuntimeError("the runtime is closed")
+        future = asyncio.run_coroutine_threadsafe(
+            self._core.call(call_id, conversation_id, method, params), self._loop
+        )
+        msg = await asyncio.wrap_future(future)
         if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
             self._arm()
         return msg
@@ -372,3 +504,34 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a file is rewritten (atomically or in place)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
+
+
+def _worker_env(env: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    out = []
+    for name, value in sorted((env or {}).items()):
+        if (
+            not isinstance(name, str)
+            or not _ENV_NAME.match(name)
+            or name.startswith(("LINEUP_", "PYTHON"))
+            or not isinstance(value, str)
+            or "\0" in value
+        ):
+            raise LineupError(
+                "usage_invalid",
+                f"worker_env: {str(name)[:60]!r} is not an upper-case variable name with a "
+                "string value (LINEUP_* and PYTHON* are never passed to workers)",
+            )
+        out.append((name, value))
+    return tuple(out)

@@ -56,6 +56,7 @@ class Simulation:
     bundle: Path
     scope: str
     policy: str
+    sandbox: str = "best_effort"
     clock: VirtualClock = field(default_factory=VirtualClock)
     rt: Runtime | None = None
     _tmp: Path | None = None
@@ -64,7 +65,11 @@ class Simulation:
     def start(self) -> None:
         self.clock = VirtualClock()
         self.rt = Runtime.open(
-            self.db, trust=self.trust, clock=self.clock, host=HostSimulator(self.policy)
+            self.db,
+            trust=self.trust,
+            clock=self.clock,
+            host=HostSimulator(self.policy),
+            sandbox=self.sandbox,
         )
         self.rt.install(self.bundle)
         self._seen = {m["id"] for m in self.rt.outbox.all()}
@@ -158,6 +163,7 @@ def open_simulation(
     trust: Path | None,
     policy: str | None,
     scenario: Scenario | None,
+    sandbox: str = "best_effort",
 ) -> Simulation:
     """Prepare a simulation from a project folder (built with its dev key) or a bundle.
 
@@ -166,7 +172,7 @@ def open_simulation(
             without `--trust`.
     """
     from lineup_build.build import build_project, ensure_dev_key
-    from lineup_build.trust import TrustStore
+    from lineup_build.trust import TrustStore, dev_trust
     from lineup_build.verify import check_bundle
 
     effective_policy = policy or (scenario.host_policy if scenario else None) or "auto"
@@ -175,7 +181,10 @@ def open_simulation(
         if target.is_dir():
             key = ensure_dev_key(target.resolve())
             result = build_project(
-                target, signing_key=key, out_dir=target.resolve() / ".lineup" / "run"
+                target,
+                signing_key=key,
+                out_dir=target.resolve() / ".lineup" / "run",
+                sandbox=sandbox,
             )
             if not result.ok or result.bundle is None:
                 first = next((d for d in result.diagnostics if d.severity == "error"), None)
@@ -187,10 +196,8 @@ def open_simulation(
                     details=[d.to_dict() for d in result.diagnostics],
                 )
             bundle = result.bundle
-            store = TrustStore()
             assert result.manifest is not None
-            store.add(key.public_raw, [result.manifest["app"]["scope"]], "lineup run dev key")
-            trust_obj: Any = store
+            trust_obj: Any = dev_trust(key.public_raw, result.manifest)
             scope = result.manifest["app"]["scope"]
         else:
             if trust is None:
@@ -207,7 +214,9 @@ def open_simulation(
             bundle = target
             assert report.manifest is not None
             scope = report.manifest["app"]["scope"]
-        sim = Simulation(db or tmp / "runtime.db", trust_obj, bundle, scope, effective_policy)
+        sim = Simulation(
+            db or tmp / "runtime.db", trust_obj, bundle, scope, effective_policy, sandbox
+        )
         sim._tmp = tmp
         sim.start()
         return sim

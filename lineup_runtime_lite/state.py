@@ -21,7 +21,7 @@ from lineup_runtime_lite.messages import (
 )
 from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.store import Store
-from lineup_runtime_lite.workers import Worker
+from lineup_runtime_lite.workers import Worker, WorkerOptions
 
 __all__ = ["STEP_TRIES", "WORKER_START_TRIES", "CoreState", "log", "new_id"]
 
@@ -51,6 +51,8 @@ class CoreState:
         activation_timeout_s: float,
         host_intent: Callable[[dict[str, Any]], Awaitable[None]] | None,
         check_app: Callable[[str, str], None],
+        check_trust: Callable[[str, str], None],
+        worker_options: WorkerOptions,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -58,12 +60,14 @@ class CoreState:
         self.activation_timeout_ms = int(activation_timeout_s * 1000)
         self.host_intent = host_intent
         self.check_app = check_app
+        self.check_trust = check_trust
+        self.worker_options = worker_options
+        self.sandbox_report: dict[str, Any] | None = None  # what the last worker enforced
         self.registry: dict[str, Tool] = {}
         self._versions: dict[tuple[str, str], dict[str, Tool]] = {}
         self.workers: dict[tuple[str, str], Worker] = {}
         self._worker_locks: dict[tuple[str, str], asyncio.Lock] = {}
-        self._caps: dict[str, tuple[str, str, str]] = {}
-        self._session_caps: dict[str, str] = {}
+        self._caps: dict[str, Any] = {}  # capability -> its grant (delivery part)
         self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
         self._pumps: dict[str, asyncio.Task[None]] = {}
         self._host_relay: asyncio.Task[None] | None = None

@@ -170,20 +170,11 @@ CODES: dict[str, tuple[str, str]] = {
         "Run `lineup build` again and commit or publish the new bundle.",
     ),
     # --- diff and docs (SPEC 11) ---
-    "input_not_found": (
-        "A path given to `lineup diff` or `lineup docs` does not exist or is neither a "
-        "bundle file nor a project folder.",
-        "Pass a `.lineup` bundle or a MiniApp project folder (with `lineup.toml`).",
-    ),
     "breaking_change": (
         "`lineup diff` found a change that breaks Agents written against the old release, "
         "without a major version bump.",
         "Restore compatibility, or bump the major version (for 0.y.z the minor, for 0.0.z "
         "any); the report names each tool, field and rule.",
-    ),
-    "output_unwritable": (
-        "The `--out` file cannot be written (a folder, a missing parent, or no permission).",
-        "Pass a writable file path, or leave out `--out` to print to stdout.",
     ),
     "trust_store_invalid": (
         "The trust store file is unreadable or malformed.",
@@ -284,6 +275,22 @@ CODES: dict[str, tuple[str, str]] = {
         "A Pomodoro is already starting or focusing in this conversation.",
         "Interrupt it first with `pomodoro.interrupt`.",
     ),
+    # --- containment and trust (SPEC 8, 12) ---
+    "sandbox_unavailable": (
+        '`sandbox="required"` (or `--sandbox required`) was asked for, and this platform '
+        "cannot contain MiniApp code (files, network and process tree).",
+        "Run on Linux with Landlock and user namespaces enabled, or use best_effort and "
+        "read what `rt.sandbox` / `lineup run` report as enforced.",
+    ),
+    "permission_not_allowed": (
+        "The app asks for a permission (`[app.permissions]`) that the trust store does not "
+        "allow its signing key to grant.",
+        "If you trust the app with it: `lineup trust add KEY --scope SCOPE --allow network`.",
+    ),
+    "usage_invalid": (
+        "An argument or option cannot work as given.",
+        "Check the command's or function's documented arguments (`lineup COMMAND --help`).",
+    ),
     # --- simulation (SPEC 5.8) ---
     "scenario_invalid": (
         "A scenario file is malformed; the message names the step.",
@@ -292,5 +299,10 @@ CODES: dict[str, tuple[str, str]] = {
     "expectation_failed": (
         "A scenario step's messages did not match its `expect` list.",
         "Compare the expected and actual messages printed for the step.",
+    ),
+    # --- `lineup serve` (SPEC 10) ---
+    "tool_name_too_long": (
+        "A tool name would exceed MCP's 64-character limit, so `lineup serve` refuses to start.",
+        "Shorten the method name in the MiniApp's declarations.",
     ),
 }

@@ -1,8 +1,9 @@
 """Import a MiniApp's entry module and dump its registry as data (run by `lineup build`).
 
-Usage: `python -m lineup_sdk._extract STAGING_DIR ENTRY OUTPUT_JSON`, with
-`LINEUP_SDK_COLLECT=1` so declaration mistakes are recorded instead of raised. The
-result goes to OUTPUT_JSON, never stdout, so an author's `print()` cannot corrupt it.
+Started by the sandbox launcher (`lineup_sdk.sandbox.launch ... lineup_sdk._extract
+RESULT_FD STAGING_DIR ENTRY`) with `LINEUP_SDK_COLLECT=1`, so declaration mistakes are
+recorded instead of raised. The result goes to the RESULT_FD pipe, never stdout, so an
+author's `print()` cannot corrupt it.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ class _Extractor:
             "activation": decl.activation,
             "location": self.loc(decl.location),
         }
+        if decl.hints:
+            out["hints"] = dict(sorted(decl.hints.items()))
         if decl.delivery == "runtime":
             assert decl.handler_key is not None
             entry = CATALOG[decl.handler_key]
@@ -304,7 +307,8 @@ def _import_failure(root: Path, exc: BaseException) -> dict[str, Any]:
 def extract(root: Path, entry: str) -> dict[str, Any]:
     """Import `entry` from `root` and return the registry as data plus problems."""
     root = root.resolve()
-    sys.path.insert(0, str(root))
+    if str(root) not in sys.path:  # after the standard library: a bundle shadows nothing
+        sys.path.append(str(root))
     ex = _Extractor(root)
     try:
         module = importlib.import_module(entry)
@@ -341,12 +345,9 @@ def extract(root: Path, entry: str) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str]) -> int:
-    """Entry point of the build's import subprocess."""
-    root, entry, output = Path(argv[0]), argv[1], Path(argv[2])
-    result = extract(root, entry)
+def _serialize(result: dict[str, Any]) -> str:
     try:
-        data = json.dumps(result, allow_nan=False, sort_keys=True)
+        return json.dumps(result, allow_nan=False, sort_keys=True)
     except (TypeError, ValueError):
         # Drop only the tools whose schemas are not JSON, each reported at its declaration.
         tools, problems = [], list(result["problems"])
@@ -357,15 +358,27 @@ def main(argv: list[str]) -> int:
                 tools.append(spec)
         result = {**result, "tools": tools, "problems": problems}
         # Anything else that is not JSON (say, a description object) becomes its str().
-        data = json.dumps(result, allow_nan=False, sort_keys=True, default=str)
-    tmp = output.with_suffix(".tmp")
-    tmp.write_text(data, encoding="utf-8")
-    os.replace(tmp, output)
-    return 0
+        return json.dumps(result, allow_nan=False, sort_keys=True, default=str)
 
 
-if __name__ == "__main__":
+def main(argv: list[str], sandbox: dict[str, Any]) -> None:
+    """Entry point of the build's import subprocess, called by the sandbox launcher."""
+    out_fd, root, entry = int(argv[0]), Path(argv[1]), argv[2]
+    if sandbox.get("refused"):
+        problem: dict[str, Any] = {
+            "code": "sandbox_unavailable",
+            "message": str(sandbox["refused"]),
+            "location": None,
+            "related": [],
+        }
+        result: dict[str, Any] = {"registry": None, "tools": [], "problems": [problem]}
+    else:
+        result = extract(root, entry)
+    data = _serialize({**result, "sandbox": sandbox}).encode("utf-8")
     sys.stdout.flush()
-    code = main(sys.argv[1:])
+    view = memoryview(data)
+    while view:
+        view = view[os.write(out_fd, view) :]
+    os.close(out_fd)
     sys.stdout.flush()
-    os._exit(code)  # skip an author's atexit hooks and non-daemon threads
+    os._exit(0)  # skip an author's atexit hooks and non-daemon threads

@@ -98,6 +98,14 @@ class Dispatcher:
             route = self._routes[method] = _Route(decl.handler, shape, _dumper(shape))
         return route
 
+    def is_sync(self, method: str) -> bool:
+        """Whether `method`'s handler runs in a thread (a plain `def`)."""
+        try:
+            route = self._route(method)
+        except Exception:
+            return False
+        return route is not None and not route.shape.is_async
+
     async def dispatch(self, method: str, params: dict[str, Any], ctx: ToolContext) -> Outcome:
         """Validate `params`, run the handler, and turn whatever happens into an Outcome."""
         try:

@@ -80,6 +80,8 @@ class Declaration:
         handler_key: Catalog key of a runtime tool.
         handler: The local handler function (never stored in the manifest).
         handler_location: Where the handler was attached.
+        hints: The author's behaviour hints for Agents (`read_only`, `destructive`,
+            `idempotent`, `open_world`), only those set; data, never behaviour.
     """
 
     method: str
@@ -94,6 +96,11 @@ class Declaration:
     handler_key: str | None = None
     handler: Callable[..., Any] | None = None
     handler_location: Location | None = None
+    hints: dict[str, bool] = field(default_factory=dict)
+
+
+#: Behaviour hints an author may state on a tool (SPEC 10: they become MCP annotations).
+HINTS = ("read_only", "destructive", "idempotent", "open_world")
 
 
 def _caller(depth: int = 2) -> Location:
@@ -176,6 +183,24 @@ class ToolRegistry:
             return False
         return True
 
+    def _hints(self, method: str, where: Location, **given: bool | None) -> dict[str, bool]:
+        out: dict[str, bool] = {}
+        for name, value in given.items():
+            if value is None:
+                continue
+            if not isinstance(value, bool):
+                self._report(
+                    Problem(
+                        "config_invalid",
+                        f"hint {name}={value!r} of {method!r} must be True, False or None",
+                        where,
+                        hint="hints are booleans that describe the tool to Agents",
+                    )
+                )
+                continue
+            out[name] = value
+        return out
+
     # -- declaring ---------------------------------------------------------------------
     def tool(
         self,
@@ -184,6 +209,10 @@ class ToolRegistry:
         activation: str,
         description: str | None = None,
         timeout_s: float = 30,
+        read_only: bool | None = None,
+        destructive: bool | None = None,
+        idempotent: bool | None = None,
+        open_world: bool | None = None,
     ) -> Callable[[F], F]:
         """Declare a `miniapp_sdk` tool and its handler in one place.
 
@@ -192,8 +221,20 @@ class ToolRegistry:
             activation: `app_ready`, `foreground_required` or `activation_not_required`.
             description: Overrides the docstring's first paragraph.
             timeout_s: How long the handler may run before `handler_timeout`.
+            read_only: Hint: the tool changes nothing.
+            destructive: Hint: the tool may delete or overwrite what it changes.
+            idempotent: Hint: repeating the call with the same arguments changes nothing more.
+            open_world: Hint: the tool reaches beyond the app (the network, other systems).
         """
         where = _caller()
+        hints = self._hints(
+            method,
+            where,
+            read_only=read_only,
+            destructive=destructive,
+            idempotent=idempotent,
+            open_world=open_world,
+        )
 
         def decorate(fn: F) -> F:
             if self._check_new(method, activation, where):
@@ -207,6 +248,7 @@ class ToolRegistry:
                     timeout_s=timeout_s,
                     handler=fn,
                     handler_location=where,
+                    hints=hints,
                 )
             return fn
 
@@ -221,9 +263,24 @@ class ToolRegistry:
         activation: str,
         description: str | None = None,
         timeout_s: float = 30,
+        read_only: bool | None = None,
+        destructive: bool | None = None,
+        idempotent: bool | None = None,
+        open_world: bool | None = None,
     ) -> None:
-        """Declare a `miniapp_sdk` tool schema-first; attach its handler with `handler()`."""
+        """Declare a `miniapp_sdk` tool schema-first; attach its handler with `handler()`.
+
+        The hints are those of `tool()`.
+        """
         where = _caller()
+        hints = self._hints(
+            method,
+            where,
+            read_only=read_only,
+            destructive=destructive,
+            idempotent=idempotent,
+            open_world=open_world,
+        )
         if self._check_new(method, activation, where):
             self._decls[method] = Declaration(
                 method=method,
@@ -235,6 +292,7 @@ class ToolRegistry:
                 timeout_s=timeout_s,
                 input_schema=input_schema,
                 result_schema=result_schema,
+                hints=hints,
             )
 
     def handler(self, method: str) -> Callable[[F], F]:

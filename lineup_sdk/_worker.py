@@ -1,28 +1,35 @@
 """The MiniApp worker process: import the bundle's entry, then serve the JSON-lines bridge.
 
-Usage: `python -m lineup_sdk._worker APP_DIR ENTRY READ_FD WRITE_FD`. The bridge runs on the
-two private pipe fds, never stdout, so a handler's `print()` lands in the worker log. The
-worker exits when the runtime's end of the pipe closes, so a killed runtime leaves no orphan.
+Started by the sandbox launcher (`lineup_sdk.sandbox.launch ... lineup_sdk._worker ENTRY
+READ_FD WRITE_FD`) once the sandbox is in place and the app folder is on `sys.path`. The
+bridge (`lineup_sdk.bridge`) runs on the two private pipe fds, never stdout, so a handler's
+`print()` lands in the worker log. The worker exits when the runtime's end of the pipe
+closes, so a killed runtime leaves no orphan.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
 import itertools
 import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 from lineup_sdk._receive import Dispatcher
 from lineup_sdk._registry import ToolRegistry
+from lineup_sdk.bridge import MAX_MESSAGE
 from lineup_sdk.context import Snapshot, ToolContext
 from lineup_sdk.errors import LineupError
 
-MAX_MESSAGE = 4 * 1024 * 1024
+#: Threads for sync handlers; when every one is stuck past its timeout the runtime
+#: recycles the worker (SPEC 8, worker health).
+HANDLER_THREADS = 8
 
 
 class _Bridge:
@@ -32,15 +39,24 @@ class _Bridge:
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
 
     def send(self, msg: dict[str, Any]) -> None:
+        """Write one message.
+
+        Raises:
+            ValueError: not JSON, or over the bridge's size limit (nothing was written).
+            TypeError: not JSON.
+        """
         data = json.dumps(msg, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        self._writer.write(data.encode("utf-8") + b"\n")
+        raw = data.encode("utf-8") + b"\n"
+        if len(raw) > MAX_MESSAGE:
+            raise ValueError(f"{len(raw)} bytes, over the bridge limit of {MAX_MESSAGE}")
+        self._writer.write(raw)
 
     async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
         rid = next(self._ids)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
-        self.send({**msg, "id": rid})
         try:
+            self.send({**msg, "id": rid})
             return await fut
         finally:
             self._pending.pop(rid, None)
@@ -54,11 +70,14 @@ class _Bridge:
 class _SessionData:
     """`ctx.session_data` over the bridge, bound to one session's capability."""
 
-    def __init__(self, bridge: _Bridge, cap: str, loop: asyncio.AbstractEventLoop) -> None:
-        self._bridge, self._cap, self._loop = bridge, cap, loop
+    def __init__(
+        self, bridge: _Bridge, cap: str, delivery: int, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self._bridge, self._cap, self._delivery, self._loop = bridge, cap, delivery, loop
 
     async def _req(self, op: str, **extra: Any) -> Snapshot:
-        reply = await self._bridge.request({"t": "sd", "cap": self._cap, "op": op, **extra})
+        msg = {"t": "sd", "d": self._delivery, "cap": self._cap, "op": op, **extra}
+        reply = await self._bridge.request(msg)
         if not reply.get("ok"):
             err = reply.get("error") or {}
             raise LineupError(
@@ -94,8 +113,11 @@ def _find_registry(module: Any) -> ToolRegistry:
     return found[0]
 
 
-async def _serve(app_dir: str, entry: str, rfd: int, wfd: int) -> int:
+async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int:
     loop = asyncio.get_running_loop()
+    loop.set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="handler")
+    )
     reader = asyncio.StreamReader(limit=MAX_MESSAGE)
     await loop.connect_read_pipe(
         lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(rfd, "rb", buffering=0)
@@ -104,8 +126,11 @@ async def _serve(app_dir: str, entry: str, rfd: int, wfd: int) -> int:
         asyncio.Protocol, os.fdopen(wfd, "wb", buffering=0)
     )
     bridge = _Bridge(transport)
+    if sandbox.get("refused"):
+        bridge.send({"t": "fatal", "code": "sandbox_unavailable", "message": sandbox["refused"]})
+        await asyncio.sleep(0)
+        return 5
     try:
-        sys.path.insert(0, app_dir)
         module = importlib.import_module(entry)
         dispatcher = Dispatcher(_find_registry(module))
     except BaseException as exc:  # report any import failure, then stop
@@ -113,8 +138,11 @@ async def _serve(app_dir: str, entry: str, rfd: int, wfd: int) -> int:
         bridge.send({"t": "fatal", "message": f"{type(exc).__name__}: {exc}"})
         await asyncio.sleep(0)
         return 3
-    bridge.send({"t": "hello", "methods": dispatcher.methods(), "pid": os.getpid()})
+    hello = {"t": "hello", "methods": dispatcher.methods(), "pid": os.getpid()}
+    bridge.send({**hello, "threads": HANDLER_THREADS, "sandbox": sandbox})
     tasks: set[asyncio.Task[None]] = set()
+    # sync deliveries in flight: id -> monotonic time after which the handler is stuck
+    overdue_at: dict[int, float] = {}
 
     async def run(msg: dict[str, Any]) -> None:
         c = msg["ctx"]
@@ -123,9 +151,14 @@ async def _serve(app_dir: str, entry: str, rfd: int, wfd: int) -> int:
             app_scope=c["app_scope"],
             app_session_id=c["app_session_id"],
             conversation_id=c["conversation_id"],
-            session_data=_SessionData(bridge, c["cap"], loop),
+            session_data=_SessionData(bridge, c["cap"], msg["id"], loop),
         )
-        out = await dispatcher.dispatch(msg["method"], msg["params"], ctx)
+        if dispatcher.is_sync(msg["method"]):
+            overdue_at[msg["id"]] = time.monotonic() + float(c.get("timeout_s", 30))
+        try:
+            out = await dispatcher.dispatch(msg["method"], msg["params"], ctx)
+        finally:
+            overdue_at.pop(msg["id"], None)
         reply: dict[str, Any] = {"t": "result", "id": msg["id"], "ok": out.ok}
         if out.ok:
             reply["result"] = out.result
@@ -139,7 +172,10 @@ async def _serve(app_dir: str, entry: str, rfd: int, wfd: int) -> int:
                     "t": "result",
                     "id": msg["id"],
                     "ok": False,
-                    "error": {"code": "handler_result_invalid", "message": f"not JSON: {exc}"},
+                    "error": {
+                        "code": "handler_result_invalid",
+                        "message": f"the result cannot be sent: {exc}",
+                    },
                 }
             )
 
@@ -150,25 +186,28 @@ async def _serve(app_dir: str, entry: str, rfd: int, wfd: int) -> int:
             return 4
         if not line:
             return 0  # the runtime closed the pipe: exit, leaving no orphan
-        msg = json.loads(line)
-        kind = msg.get("t")
+        try:
+            msg = json.loads(line)
+            kind = msg.get("t")
+        except (ValueError, RecursionError, AttributeError):
+            return 4  # the runtime never sends this: stop rather than guess
         if kind == "deliver":
             task = asyncio.create_task(run(msg))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         elif kind == "sd_reply":
             bridge.answer(msg)
+        elif kind == "ping":
+            now = time.monotonic()
+            stuck = sum(1 for t in overdue_at.values() if t < now)
+            bridge.send({"t": "pong", "id": msg["id"], "stuck": stuck})
 
 
-def main(argv: list[str]) -> int:
-    """Worker entry point."""
+def main(argv: list[str], sandbox: dict[str, Any]) -> None:
+    """Worker entry point, called by the sandbox launcher."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
-    app_dir, entry, rfd, wfd = argv[0], argv[1], int(argv[2]), int(argv[3])
-    code = asyncio.run(_serve(app_dir, entry, rfd, wfd))
+    entry, rfd, wfd = argv[0], int(argv[1]), int(argv[2])
+    code = asyncio.run(_serve(entry, rfd, wfd, sandbox))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -21,6 +21,7 @@ ACTIVATION_REASONS: tuple[str, ...] = (
     "worker_failed",
     "method_mismatch",
     "interrupted",
+    "app_untrusted",
 )
 
 _TIMESTAMP: dict[str, Any] = {"type": "string", "format": "date-time"}

@@ -82,7 +82,7 @@ def test_an_unwritable_out_is_refused(
     with pytest.raises(SystemExit) as exc:
         main(["docs", str(project["todo"]), "--out", str(out), "--json"])
     assert exc.value.code == 2
-    assert '"output_unwritable"' in capsys.readouterr().out
+    assert '"usage_invalid"' in capsys.readouterr().out
 
 
 def test_docs_of_a_missing_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,7 +90,7 @@ def test_docs_of_a_missing_path(tmp_path: Path, capsys: pytest.CaptureFixture[st
         main(["docs", str(tmp_path / "nope")])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "input_not_found" in err and "Traceback" not in err
+    assert "usage_invalid" in err and "Traceback" not in err
 
 
 def test_shapes_of_the_shop_app() -> None:

@@ -194,7 +194,7 @@ def test_missing_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     code, out, _ = run(capsys, "diff", str(tmp_path / "nope"), str(tmp_path), "--json")
     assert code == 2
     error = _error(out)
-    assert error["code"] == "input_not_found" and "OLD" in error["message"] and error["hint"]
+    assert error["code"] == "usage_invalid" and "OLD" in error["message"] and error["hint"]
 
 
 def test_a_file_that_is_not_a_bundle(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -238,3 +238,35 @@ def test_an_unknown_format_is_a_usage_error(
         capsys, "diff", str(projects["old"]), str(projects["old"]), "--format", "xml"
     )
     assert code == 2 and "Traceback" not in err
+
+
+def test_permissions_and_hints_from_a_real_build(
+    capsys: pytest.CaptureFixture[str], projects: dict[str, Path], tmp_path: Path
+) -> None:
+    """The containment fields as a build writes them: a permission added breaks, a hint
+    is reported; `lineup docs` shows both."""
+    new = tmp_path / "todo"
+    shutil.copytree(projects["old"], new)
+    toml = new / "lineup.toml"
+    text = toml.read_text().replace('version = "1.0.0"', 'version = "1.1.0"')
+    toml.write_text(text.replace("[app]\n", "[app.permissions]\nnetwork = true\n\n[app]\n", 1))
+    tools = new / "todo_app" / "tools.py"
+    tools.write_text(
+        tools.read_text().replace(
+            '@tools.tool("todo.list", activation="app_ready")',
+            '@tools.tool("todo.list", activation="app_ready", read_only=True)',
+        )
+    )
+    code, out, err = run(capsys, "diff", str(projects["old"]), str(new), "--json")
+    assert code == 1, err
+    changes = {
+        (c["tool"], c["pointer"], c["kind"], c["breaking"]) for c in json.loads(out)["changes"]
+    }
+    assert changes == {
+        (None, "/app/permissions/network", "permission_added", True),
+        ("todo.list", "/hints/read_only", "hint_changed", False),
+    }
+    code, out, _ = run(capsys, "docs", str(new))
+    assert code == 0
+    assert "- **Permissions:** `network` (its workers may use the network)" in out
+    assert "- **Hints:** read-only (changes nothing). Declared by the author, not enforced." in out

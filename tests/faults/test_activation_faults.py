@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lineup_runtime_lite import Runtime, VirtualClock, faults
+from lineup_build.trust import TrustStore
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
 from lineup_runtime_lite.state import WORKER_START_TRIES
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages
@@ -172,31 +173,42 @@ def test_F09_cancel_races_ready(probe: Runtime) -> None:
 
 
 def test_F23_a_poison_app_fails_its_activation_and_nothing_else(
-    monkeypatch: pytest.MonkeyPatch,
-    probe: Runtime,
+    tmp_path: Path,
+    trust: TrustStore,
+    probe_bundle: Path,
     todo_bundle: Path,
     pomodoro_bundle: Path,
 ) -> None:
-    rt = probe
-    rt.install(todo_bundle)
-    rt.install(pomodoro_bundle)
-    monkeypatch.setenv("PROBE_POISON", "1")  # the probe worker dies at import, every time
-    rt.call("p1", "c1", "probe.append", {"item": "never"})
-    rt.call("p2", "c1", "probe.append", {"item": "never"})
-    rt.call("t1", "c2", "todo.add", {"title": "other apps proceed"})
-    rt.call("s1", "c2", "pomodoro.start", {"minutes": 5})
-    rt.settle()
-    for cid in ("p1", "p2"):
-        err = final(rt, cid)["error"]
-        assert err["code"] == "activation_failed" and err["details"] == {"reason": "worker_failed"}
-    log = (rt._core.logs_dir / "probe-1.0.0.log").read_text()
-    assert log.count("cannot import") == WORKER_START_TRIES  # N tries, then it gave up
-    assert final(rt, "t1")["result"]["count"] == 1
-    assert host_event(rt, "foreground_confirmed", "c2", "pomodoro")
-    assert stages(rt, "s1") == ["accepted", "started"]
-    assert rt.surface("c1", "probe").get().revision == 0  # no handler delivery ever ran
-    monkeypatch.delenv("PROBE_POISON")
-    rt.call("p3", "c1", "probe.append", {"item": "later"})
-    rt.settle()
-    assert rt.surface("c1", "probe").get().data == {"items": ["later"]}  # nothing retried
-    invariants.check(rt)
+    db = tmp_path / "rt.db"
+    # the probe worker dies at import, every time (the switch reaches workers only through
+    # the runtime's explicit worker_env: the sandbox passes nothing else)
+    with Runtime.open(
+        db,
+        trust=trust,
+        clock=VirtualClock(),
+        host=HostSimulator("manual"),
+        worker_env={"PROBE_POISON": "1"},
+    ) as rt:
+        for bundle in (probe_bundle, todo_bundle, pomodoro_bundle):
+            rt.install(bundle)
+        rt.call("p1", "c1", "probe.append", {"item": "never"})
+        rt.call("p2", "c1", "probe.append", {"item": "never"})
+        rt.call("t1", "c2", "todo.add", {"title": "other apps proceed"})
+        rt.call("s1", "c2", "pomodoro.start", {"minutes": 5})
+        rt.settle()
+        for cid in ("p1", "p2"):
+            err = final(rt, cid)["error"]
+            assert err["code"] == "activation_failed"
+            assert err["details"] == {"reason": "worker_failed"}
+        log = (rt._core.logs_dir / "probe-1.0.0.log").read_text()
+        assert log.count("cannot import") == WORKER_START_TRIES  # N tries, then it gave up
+        assert final(rt, "t1")["result"]["count"] == 1
+        assert host_event(rt, "foreground_confirmed", "c2", "pomodoro")
+        assert stages(rt, "s1") == ["accepted", "started"]
+        assert rt.surface("c1", "probe").get().revision == 0  # no handler delivery ever ran
+        invariants.check(rt)
+    with Runtime.open(db, trust=trust, clock=VirtualClock()) as rt:
+        rt.call("p3", "c1", "probe.append", {"item": "later"})
+        rt.settle()
+        assert rt.surface("c1", "probe").get().data == {"items": ["later"]}  # nothing retried
+        invariants.check(rt)

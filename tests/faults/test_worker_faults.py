@@ -57,11 +57,16 @@ def in_flight(rt: Runtime, call_id: str, conv: str, method: str, params: dict[st
     return join
 
 
+# A bad bridge line fails the worker (SPEC 8): the delivery it names ends
+# `worker_protocol_error`; every other in-flight delivery, and the one a line that names
+# none came from, ends `delivery_interrupted` (at most once holds).
 CASES = [
     ("flaky.exit", "delivery_interrupted", "delivery_interrupted"),
-    ("flaky.garbage", "worker_protocol_error", "worker_protocol_error"),
-    ("flaky.huge", "worker_protocol_error", "worker_protocol_error"),
-    ("flaky.stray", "worker_protocol_error", "worker_protocol_error"),
+    ("flaky.garbage", "delivery_interrupted", "delivery_interrupted"),
+    ("flaky.huge", "delivery_interrupted", "delivery_interrupted"),
+    ("flaky.stray", "delivery_interrupted", "delivery_interrupted"),
+    ("flaky.malformed", "worker_protocol_error", "delivery_interrupted"),
+    ("flaky.unknown", "worker_protocol_error", "delivery_interrupted"),
     ("flaky.hang", "handler_timeout", None),  # the worker lives on: the bystander finishes
 ]
 
@@ -73,7 +78,8 @@ def test_worker_fault_is_contained(
     mixed: Runtime, tmp_path: Path, method: str, code: str, bystander_code: str | None
 ) -> None:
     rt = mixed
-    pid = rt._core.workers[FLAKY].pid
+    worker = rt._core.workers[FLAKY]
+    pid = worker.pid
     release = tmp_path / "release"
     join = in_flight(rt, "b1", "bystander", "flaky.wait", {"path": str(release)})
 
@@ -86,8 +92,9 @@ def test_worker_fault_is_contained(
     if bystander_code is None:
         assert bystander["result"] == "released"
         assert rt._core.workers[FLAKY].pid == pid  # still the same worker
-    else:  # a dead worker fails every delivery it had in flight, with the same code
+    else:  # a dead worker fails every other delivery it had in flight
         assert bystander["error"]["code"] == bystander_code
+        assert worker.dead
     # the same app's session with nothing in flight carries on, its data intact, with no
     # new activation (the worker restarts on demand)
     assert rt.call("i2", "idle", "flaky.append", {"item": "i2"})["result"] == 2

@@ -28,21 +28,19 @@ def trust(rt_key: SigningKey) -> TrustStore:
     return TrustStore.from_keys([TrustedKey(rt_key.key_id, rt_key.public_raw, ("*",), "tests")])
 
 
-def build_app(src: Path, dest: Path, key: SigningKey, **env: str) -> Path:
-    """Copy an app folder and build it; returns the bundle path."""
-    shutil.copytree(src, dest)
-    import os
+def build_app(src: Path, dest: Path, key: SigningKey, **switches: object) -> Path:
+    """Copy an app folder and build it; returns the bundle path.
 
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        result = build_project(dest, signing_key=key)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    `switches` become `<package>/switches.py` in the copy (so they travel in the bundle: the
+    sandbox passes no test variables through the environment).
+    """
+    shutil.copytree(src, dest)
+    if switches:
+        package = next(p for p in dest.iterdir() if p.is_dir() and (p / "tools.py").exists())
+        (package / "switches.py").write_text(
+            "".join(f"{name} = {value!r}\n" for name, value in sorted(switches.items()))
+        )
+    result = build_project(dest, signing_key=key)
     assert result.ok, [d.to_dict() for d in result.diagnostics]
     assert result.bundle is not None
     return result.bundle

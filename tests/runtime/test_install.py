@@ -14,12 +14,12 @@ from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import APPS, build_app, message, ready
 
 
-def versioned(tmp: Path, key: SigningKey, version: str, **env: str) -> Path:
+def versioned(tmp: Path, key: SigningKey, version: str, **switches: object) -> Path:
     src = tmp / f"src-{version}"
     shutil.copytree(APPS / "probe", src)
     toml = src / "lineup.toml"
     toml.write_text(toml.read_text().replace('version = "1.0.0"', f'version = "{version}"'))
-    return build_app(src, tmp / f"probe-{version}", key, **env)
+    return build_app(src, tmp / f"probe-{version}", key, **switches)
 
 
 def test_same_bundle_twice_is_a_no_op(probe: Runtime, probe_bundle: Path) -> None:
@@ -73,7 +73,7 @@ def test_tampered_install_is_refused_at_load(probe: Runtime) -> None:
     probe.call("t", "conv", "probe.echo", {"text": "x"})
     probe.settle()
     err = message(probe, "t:error")
-    assert err["error"]["details"] == {"reason": "worker_failed"}
+    assert err["error"]["details"] == {"reason": "worker_failed", "cause": "install_tampered"}
     with pytest.raises(LineupError) as exc:
         probe._call_sync(lambda: probe._check_app("probe", "1.0.0"))
     assert exc.value.code == "install_tampered"
@@ -88,7 +88,10 @@ def test_revoked_key_is_refused_at_load(rt_key: SigningKey, probe_bundle: Path) 
         trust.revoke(rt_key.key_id)
         rt.call("t", "conv", "probe.echo", {"text": "x"})
         rt.settle()
-        assert message(rt, "t:error")["error"]["details"] == {"reason": "worker_failed"}
+        assert message(rt, "t:error")["error"]["details"] == {
+            "reason": "app_untrusted",
+            "cause": "key_revoked",
+        }
         with pytest.raises(LineupError) as exc:
             rt._call_sync(lambda: rt._check_app("probe", "1.0.0"))
         assert exc.value.code == "key_revoked"

@@ -63,23 +63,38 @@ def test_crashed_worker_interrupts_its_delivery_and_restarts(probe: Runtime) -> 
     assert probe.call("e1", "one", "probe.echo", {"text": "alive"})["result"] == "alive"
 
 
-@pytest.mark.parametrize("method", ["probe.garbage", "probe.stray", "probe.huge"])
-def test_protocol_errors(probe: Runtime, method: str) -> None:
+@pytest.mark.parametrize("method", ["probe.garbage", "probe.stray"])
+def test_a_malformed_line_naming_no_delivery_recycles_the_worker(
+    probe: Runtime, method: str
+) -> None:
     ready(probe)
-    assert code(probe.call("g", "conv", method, {})) in ("worker_protocol_error",)
+    pid = probe._core.workers["probe", "1.0.0"].pid
+    # the line answers no delivery it names, so its own delivery is only interrupted
+    assert code(probe.call("g", "conv", method, {})) == "delivery_interrupted"
     assert probe.call("after", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
+    assert probe._core.workers["probe", "1.0.0"].pid != pid
 
 
-def test_forged_capability_is_refused(probe: Runtime) -> None:
+def test_an_oversized_result_is_refused_by_the_worker_itself(probe: Runtime) -> None:
+    ready(probe)
+    pid = probe._core.workers["probe", "1.0.0"].pid
+    assert code(probe.call("h", "conv", "probe.huge", {})) == "handler_result_invalid"
+    assert probe.call("after", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
+    assert probe._core.workers["probe", "1.0.0"].pid == pid  # nothing to recycle
+
+
+def test_forged_capability_ends_the_delivery(probe: Runtime) -> None:
     ready(probe)
     msg = probe.call("f", "conv", "probe.forge", {"cap": "guessed-capability"})
-    assert msg["result"] == "worker_protocol_error"
+    assert code(msg) == "worker_protocol_error"
+    assert probe.surface("conv", "probe").get().revision == 0
+    assert probe.call("after", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
 
 
 def test_method_mismatch_fails_the_activation(
     tmp_path: Path, rt_key: Any, trust: TrustStore
 ) -> None:
-    bundle = build_app(APPS / "probe", tmp_path / "probe", rt_key, PROBE_MISMATCH="1")
+    bundle = build_app(APPS / "probe", tmp_path / "probe", rt_key, MISMATCH=True)
     with Runtime.open(
         ":memory:", trust=trust, clock=VirtualClock(), host=HostSimulator("manual")
     ) as rt:
@@ -92,14 +107,49 @@ def test_method_mismatch_fails_the_activation(
 
 
 def test_poison_worker_fails_activation_after_retries(
-    monkeypatch: pytest.MonkeyPatch, probe: Runtime
+    tmp_path: Path, trust: TrustStore, probe_bundle: Path
 ) -> None:
-    monkeypatch.setenv("PROBE_POISON", "1")
-    probe.call("p", "conv", "probe.echo", {"text": "x"})
-    probe.settle()
-    err = message(probe, "p:error")
-    assert err["error"]["details"] == {"reason": "worker_failed"}
-    monkeypatch.delenv("PROBE_POISON")
-    assert probe.call("p2", "conv", "probe.echo", {"text": "x"})["stage"] == "accepted"
-    probe.settle()
-    assert [m for m in probe.outbox.all() if m["id"] == "p2:result"]
+    db = tmp_path / "rt.db"
+    # an explicit worker_env is the one way a variable reaches a worker
+    with Runtime.open(
+        db, trust=trust, clock=VirtualClock(), worker_env={"PROBE_POISON": "1"}
+    ) as rt:
+        rt.install(probe_bundle)
+        rt.call("p", "conv", "probe.echo", {"text": "x"})
+        rt.settle()
+        err = message(rt, "p:error")
+        assert err["error"]["details"] == {"reason": "worker_failed"}
+    with Runtime.open(db, trust=trust, clock=VirtualClock()) as rt:
+        assert rt.call("p2", "conv", "probe.echo", {"text": "x"})["stage"] == "accepted"
+        rt.settle()
+        assert [m for m in rt.outbox.all() if m["id"] == "p2:result"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"sandbox": "paranoid"},
+        {"worker_env": {"LINEUP_SIGNING_KEY": "x"}},
+        {"worker_env": {"PYTHONPATH": "/tmp"}},
+        {"worker_env": {"lower": "x"}},
+        {"worker_env": {"OK": 1}},
+        {"worker_memory_mb": 1},
+        {"worker_heartbeat_s": 0},
+    ],
+    ids=["mode", "lineup-var", "python-var", "lowercase", "not-a-string", "memory", "heartbeat"],
+)
+def test_bad_worker_options_are_usage_invalid(trust: TrustStore, options: dict[str, Any]) -> None:
+    from lineup_sdk.errors import LineupError
+
+    with pytest.raises(LineupError) as exc:
+        Runtime.open(":memory:", trust=trust, clock=VirtualClock(), **options)
+    assert exc.value.code == "usage_invalid"
+
+
+def test_rt_sandbox_reports_what_the_worker_enforced(probe: Runtime) -> None:
+    before = probe.sandbox  # a probe: no worker has started yet
+    ready(probe)
+    after = probe.sandbox  # what the running worker's launcher reported
+    assert after["mode"] == before["mode"] == "best_effort"
+    assert set(after) >= {"files", "network", "privileges", "process_tree", "memory", "tmp"}
+    assert after["memory"] == "data 1024 MiB"

@@ -1,1 +1,1 @@
-{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"Amk0oqWw/ThrViSzhvyPgGgPppsXTbzhRbZm0SVK4DKRb/8XwDJJ6jPOtxVcA411vBAE2HEBLBsYorq4WRsxCA=="}
+{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"bwk5rM8GEXoapyN0wtWWWTR+Jf7hEEMclQ4qoSqkP5lohK4F18FEVM38Y1zenKeNlLpO4+Fu9Kz+CIQvdVTkCw=="}

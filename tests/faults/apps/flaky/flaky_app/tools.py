@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
+from typing import Any
 
 from lineup_sdk import ToolContext, define_agent_tools
 
@@ -58,18 +60,40 @@ async def append_then_exit(ctx: ToolContext, item: str) -> None:
 @tools.tool("flaky.garbage", activation="app_ready")
 async def garbage(ctx: ToolContext) -> None:
     """Writes garbage to the bridge."""
-    os.write(int(sys.argv[4]), b"\x00\xffnot json at all\n")
+    os.write(int(sys.argv[-1]), b"\x00\xffnot json at all\n")
     await asyncio.sleep(3600)
 
 
 @tools.tool("flaky.huge", activation="app_ready")
-async def huge(ctx: ToolContext) -> str:
-    """Answers with a bridge message larger than the runtime accepts."""
-    return "x" * (5 * 1024 * 1024)
+async def huge(ctx: ToolContext) -> None:
+    """Writes a bridge line larger than the runtime accepts (past the SDK's own check)."""
+    os.write(int(sys.argv[-1]), b'{"t":"result","id":1,"ok":true,"result":"' + b"x" * (5 << 20))
+    await asyncio.sleep(3600)
+
+
+def _own_delivery(ctx: ToolContext) -> int:
+    sd: Any = ctx.session_data
+    return int(sd._delivery)
+
+
+@tools.tool("flaky.malformed", activation="app_ready")
+async def malformed(ctx: ToolContext) -> None:
+    """Answers its own delivery with a result of the wrong shape."""
+    line = json.dumps({"t": "result", "id": _own_delivery(ctx), "ok": "maybe"})
+    os.write(int(sys.argv[-1]), line.encode() + b"\n")
+    await asyncio.sleep(3600)
+
+
+@tools.tool("flaky.unknown", activation="app_ready")
+async def unknown(ctx: ToolContext) -> None:
+    """Sends a message of a kind the bridge does not have, naming its own delivery."""
+    line = json.dumps({"t": "take_over", "id": _own_delivery(ctx)})
+    os.write(int(sys.argv[-1]), line.encode() + b"\n")
+    await asyncio.sleep(3600)
 
 
 @tools.tool("flaky.stray", activation="app_ready")
 async def stray(ctx: ToolContext) -> None:
     """Answers a call it was never given."""
-    os.write(int(sys.argv[4]), b'{"t":"result","id":424242,"ok":true,"result":null}\n')
+    os.write(int(sys.argv[-1]), b'{"t":"result","id":424242,"ok":true,"result":null}\n')
     await asyncio.sleep(3600)

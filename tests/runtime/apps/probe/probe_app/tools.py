@@ -12,7 +12,14 @@ from lineup_sdk.errors import LineupError
 
 tools = define_agent_tools(app_scope="probe")
 
-if os.environ.get("LINEUP_SDK_COLLECT") == "1" and os.environ.get("PROBE_MISMATCH") == "1":
+# Test switches travel in the bundle (a `switches.py` a test writes before building) or in
+# the runtime's explicit `worker_env`: the sandbox passes nothing else of the environment.
+try:
+    from probe_app import switches  # type: ignore[attr-defined]
+except ImportError:
+    switches = None
+
+if os.environ.get("LINEUP_SDK_COLLECT") == "1" and getattr(switches, "MISMATCH", False):
 
     @tools.tool("probe.only_in_manifest", activation="app_ready")
     async def only_in_manifest(ctx: ToolContext) -> None:
@@ -107,7 +114,7 @@ async def bad_result(ctx: ToolContext) -> dict[str, int]:
 async def forge(ctx: ToolContext, cap: str) -> str:
     """Tries to read another session's data with a forged capability."""
     sd: Any = ctx.session_data
-    forged = type(sd)(sd._bridge, cap, sd._loop)
+    forged = type(sd)(sd._bridge, cap, sd._delivery, sd._loop)
     try:
         await forged.get()
     except LineupError as exc:
@@ -118,14 +125,14 @@ async def forge(ctx: ToolContext, cap: str) -> str:
 @tools.tool("probe.garbage", activation="app_ready")
 async def garbage(ctx: ToolContext) -> None:
     """Writes garbage to the bridge."""
-    os.write(int(sys.argv[4]), b"this is not json\n")
+    os.write(int(sys.argv[-1]), b"this is not json\n")
     await asyncio.sleep(3600)
 
 
 @tools.tool("probe.stray", activation="app_ready")
 async def stray(ctx: ToolContext) -> None:
     """Answers a call it was never given."""
-    os.write(int(sys.argv[4]), b'{"t":"result","id":999999,"ok":true,"result":null}\n')
+    os.write(int(sys.argv[-1]), b'{"t":"result","id":999999,"ok":true,"result":null}\n')
     await asyncio.sleep(3600)
 
 

@@ -1,0 +1,64 @@
+"""The worker bridge protocol, shared by the runtime and the worker: JSON lines on a pair of
+private pipes.
+
+Runtime → worker: `deliver {id, method, params, ctx}`, `sd_reply {id, ...}`, `ping {id}`.
+Worker → runtime: `hello {methods, pid, threads, sandbox}`, `fatal {message, code?}`,
+`result {id, ok, result | error}`, `sd {id, d, cap, op, ...}`, `pong {id, stuck}`.
+Anything else, a line over `MAX_MESSAGE`, or a line that is not a JSON object of the
+expected shape is a protocol error: the runtime fails the worker (SPEC 8).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_MESSAGE", "ProtocolError", "parse_line"]
+
+MAX_MESSAGE = 4 * 1024 * 1024
+
+# kind -> the fields that must be present with their types (ids are plain ints)
+_WORKER_KINDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "hello": {"methods": list},
+    "fatal": {"message": str},
+    "result": {"id": int, "ok": bool},
+    "sd": {"id": int, "d": int, "cap": str, "op": str},
+    "pong": {"id": int, "stuck": int},
+}
+
+
+class ProtocolError(ValueError):
+    """A bridge line the runtime will not accept; `delivery` names the delivery it answered."""
+
+    def __init__(self, message: str, delivery: int | None = None) -> None:
+        super().__init__(message)
+        self.delivery = delivery
+
+
+def parse_line(line: bytes) -> dict[str, Any]:
+    """One worker → runtime message, checked for shape.
+
+    Raises:
+        ProtocolError: malformed, too deep, of an unknown kind, or missing a field.
+    """
+    if len(line) > MAX_MESSAGE:
+        raise ProtocolError("the worker sent an oversized message")
+    try:
+        msg = json.loads(line)
+    except RecursionError:
+        raise ProtocolError("the worker sent a message nested too deeply") from None
+    except ValueError:
+        raise ProtocolError("the worker sent a malformed message") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError("the worker sent a message that is not an object")
+    rid = msg.get("id")
+    named = rid if type(rid) is int else None
+    kind = msg.get("t")
+    fields = _WORKER_KINDS.get(kind) if isinstance(kind, str) else None
+    if fields is None:
+        raise ProtocolError(f"the worker sent a message of unknown kind {str(kind)[:40]!r}", named)
+    for name, typ in fields.items():
+        value = msg.get(name)
+        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+            raise ProtocolError(f"the worker's {kind} message has no valid {name!r}", named)
+    return msg

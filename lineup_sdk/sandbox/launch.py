@@ -1,0 +1,219 @@
+"""The sandbox launcher: the first code that runs in a worker or extractor process.
+
+Started as `python -I -B -m lineup_sdk.sandbox.launch CONFIG TARGET ARGS...` (isolated: no
+app folder on `sys.path`, no user site, `PYTHON*` ignored, no bytecode written). It enters
+the sandbox profile of SPEC 8 — namespaces, rlimits, `no_new_privs`, a seccomp filter,
+Landlock, no capabilities — and only then appends the app folder to `sys.path` and hands
+over to TARGET (`lineup_sdk._worker` or `lineup_sdk._extract`), passing what is enforced.
+
+With a PID namespace the process forks once: the parent stays as a tiny waiter outside the
+namespace (a SIGTERM makes it kill the whole namespace, and it exits only once every
+process in it is gone); the child is the namespace's init and runs TARGET.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+REPORT_KEYS = ("files", "network", "privileges", "process_tree", "memory", "tmp")
+#: What `required` needs before author code may run (SPEC 8).
+REQUIRED = ("files", "network", "process_tree")
+
+
+def _read_list(app_dir: str, network: bool) -> list[str]:
+    """What the sandboxed interpreter may read: the app, the Python installation wherever it
+    lives, and the system files the interpreter and its extensions load."""
+    paths = [
+        app_dir,
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(os.path.realpath(sys.executable)),
+        *(p for p in sys.path if p and os.path.isdir(p)),
+        *("/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib"),
+        *("/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/etc/mime.types"),
+        *("/dev/urandom", "/dev/random", "/dev/zero", "/proc/self"),
+    ]
+    if network:  # name resolution and TLS roots for an app granted the network
+        paths += [
+            *("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf"),
+            *("/etc/host.conf", "/etc/services", "/etc/protocols", "/etc/ssl"),
+            *("/etc/ca-certificates", "/usr/share/ca-certificates", "/etc/pki"),
+        ]
+    seen: dict[str, None] = {}
+    for p in paths:
+        seen.setdefault(os.path.realpath(p), None)
+    return list(seen)
+
+
+def _launcher(child: int) -> None:
+    """Outside the PID namespace: wait for its init; a SIGTERM ends the whole namespace."""
+    os.closerange(3, 1 << 16)  # the bridge belongs to the child: EOF must reach the runtime
+
+    def stop(signum: int, frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except ChildProcessError:
+            os._exit(70)
+    # the init's exit returns only once every process of the namespace is gone
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def enter(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Enter the profile `cfg` describes; returns what is enforced (None = not enforced)."""
+    report: dict[str, Any] = dict.fromkeys(REPORT_KEYS)
+    report["mode"] = cfg["mode"]
+    if cfg["mode"] == "off":
+        return report
+    missing = set(cfg.get("unavailable", ()))  # the test seam: mechanisms to treat as absent
+    network = bool(cfg.get("network"))
+    import resource
+
+    if sys.platform.startswith("linux") and "linux" not in missing:
+        _enter_linux(cfg, report, missing, network)
+    limits = []
+    for which, value in (
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NOFILE, int(cfg.get("open_files", 1024))),
+    ):
+        try:
+            _lower(which, value)
+            limits.append(which)
+        except (OSError, ValueError):
+            pass
+    if cfg.get("memory_mb"):
+        try:
+            _lower(resource.RLIMIT_DATA, int(cfg["memory_mb"]) << 20)
+            report["memory"] = f"data {int(cfg['memory_mb'])} MiB"
+        except (OSError, ValueError):
+            pass
+    if report["tmp"] is None and cfg.get("tmp_mb"):
+        try:  # no private tmpfs: at least no single file beyond the bound
+            _lower(resource.RLIMIT_FSIZE, int(cfg["tmp_mb"]) << 20)
+            report["tmp"] = f"files up to {int(cfg['tmp_mb'])} MiB each"
+        except (OSError, ValueError):
+            pass
+    if network:
+        report["network"] = report["network"] or "granted"
+    return report
+
+
+def _lower(which: int, value: int) -> None:
+    import resource
+
+    _, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(which, (value, value))
+
+
+def _enter_linux(
+    cfg: dict[str, Any], report: dict[str, Any], missing: set[str], network: bool
+) -> None:
+    from lineup_sdk.sandbox import _linux as k
+
+    uid, gid = os.getuid(), os.getgid()
+    flags = k.CLONE_NEWNS | k.CLONE_NEWPID | k.CLONE_NEWIPC
+    if not network:
+        flags |= k.CLONE_NEWNET
+    userns = False
+    if "namespaces" not in missing:
+        try:
+            k.unshare(flags | k.CLONE_NEWUSER)
+            k.write_id_maps(uid, gid)
+            userns = True
+        except OSError:
+            try:  # root without user namespaces: namespaces alone, capabilities dropped below
+                if os.geteuid() != 0:
+                    raise
+                k.unshare(flags)
+            except OSError:
+                flags = 0
+    else:
+        flags = 0
+    if flags & k.CLONE_NEWNS and cfg.get("tmp") and cfg.get("tmp_mb"):
+        try:
+            k.mount_tmpfs(cfg["tmp"], int(cfg["tmp_mb"]))
+            report["tmp"] = f"private tmpfs {int(cfg['tmp_mb'])} MiB"
+        except OSError:
+            pass
+    if flags & k.CLONE_NEWPID:
+        parent = os.getpid()
+        pid = os.fork()
+        if pid:
+            _launcher(pid)
+        k.set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != 0 and os.getppid() != parent:
+            os._exit(70)  # the waiter died before the death signal was armed
+        report["process_tree"] = "pid namespace"
+    k.no_new_privs()
+    unix_blocked = False
+    if "seccomp" not in missing:
+        try:
+            k.deny_unix_sockets()
+            unix_blocked = True
+        except OSError:
+            pass
+    if not network and flags & k.CLONE_NEWNET and unix_blocked:
+        report["network"] = "none (network namespace, no unix sockets)"
+    elif network and unix_blocked:
+        report["network"] = "granted (host network; no unix sockets)"
+    abi = 0 if "landlock" in missing else k.landlock_abi()
+    if abi:
+        rules = k.Landlock(abi, network=network)
+        read = k.FS_READ_FILE | k.FS_READ_DIR | k.FS_EXECUTE
+        for path in _read_list(cfg["app_dir"], network):
+            rules.allow(path, read)
+        rules.allow("/dev/null", k.FS_READ_FILE | k.FS_WRITE_FILE | k.FS_TRUNCATE)
+        if cfg.get("tmp"):
+            rules.allow(cfg["tmp"], rules.handled_fs)
+        rules.restrict()
+        report["files"] = f"landlock abi {abi}"
+    try:
+        k.drop_capabilities()
+        report["privileges"] = "no capabilities (user namespace)" if userns else "no capabilities"
+    except OSError:
+        if os.geteuid() != 0 and not userns:
+            report["privileges"] = "unprivileged user"
+
+
+def refusal(report: dict[str, Any], cfg: dict[str, Any]) -> str | None:
+    """Under `required`: why author code must not run here (None when it may)."""
+    if cfg["mode"] != "required":
+        return None
+    absent = [k for k in REQUIRED if report.get(k) is None]
+    if not absent:
+        return None
+    return "the sandbox cannot contain MiniApp code on this platform: no " + ", ".join(
+        a.replace("_", " ") + " containment" for a in absent
+    )
+
+
+def main(argv: list[str]) -> None:
+    """Enter the sandbox, then run TARGET's `main(args, sandbox)`."""
+    cfg = json.loads(argv[0])
+    target = argv[1]
+    report = enter(cfg)
+    report["refused"] = refusal(report, cfg)
+    if report["refused"] is None:
+        sys.path.append(cfg["app_dir"])  # after the standard library and site-packages
+    module = importlib.import_module(target)
+    module.main(argv[2:], report)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
