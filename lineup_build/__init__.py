@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from lineup_build.build import BuildResult, CheckResult, build_project, check_project
     from lineup_build.diagnostics import Diagnostic, Where
+    from lineup_build.diff import Change, DiffReport, diff_manifests
+    from lineup_build.docs import docs_markdown
     from lineup_build.init import init_project
     from lineup_build.trust import TrustedKey, TrustStore
     from lineup_build.verify import (
@@ -21,8 +23,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BuildResult",
+    "Change",
     "CheckResult",
     "Diagnostic",
+    "DiffReport",
     "Limits",
     "TrustStore",
     "TrustedKey",
@@ -33,6 +37,8 @@ __all__ = [
     "build_project",
     "check_bundle",
     "check_project",
+    "diff_manifests",
+    "docs_markdown",
     "init_project",
     "verify_bundle",
 ]
@@ -46,6 +52,10 @@ _LAZY = {
     "check_project": "lineup_build.build",
     "Diagnostic": "lineup_build.diagnostics",
     "Where": "lineup_build.diagnostics",
+    "Change": "lineup_build.diff",
+    "DiffReport": "lineup_build.diff",
+    "diff_manifests": "lineup_build.diff",
+    "docs_markdown": "lineup_build.docs",
     "init_project": "lineup_build.init",
     "Limits": "lineup_build.verify",
     "TrustStore": "lineup_build.trust",

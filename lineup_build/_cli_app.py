@@ -179,10 +179,15 @@ def keygen(
 
 
 def _register_optional() -> None:
-    """Commands that live in their own modules (verify/trust/inspect, run, serve)."""
+    """Commands that live in their own modules (verify/trust/inspect, run, serve, diff/docs)."""
     import importlib
 
-    for name in ("lineup_build._cli_verify", "lineup_build._cli_run", "lineup_build._cli_serve"):
+    for name in (
+        "lineup_build._cli_verify",
+        "lineup_build._cli_run",
+        "lineup_build._cli_serve",
+        "lineup_build._cli_diff",
+    ):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

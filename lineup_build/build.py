@@ -31,6 +31,7 @@ from lineup_sdk.errors import LineupError
 __all__ = [
     "BuildResult",
     "CheckResult",
+    "build_dev",
     "build_project",
     "bundle_name",
     "check_project",
@@ -124,7 +125,13 @@ def _extract(
                 f"importing {config.entry!r} did not finish in {IMPORT_TIMEOUT_S:.0f} s"
             )
         try:
-            data: dict[str, Any] = json.loads(run.result)
+            # first line: the sandbox report, written before the author's import
+            first, _, rest = run.result.partition(b"\n")
+            report = json.loads(first)
+            data: dict[str, Any] = json.loads(rest)
+            if not isinstance(report, dict) or not isinstance(data, dict):
+                raise ValueError("not objects")
+            data["sandbox"] = report
         except ValueError:
             tail = run.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
             return _failure(
@@ -294,3 +301,27 @@ def build_project(
     return BuildResult(
         True, target, hashlib.sha256(manifest_bytes).hexdigest(), manifest, key.key_id, check
     )
+
+
+def build_dev(
+    root: Path, *, out_dir: Path, sandbox: str = "best_effort"
+) -> tuple[BuildResult, SigningKey]:
+    """Build a project folder with its dev key, for `lineup run` / `test` / `serve`.
+
+    Returns the successful build (bundle and manifest set) and the key.
+
+    Raises:
+        LineupError: the first error diagnostic's code, every diagnostic in `details`.
+    """
+    key = ensure_dev_key(root.resolve())
+    result = build_project(root, signing_key=key, out_dir=out_dir, sandbox=sandbox)
+    if not result.ok or result.bundle is None or result.manifest is None:
+        first = next((d for d in result.diagnostics if d.severity == "error"), None)
+        detail = f"{first.code}: {first.message}" if first else "the build failed"
+        raise LineupError(
+            first.code if first else "config_invalid",
+            f"cannot build {root}: {detail}",
+            hint="run `lineup check` for every problem",
+            details=[d.to_dict() for d in result.diagnostics],
+        )
+    return result, key

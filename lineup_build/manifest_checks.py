@@ -146,6 +146,28 @@ def _errors(validator: Any, instance: Any, prefix: str = "") -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _plain_tools() -> tuple[Callable[[Any], bool], Any] | None:
+    """A fast, sufficient test for one `tools` entry, and the validator for the rest.
+
+    Like the file check, for the same reason (a `oneOf` per tool is most of the time
+    verify and `lineup diff` spend on a large app); built from the shipped schema itself
+    by `plain_check`, and off when `tools` is anything but an array of items.
+    """
+    from jsonschema import Draft202012Validator
+
+    from lineup_build.plain_check import compile_plain
+
+    schema = manifest_schema()
+    tools = schema["properties"].get("tools")
+    if not isinstance(tools, dict) or set(tools) != {"type", "items"} or tools["type"] != "array":
+        return None
+    check = compile_plain(tools["items"], schema)
+    if check is None:
+        return None
+    return check, Draft202012Validator({"$defs": schema["$defs"], **tools["items"]})
+
+
 def schema_problems(manifest: Any) -> list[LineupError]:
     """The manifest against the closed manifest v1 schema (`manifest_invalid` each)."""
     whole, one_file = _validators()
@@ -154,7 +176,15 @@ def schema_problems(manifest: Any) -> list[LineupError]:
     if plain is None or not isinstance(files, list):
         errors = _errors(whole, manifest)
     else:
-        errors = _errors(whole, {**manifest, "files": []})
+        tools, fast_tools = manifest.get("tools"), _plain_tools()
+        if fast_tools is not None and isinstance(tools, list):
+            is_plain, one_tool = fast_tools
+            errors = _errors(whole, {**manifest, "files": [], "tools": []})
+            for i, t in enumerate(tools):
+                if not is_plain(t):
+                    errors.extend(_errors(one_tool, t, f"/tools/{i}"))
+        else:
+            errors = _errors(whole, {**manifest, "files": []})
         for i, f in enumerate(files):
             if not plain(f):
                 errors.extend(_errors(one_file, f, f"/files/{i}"))

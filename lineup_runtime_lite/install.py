@@ -249,6 +249,27 @@ def _unlisted(root: Path, listed: set[str]) -> str | None:
     return None
 
 
+def check_no_strays(store: Store, scope: str, version: str) -> None:
+    """The install folder holds nothing the manifest does not list (cheap: no hashing).
+
+    Raises:
+        LineupError: `install_tampered`.
+    """
+    row = store.one(
+        "SELECT manifest, dir FROM app_versions WHERE scope=? AND version=?", (scope, version)
+    )
+    if row is None:
+        raise LineupError("install_tampered", f"{scope} {version} is not installed")
+    listed = {e["path"] for e in json.loads(row["manifest"])["files"]}
+    stray = _unlisted(Path(row["dir"]), listed)
+    if stray is not None:
+        raise LineupError(
+            "install_tampered",
+            f"{scope} {version}: {stray} is in the install folder but not in the manifest",
+            hint="something planted a file or bytecode there; reinstall the app from its bundle",
+        )
+
+
 def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
     """Before loading an installed app: its folder holds exactly the manifest's files, with
     their hashes, and its key is still trusted for it.
@@ -258,19 +279,13 @@ def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
             `scope_not_allowed` or `permission_not_allowed`.
     """
     check_trusted(store, trust, scope, version)
+    check_no_strays(store, scope, version)
     row = store.one(
         "SELECT manifest, dir FROM app_versions WHERE scope=? AND version=?", (scope, version)
     )
     assert row is not None
     manifest = json.loads(row["manifest"])
     root = Path(row["dir"])
-    stray = _unlisted(root, {e["path"] for e in manifest["files"]})
-    if stray is not None:
-        raise LineupError(
-            "install_tampered",
-            f"{scope} {version}: {stray} is in the install folder but not in the manifest",
-            hint="something planted a file or bytecode there; reinstall the app from its bundle",
-        )
     for entry in manifest["files"]:
         path = root / entry["path"]
         try:

@@ -415,9 +415,11 @@ class Runtime:
         check_installed(self._core.store, self._current_trust(), scope, version)
 
     def _check_trust(self, scope: str, version: str) -> None:
-        from lineup_runtime_lite.install import check_trusted
+        """At every activation: the key still trusted for the app, nothing planted."""
+        from lineup_runtime_lite.install import check_no_strays, check_trusted
 
         check_trusted(self._core.store, self._current_trust(), scope, version)
+        check_no_strays(self._core.store, scope, version)
 
     @property
     def sandbox(self) -> dict[str, Any]:

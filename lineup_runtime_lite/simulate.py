@@ -171,7 +171,7 @@ def open_simulation(
         LineupError: a build problem (with its diagnostics), or a usage error for a bundle
             without `--trust`.
     """
-    from lineup_build.build import build_project, ensure_dev_key
+    from lineup_build.build import build_dev
     from lineup_build.trust import TrustStore, dev_trust
     from lineup_build.verify import check_bundle
 
@@ -179,24 +179,11 @@ def open_simulation(
     tmp = Path(tempfile.mkdtemp(prefix="lineup-run-"))
     try:
         if target.is_dir():
-            key = ensure_dev_key(target.resolve())
-            result = build_project(
-                target,
-                signing_key=key,
-                out_dir=target.resolve() / ".lineup" / "run",
-                sandbox=sandbox,
+            result, key = build_dev(
+                target, out_dir=target.resolve() / ".lineup" / "run", sandbox=sandbox
             )
-            if not result.ok or result.bundle is None:
-                first = next((d for d in result.diagnostics if d.severity == "error"), None)
-                detail = f"{first.code}: {first.message}" if first else "the build failed"
-                raise LineupError(
-                    first.code if first else "config_invalid",
-                    f"cannot build {target}: {detail}",
-                    hint="run `lineup check` for every problem",
-                    details=[d.to_dict() for d in result.diagnostics],
-                )
+            assert result.bundle is not None and result.manifest is not None
             bundle = result.bundle
-            assert result.manifest is not None
             trust_obj: Any = dev_trust(key.public_raw, result.manifest)
             scope = result.manifest["app"]["scope"]
         else:

@@ -169,6 +169,13 @@ CODES: dict[str, tuple[str, str]] = {
         "The bundle's manifest differs from a fresh build of the source.",
         "Run `lineup build` again and commit or publish the new bundle.",
     ),
+    # --- diff and docs (SPEC 11) ---
+    "breaking_change": (
+        "`lineup diff` found a change that breaks Agents written against the old release, "
+        "without a major version bump.",
+        "Restore compatibility, or bump the major version (for 0.y.z the minor, for 0.0.z "
+        "any); the report names each tool, field and rule.",
+    ),
     "trust_store_invalid": (
         "The trust store file is unreadable or malformed.",
         "Fix the named entry, or recreate it with `lineup trust add`.",

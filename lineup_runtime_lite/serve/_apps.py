@@ -22,21 +22,10 @@ class Prepared:
 
 
 def _build(folder: Path, trust: Any, sandbox: str) -> Prepared:
-    from lineup_build.build import build_project, ensure_dev_key
+    from lineup_build.build import build_dev
 
-    key = ensure_dev_key(folder.resolve())
-    result = build_project(
-        folder, signing_key=key, out_dir=folder.resolve() / ".lineup" / "serve", sandbox=sandbox
-    )
-    if not result.ok or result.bundle is None or result.manifest is None:
-        first = next((d for d in result.diagnostics if d.severity == "error"), None)
-        detail = f"{first.code}: {first.message}" if first else "the build failed"
-        raise LineupError(
-            first.code if first else "config_invalid",
-            f"cannot build {folder}: {detail}",
-            hint="run `lineup check` for every problem",
-            details=[d.to_dict() for d in result.diagnostics],
-        )
+    result, key = build_dev(folder, out_dir=folder.resolve() / ".lineup" / "serve", sandbox=sandbox)
+    assert result.bundle is not None and result.manifest is not None
     app = result.manifest["app"]
     scope = app["scope"]
     # the project's own dev key: trusted for its scope and what it asks for; a --trust

@@ -357,20 +357,10 @@ def test_with_the_network_grant_tcp_and_udp_reach_the_host_but_unix_sockets_do_n
     assert worker(rt).sandbox["network"].startswith("granted")
 
 
-IO_URING_GAP = (
-    "GAP: io_uring (IORING_OP_SOCKET + IORING_OP_CONNECT) creates and connects an AF_UNIX "
-    "socket without the socket() syscall, so the seccomp filter of "
-    "lineup_sdk/sandbox/_linux.py:deny_unix_sockets never sees it; Landlock ABI 7 does not "
-    "mediate connect() to a pathname unix socket, and a network namespace does not separate "
-    "pathname sockets. Fix: refuse io_uring_setup/enter/register (425-427) in the filter."
-)
-
-
 needs_io_uring = pytest.mark.skipif(not io_uring_enabled(), reason="io_uring is disabled here")
 
 
 @needs_io_uring
-@pytest.mark.xfail(strict=True, reason=IO_URING_GAP)
 def test_io_uring_cannot_connect_a_unix_socket_to_the_host(
     hostile: Runtime, tmp_path: Path
 ) -> None:
@@ -445,15 +435,6 @@ def test_a_setsid_daemon_forked_by_a_handler_is_gone_after_close(
     assert poll(lambda: not pid_alive(pid), within_s=5), f"daemon {pid} survived close()"
 
 
-ORPHAN_GAP = (
-    "GAP: when the runtime process dies (SIGKILL, crash) while a handler blocks the "
-    "worker's event loop, nothing ends the worker: it never reads the pipe's EOF, and the "
-    "sandbox launcher outside the PID namespace has no parent-death signal "
-    "(lineup_sdk/sandbox/launch.py:_launcher / _enter_linux sets PR_SET_PDEATHSIG only on "
-    "the namespace's init, relative to the launcher), so the launcher, the worker and a "
-    "setsid daemon all survive (SPEC 5.7: a killed runtime leaves no orphans)"
-)
-
 KILLED_RUNTIME = """
 import json, sys, threading
 from pathlib import Path
@@ -482,7 +463,7 @@ threading.Event().wait()
 
 @pytest.mark.parametrize(
     "loop",
-    ["idle", pytest.param("blocked", marks=pytest.mark.xfail(strict=True, reason=ORPHAN_GAP))],
+    ["idle", "blocked"],
 )
 def test_a_killed_runtime_leaves_no_worker_tree(
     tmp_path: Path, hostile_bundle: Path, loop: str
@@ -721,16 +702,6 @@ def test_the_sandbox_report_names_every_mechanism_and_the_missing_one_as_none(
     assert "files: NOT enforced" in describe(seam)
 
 
-SPOOFED_REPORT_GAP = (
-    "GAP: the worker sends its sandbox report in `hello` only after importing the entry "
-    "(lineup_sdk/_worker.py:_serve), so the entry rewrites it (here through the caller's "
-    "frame) and rt.sandbox / `lineup run` claim containment that is not enforced "
-    "(lineup_runtime_lite/activation.py: sandbox_report = worker.sandbox). `required` is not "
-    "affected (refused before the import). Send the report before importing author code"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=SPOOFED_REPORT_GAP)
 def test_the_app_cannot_rewrite_what_rt_sandbox_reports(
     open_runtime: Callable[..., Runtime], trust: TrustStore, rt_key: SigningKey, tmp_path: Path
 ) -> None:

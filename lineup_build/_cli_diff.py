@@ -1,0 +1,88 @@
+"""`lineup diff` and `lineup docs`: thin commands over `diff`, `docs` and `sources`."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["register"]
+
+
+class Format(enum.StrEnum):
+    """Output formats of `lineup diff`."""
+
+    text = "text"
+    github = "github"
+
+
+InputArg = Annotated[Path, typer.Argument(help="A .lineup bundle or a MiniApp project folder.")]
+
+
+def diff(
+    old: Annotated[
+        Path, typer.Argument(help="The previous release: a .lineup bundle or a project folder.")
+    ],
+    new: Annotated[
+        Path, typer.Argument(help="The candidate: a .lineup bundle or a project folder.")
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document instead.")
+    ] = False,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="text, or github for workflow annotations.")
+    ] = Format.text,
+) -> None:
+    """Compare two releases as Agents meet them; exit 1 on a breaking change without a
+    major version bump."""
+    from lineup_build.diff import diff_manifests
+    from lineup_build.sources import load_manifest
+
+    before = load_manifest(old, role="OLD")
+    after = load_manifest(new, role="NEW")
+    report = diff_manifests(
+        before.manifest, after.manifest, old_source=str(old), new_source=str(new)
+    )
+    if as_json:
+        from lineup_build import _render
+
+        _render.emit_json(report.to_dict())
+    else:
+        from lineup_build import _diff_render
+
+        (_diff_render.github if fmt is Format.github else _diff_render.text)(report)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def docs(
+    path: InputArg,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the Markdown to FILE (default: stdout).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document instead.")
+    ] = False,
+) -> None:
+    """Write a Markdown reference of a MiniApp's tools, generated from its manifest."""
+    import sys
+
+    from lineup_build.docs import docs_markdown, write_docs
+    from lineup_build.sources import load_manifest
+
+    text = docs_markdown(load_manifest(path).manifest)
+    if out is not None:
+        write_docs(out, text)
+    if as_json:
+        from lineup_build import _render
+
+        _render.emit_json({"ok": True, "out": str(out) if out else None, "markdown": text})
+    elif out is None:
+        sys.stdout.write(text)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `diff` and `docs` to the `lineup` app."""
+    app.command()(diff)
+    app.command()(docs)
