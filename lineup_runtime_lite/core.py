@@ -160,6 +160,7 @@ class Core(DeliveryPart):
                 "scope": tool.scope,
                 "method": tool.method,
                 "params": params,
+                "params_json": self.canonical_params.get(call_id),
                 "activation_id": act["activation_id"],
             }
             self.set_pump(sid, self.spawn(self._send_then_pump(session, pinned, call, worker)))

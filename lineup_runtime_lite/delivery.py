@@ -130,9 +130,9 @@ class DeliveryPart(ActivationPart):
             )
             if cur.rowcount == 0:
                 return
-        await self._send(
-            session, tool, {**dict(call), "params": json.loads(call["params"])}, worker
-        )
+        # the stored params text goes to the worker as is: never decoded and re-encoded on
+        # the loop (a 1 MiB array would cost other sessions tens of milliseconds)
+        await self._send(session, tool, {**dict(call), "params_json": call["params"]}, worker)
 
     async def _send(
         self, session: sqlite3.Row, tool: Tool, call: dict[str, Any], worker: Worker
@@ -148,10 +148,12 @@ class DeliveryPart(ActivationPart):
             "cap": cap,
             "timeout_s": tool.timeout_s,
         }
-        params = call["params"]
+        params_json = call.get("params_json")
+        if params_json is None:
+            params_json = json.dumps(call["params"], sort_keys=True, separators=(",", ":"))
         rid: int | None = None
         try:
-            rid, fut = worker.send_delivery(tool.method, params, ctx)
+            rid, fut = worker.send_delivery(tool.method, params_json, ctx)
             # the capability names this delivery's App session only, and only until it ends
             self._caps[cap] = _Grant(
                 session["scope"], session["app_session_id"], session["conversation_id"], worker, rid

@@ -258,10 +258,12 @@ class Worker:
             self._send({"t": "sd_reply", "id": msg["id"], **reply})
 
     def _send(self, msg: dict[str, Any]) -> None:
+        self._write(json.dumps(msg, separators=(",", ":"), ensure_ascii=False))
+
+    def _write(self, line: str) -> None:
         if self.dead or self._transport is None or self._transport.is_closing():
             raise WorkerError("crashed", "the worker is not running")
-        data = json.dumps(msg, separators=(",", ":"), ensure_ascii=False)
-        self._transport.write(data.encode("utf-8") + b"\n")
+        self._transport.write(line.encode("utf-8") + b"\n")
 
     # -- heartbeat -----------------------------------------------------------------------
     def _arm_heartbeat(self) -> None:
@@ -291,9 +293,10 @@ class Worker:
 
     # -- deliveries ----------------------------------------------------------------------
     def send_delivery(
-        self, method: str, params: Any, ctx: dict[str, Any]
+        self, method: str, params_json: str, ctx: dict[str, Any]
     ) -> tuple[int, asyncio.Future[dict[str, Any]]]:
-        """Send one call; the future resolves with the worker's `result` message.
+        """Send one call whose params are already JSON text (spliced in, not re-encoded);
+        the future resolves with the worker's `result` message.
 
         Raises:
             WorkerError: the worker is not running.
@@ -301,8 +304,13 @@ class Worker:
         rid = next(self._ids)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
+        head = json.dumps(
+            {"t": "deliver", "id": rid, "method": method, "ctx": ctx},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
         try:
-            self._send({"t": "deliver", "id": rid, "method": method, "params": params, "ctx": ctx})
+            self._write(f'{head[:-1]},"params":{params_json}}}')
         except WorkerError:
             self._pending.pop(rid, None)
             raise
