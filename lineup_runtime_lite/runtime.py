@@ -559,11 +559,16 @@ class Runtime:
         self, call_id: Any, conversation_id: Any, method: Any, params: Any
     ) -> dict[str, Any]:
         """`call()` for asyncio code on another event loop (an MCP server, say): the same
-        answer, awaited without blocking that loop. The pure checks run in the default
-        executor's threads (reused, not one per call), never on either loop."""
-        prepared = await asyncio.get_running_loop().run_in_executor(
-            None, self._prepare, call_id, conversation_id, method, params
-        )
+        answer, awaited without blocking that loop. The pure checks never run on the
+        runtime's loop: small params (a bounded walk says so) are checked right here, larger
+        ones in the default executor's threads, so a huge call never blocks the caller's
+        loop either."""
+        if _small(params):
+            prepared = self._prepare(call_id, conversation_id, method, params)
+        else:
+            prepared = await asyncio.get_running_loop().run_in_executor(
+                None, self._prepare, call_id, conversation_id, method, params
+            )
         if not isinstance(prepared, tuple):
             return prepared
         if self._closed:
@@ -663,3 +668,24 @@ def _usable_id(name: str, value: Any) -> None:
     why = id_problem(name, value)
     if why is not None:
         raise LineupError("usage_invalid", why)
+
+
+def _small(value: Any, *, nodes: int = 256, chars: int = 16_384) -> bool:
+    """Whether `value` is plainly small: at most `nodes` containers and scalars and
+    `chars` characters of strings, found by a walk that stops as soon as it is not."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        nodes -= 1
+        if nodes < 0:
+            return False
+        if isinstance(item, str):
+            chars -= len(item)
+            if chars < 0:
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
