@@ -8,7 +8,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -413,6 +413,21 @@ class Runtime:
         if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
             self._arm()
         return msg
+
+    def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[dict[str, Any]]:
+        """Accept several Agent calls `(call_id, conversation_id, method, params)` in one
+        runtime turn: each is routed, in the order given, before anything they start can
+        progress (so the first that starts an activation answers `starting` and the rest
+        `queued`); returns their messages in that order."""
+
+        async def go() -> list[dict[str, Any]]:
+            # gather schedules the calls as tasks ahead of anything they spawn (FIFO loop)
+            return list(await asyncio.gather(*(self._core.call(*c) for c in calls)))
+
+        msgs = self._run(go())
+        if any(m["kind"] == "receipt" for m in msgs):
+            self._arm()
+        return msgs
 
     def settle(self) -> None:
         """Wait until background work (activations, deliveries) has settled."""
