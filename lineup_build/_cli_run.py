@@ -64,6 +64,9 @@ def _interactive(sim: Simulation, as_json: bool) -> None:
     _render.line(
         f"lineup run: {sim.scope} on a virtual clock (Host policy {sim.policy}); type `help`"
     )
+    opening = sim.opening_report()
+    if opening is not None:
+        _show(opening, as_json)
     n = 0
     while True:
         try:

@@ -45,7 +45,7 @@ _HOST_EVENTS = Literal[
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
 
 def _duration(value: str) -> str:
@@ -123,6 +123,10 @@ class InventoryRead(_Strict):
     scope: str | None = None
 
 
+def _or_true(schema: dict[str, Any]) -> None:
+    schema["anyOf"].insert(0, {"const": True})
+
+
 def _true_is_empty(value: Any) -> Any:
     if value is True:
         return {}
@@ -138,12 +142,16 @@ class StepModel(_Strict):
     calls: list[Call] | None = Field(default=None, min_length=1)
     host: HostEvent | None = None
     clock: ClockMove | None = None
-    restart: Restart | None = Field(default=None, description="`true` or `{ advance = ... }`")
+    restart: Restart | None = Field(
+        default=None, description="`true` or `{ advance = ... }`", json_schema_extra=_or_true
+    )
     session_data: SessionDataRead | None = None
     subscribe: Subscribe | None = None
     frames: Frames | None = None
     im_records: ImRecords | None = None
-    inventory: InventoryRead | None = Field(default=None, description="`true` or `{ scope }`")
+    inventory: InventoryRead | None = Field(
+        default=None, description="`true` or `{ scope }`", json_schema_extra=_or_true
+    )
     expect: list[Any] | None = Field(
         default=None,
         description="Ordered partial matches against what the step emitted; keys starting "
@@ -187,6 +195,7 @@ class ScenarioDocument(_Strict):
         extra="forbid",
         frozen=True,
         populate_by_name=True,
+        strict=True,
         title="LineUp scenario (format v2)",
     )
     scenario: Header = Field(default_factory=Header)
@@ -297,7 +306,7 @@ def parse_scenario(
     return Scenario(steps, header.host, header.description, source, header)
 
 
-_STEP_LINE = re.compile(r"^\s*\[\[\s*step\s*\]\]", re.MULTILINE)
+_STEP_LINE = re.compile(r"^[ \t]*\[\[[ \t]*step[ \t]*\]\]", re.MULTILINE)
 
 
 def step_lines(text: str) -> list[int]:

@@ -200,11 +200,30 @@ class Simulation:
             return tools
         return rt.im_records(a["conversation"])
 
+    def opening_report(self) -> StepReport | None:
+        """Step 0: what opening the runtime emitted, once (None when it emitted nothing)."""
+        if not self.opened:
+            return None
+        messages, self.opened = self.opened, []
+        return StepReport(
+            0,
+            "open",
+            "open (recovery of the kept database)",
+            format_ts(self.clock.now_ms()),
+            messages,
+        )
+
     def play(
         self, scenario: Scenario, on_step: Callable[[StepReport], None] | None = None
     ) -> list[StepReport]:
-        """Play every step, checking expectations; never stops early."""
+        """Play every step, checking expectations; never stops early. What opening a kept
+        database emitted (recovery) comes first, as step 0 with nothing expected of it."""
         reports = []
+        opening = self.opening_report()
+        if opening is not None:
+            reports.append(opening)
+            if on_step is not None:
+                on_step(opening)
         for step in scenario.steps:
             before = len(self.runtime().outbox.all()) if step.outbox_grew is not None else 0
             messages = self.act(step)
