@@ -266,6 +266,29 @@ def _message(err: Any) -> str:
     return str(err["msg"]).removeprefix("Value error, ")
 
 
+def _step_of(loc: tuple[int | str, ...]) -> int | None:
+    return loc[1] + 1 if len(loc) >= 2 and loc[0] == "step" and isinstance(loc[1], int) else None
+
+
+def _invalid(
+    source: str, problems: list[tuple[int | None, str]], lines: list[int] | None
+) -> LineupError:
+    """`scenario_invalid` with every problem, each with its step and that step's line."""
+    details = []
+    for step, text in problems:
+        item: dict[str, Any] = {"problem": text, "step": step}
+        if step is not None and lines is not None and step - 1 < len(lines):
+            item["line"] = lines[step - 1]
+        details.append(item)
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return LineupError(
+        "scenario_invalid",
+        f"{source}: {problems[0][1]}{more}",
+        hint="see `lineup schema scenario` for the format",
+        details=details,
+    )
+
+
 def parse_scenario(
     doc: Any, *, source: str = "scenario", lines: list[int] | None = None
 ) -> Scenario:
@@ -282,15 +305,24 @@ def parse_scenario(
     try:
         model = ScenarioDocument.model_validate(doc)
     except ValidationError as exc:
-        problems = [f"{_where(tuple(e['loc']))}: {_message(e)}" for e in exc.errors()]
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise LineupError(
-            "scenario_invalid",
-            f"{source}: {first}{more}",
-            hint="see `lineup schema scenario` for the format",
-            details=[{"problem": p} for p in problems],
+        raise _invalid(
+            source,
+            [
+                (_step_of(tuple(e["loc"])), f"{_where(tuple(e['loc']))}: {_message(e)}")
+                for e in exc.errors()
+            ],
+            lines,
         ) from None
+    subscribed: set[str] = set()
+    for i, raw in enumerate(model.step, start=1):
+        if raw.subscribe is not None:
+            subscribed.add(raw.subscribe.as_)
+        if raw.frames is not None and raw.frames.as_ not in subscribed:
+            raise _invalid(
+                source,
+                [(i, f"step {i}: `frames.as`: no earlier step subscribes as {raw.frames.as_!r}")],
+                lines,
+            )
     steps = []
     for i, raw in enumerate(model.step, start=1):
         action = next(a for a in ACTIONS if getattr(raw, a) is not None)

@@ -257,7 +257,7 @@ def _escape_property(text: str) -> str:
 
 def github_annotations(report: SuiteReport, *, root: Path | None = None) -> list[str]:
     """GitHub workflow commands (`::error file=...,line=...::...`), one per failing step, at
-    its `[[step]]` line; a scenario that could not play is annotated at line 1."""
+    its `[[step]]` line; a malformed scenario at the line of the step named first (else 1)."""
     out = []
     for r in report.results:
         if r.ok:
@@ -268,7 +268,10 @@ def github_annotations(report: SuiteReport, *, root: Path | None = None) -> list
                 path = path.relative_to(root.resolve())
         file = _escape_property(path.as_posix())
         if r.error is not None:
-            out.append(f"::error file={file},line=1::{_escape_data(r.message())}")
+            details = r.error.details if isinstance(r.error.details, list) else []
+            first = details[0] if details and isinstance(details[0], dict) else {}
+            line = first.get("line", 1)
+            out.append(f"::error file={file},line={line}::{_escape_data(r.message())}")
             continue
         for s in r.steps:
             if not s.ok:

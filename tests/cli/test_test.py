@@ -59,6 +59,7 @@ def broken(project: Path, tmp_path: Path) -> Path:
     (root / "scenarios" / "broken.toml").write_text(BROKEN)
     (root / "scenarios" / "nested").mkdir()
     (root / "scenarios" / "nested" / "typo.toml").write_text(
+        '# a misspelled key\n[scenario]\nhost = "manual"\n[[step]]\ninventory = true\n'
         '[[step]]\ncall = { id = "s1", conversation = "c1", method = "pomodoro.start", '
         "parms = {} }\n"
     )
@@ -110,7 +111,7 @@ def test_junit_has_one_testcase_per_scenario(
     assert "step 3" in (failure.get("message") or "") and "result.status" in (failure.text or "")
     error = cases["scenarios/nested/typo.toml"].find("error")
     assert error is not None and error.get("type") == "scenario_invalid"
-    assert "step 1: `call.parms`: unknown key" in (error.get("message") or "")
+    assert "step 2: `call.parms`: unknown key" in (error.get("message") or "")
     assert cases["scenarios/happy.toml"].find("failure") is None
     assert float(cases["scenarios/happy.toml"].get("time") or -1) >= 0
 
@@ -127,6 +128,18 @@ def test_github_annotations_point_at_the_failing_step_line(
         f"::error file=scenarios/broken.toml,line={line}::step 3 (clock +5m): message 1 "
         '`result.status`: expected "interrupted", actual "completed"'
     ]
+
+
+def test_github_annotation_of_a_malformed_scenario_names_its_step_line(
+    broken: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(broken)
+    code, out, _ = run_cli(["test", "--format", "github", "-k", "typo"], capsys)
+    assert code == 1
+    annotations = [line for line in out.splitlines() if line.startswith("::error ")]
+    assert len(annotations) == 1
+    assert annotations[0].startswith("::error file=scenarios/nested/typo.toml,line=6::")
+    assert "scenario_invalid" in annotations[0] and "`call.parms`" in annotations[0]
 
 
 def test_k_selects_by_name_or_glob(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -226,3 +239,25 @@ def test_reopening_a_kept_db_shows_what_recovery_emits(
     assert steps[0]["step"] == 0 and steps[0]["action"] == "open"
     assert [m["id"] for m in steps[0]["messages"]] == ["s1:accepted"]
     assert steps[1]["step"] == 1 and steps[1]["messages"] == []
+
+
+def test_the_readme_scenario_example_passes(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
+    section = readme[readme.index("## Scenarios: `lineup run` and `lineup test`") :]
+    example = section[
+        section.index("```toml\n") + 8 : section.index("```\n", section.index("```toml\n"))
+    ]
+    path = tmp_path / "readme.toml"
+    path.write_text(example)
+    code, out, err = run_cli(["test", str(project), str(path), "-k", "readme"], capsys)
+    assert code == 2  # outside the project: a scenario file belongs to the project above it
+    inside = project / "scenarios" / "readme_example.toml"
+    inside.write_text(example)
+    try:
+        code, out, err = run_cli(["test", str(inside)], capsys)
+    finally:
+        inside.unlink()
+    assert code == 0, out + err
+    assert "PASS scenarios/readme_example.toml" in out

@@ -58,6 +58,10 @@ def _invalid(doc: Any) -> str:
         ({"step": [{"call": CALL, "outbox_grew": "no"}]}, "step 1: `outbox_grew`"),
         ({"step": []}, "top level: `step`"),
         ({"steps": [{"call": CALL}]}, "`steps`: unknown key"),
+        (
+            {"step": [{"frames": {"as": "ui"}}, {"subscribe": {"conversation": "c", "as": "ui"}}]},
+            "step 1: `frames.as`: no earlier step subscribes as 'ui'",
+        ),
     ],
     ids=[
         "misspelled-params",
@@ -80,6 +84,7 @@ def _invalid(doc: Any) -> str:
         "outbox-grew-not-bool",
         "no-steps",
         "old-steps-key",
+        "frames-before-subscribe",
     ],
 )
 def test_scenario_invalid_names_the_step_and_key(doc: Any, says: str) -> None:
@@ -132,6 +137,15 @@ def test_header_and_actions_parse() -> None:
     descriptions = [s.describe() for s in scenario.steps]
     assert descriptions[3] == "session_data c1"  # no scope: no KeyError
     assert descriptions[2] == "restart (+40m while down)"
+
+
+def test_problems_carry_the_step_line(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('[[step]]\ninventory = true\n\n[[step]]\nclock = { advance = "x" }\n')
+    with pytest.raises(LineupError) as exc:
+        load_scenario(path)
+    assert exc.value.code == "scenario_invalid"
+    assert exc.value.details[0]["step"] == 2 and exc.value.details[0]["line"] == 4  # type: ignore[index]
 
 
 def test_a_file_without_header_is_version_2() -> None:
