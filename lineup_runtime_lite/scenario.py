@@ -61,6 +61,15 @@ class Call(_Strict):
     method: str
     params: Any = Field(default_factory=dict, description="JSON params (an object, normally).")
 
+    @field_validator("params")
+    @classmethod
+    def _json(cls, value: Any) -> Any:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError("params must be JSON (no TOML dates or times, no NaN)") from None
+        return value
+
 
 class HostEvent(_Strict):
     """A Host lifecycle event for the conversation's activation."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from importlib.resources import files
 from pathlib import Path
@@ -44,6 +45,10 @@ def _invalid(doc: Any) -> str:
         ({"scenario": {"version": 1}, "step": [{"call": CALL}]}, "[scenario]: `version`"),
         ({"scenario": {"host": "sometimes"}, "step": [{"call": CALL}]}, "[scenario]: `host`"),
         ({"step": [{"call": {"id": "x"}}]}, "step 1: `call.conversation`: missing"),
+        (
+            {"step": [{"call": {**CALL, "params": {"when": dt.date(2026, 1, 1)}}}]},
+            "params must be JSON",
+        ),
         ({"step": [{"restart": True, "clock": {"advance": "1m"}}]}, "exactly one action"),
         ({"step": [{}]}, "exactly one action"),
         ({"step": [{"restart": False}]}, "step 1: `restart`"),
@@ -70,6 +75,7 @@ def _invalid(doc: Any) -> str:
         "version-1",
         "bad-host-policy",
         "call-missing-fields",
+        "params-not-json",
         "two-actions",
         "no-action",
         "restart-false",
