@@ -179,10 +179,15 @@ def keygen(
 
 
 def _register_optional() -> None:
-    """Commands that live in their own modules (verify/trust/inspect, run, test/schema)."""
+    """Commands that live in their own modules (verify/trust/inspect, run, serve, test/schema)."""
     import importlib
 
-    for name in ("lineup_build._cli_verify", "lineup_build._cli_run", "lineup_build._cli_test"):
+    for name in (
+        "lineup_build._cli_verify",
+        "lineup_build._cli_run",
+        "lineup_build._cli_serve",
+        "lineup_build._cli_test",
+    ):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

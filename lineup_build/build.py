@@ -119,7 +119,13 @@ def _extract(
                 f"importing {config.entry!r} did not finish in {IMPORT_TIMEOUT_S:.0f} s"
             )
         try:
-            data: dict[str, Any] = json.loads(run.result)
+            # first line: the sandbox report, written before the author's import
+            first, _, rest = run.result.partition(b"\n")
+            report = json.loads(first)
+            data: dict[str, Any] = json.loads(rest)
+            if not isinstance(report, dict) or not isinstance(data, dict):
+                raise ValueError("not objects")
+            data["sandbox"] = report
         except ValueError:
             tail = run.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
             return _failure(

@@ -29,6 +29,7 @@ __all__ = [
     "PERMISSIONS",
     "TrustStore",
     "TrustedKey",
+    "dev_trust",
     "load_or_new",
     "parse_public_key",
     "read_public_key",
@@ -347,6 +348,15 @@ def read_public_key(arg: str) -> bytes:
     except (OSError, UnicodeDecodeError) as exc:
         raise _usage(f"cannot read {arg}: {exc}") from None
     return parse_public_key(arg)
+
+
+def dev_trust(public_raw: bytes, manifest: dict[str, Any]) -> TrustStore:
+    """The trust `lineup run`/`test`/`serve` give a project folder's own dev key: its app's
+    scope, and the permissions the project asks for (SPEC 8)."""
+    app = manifest["app"]
+    store = TrustStore()
+    store.add(public_raw, [app["scope"]], "project dev key", sorted(app.get("permissions", {})))
+    return store
 
 
 def load_or_new(path: Path) -> TrustStore:

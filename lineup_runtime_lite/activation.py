@@ -161,10 +161,11 @@ class ActivationPart(CoreState):
         if act["worker_ready"]:
             await self.maybe_ready(act_id)
             return
-        try:  # trust at every activation: the key, its scopes and its `allow` now
+        try:  # at every activation: the key, its scopes and `allow` now; nothing planted
             self.check_trust(session["scope"], session["version"])
         except LineupError as exc:
-            await self.end_activation(act_id, "failed", "app_untrusted", cause=exc.code)
+            reason = "worker_failed" if exc.code == "install_tampered" else "app_untrusted"
+            await self.end_activation(act_id, "failed", reason, cause=exc.code)
             return
         if any(t.delivery == "miniapp_sdk" for t in tools.values()):
             try:

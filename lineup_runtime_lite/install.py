@@ -169,15 +169,26 @@ def _check_dependencies(manifest: dict[str, Any]) -> None:
 
 
 def install_verified(
-    store: Store, apps_dir: Path, bundle: VerifiedBundle, now_ms: int
+    store: Store, apps_dir: Path, bundle: VerifiedBundle, now_ms: int, *, dev_build: bool = False
 ) -> InstallResult:
-    """Install a bundle that `verify` produced; atomic on disk and in the database."""
+    """Install a bundle that `verify` produced; atomic on disk and in the database.
+
+    A `dev_build` whose scope and version are installed with another manifest is kept
+    beside that build as `<version>+dev.<sha256 prefix>` (same precedence, so never a
+    downgrade) instead of being refused; sessions pinned to the old build keep it.
+    """
     manifest = bundle.manifest
     scope, version = manifest["app"]["scope"], manifest["app"]["version"]
     digest = hashlib.sha256(bundle.manifest_bytes).hexdigest()
     same = store.one(
         "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?", (scope, version)
     )
+    if dev_build and same is not None and same["manifest_sha256"] != digest:
+        version = f"{version}{'.' if '+' in version else '+'}dev.{digest[:12]}"
+        same = store.one(
+            "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?",
+            (scope, version),
+        )
     if same is not None:
         if same["manifest_sha256"] != digest:
             raise LineupError(
@@ -269,6 +280,27 @@ def _unlisted(root: Path, listed: set[str]) -> str | None:
     return None
 
 
+def check_no_strays(store: Store, scope: str, version: str) -> None:
+    """The install folder holds nothing the manifest does not list (cheap: no hashing).
+
+    Raises:
+        LineupError: `install_tampered`.
+    """
+    row = store.one(
+        "SELECT manifest, dir FROM app_versions WHERE scope=? AND version=?", (scope, version)
+    )
+    if row is None:
+        raise LineupError("install_tampered", f"{scope} {version} is not installed")
+    listed = {e["path"] for e in json.loads(row["manifest"])["files"]}
+    stray = _unlisted(Path(row["dir"]), listed)
+    if stray is not None:
+        raise LineupError(
+            "install_tampered",
+            f"{scope} {version}: {stray} is in the install folder but not in the manifest",
+            hint="something planted a file or bytecode there; reinstall the app from its bundle",
+        )
+
+
 def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
     """Before loading an installed app: its folder holds exactly the manifest's files, with
     their hashes, and its key is still trusted for it.
@@ -278,19 +310,13 @@ def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
             `scope_not_allowed` or `permission_not_allowed`.
     """
     check_trusted(store, trust, scope, version)
+    check_no_strays(store, scope, version)
     row = store.one(
         "SELECT manifest, dir FROM app_versions WHERE scope=? AND version=?", (scope, version)
     )
     assert row is not None
     manifest = json.loads(row["manifest"])
     root = Path(row["dir"])
-    stray = _unlisted(root, {e["path"] for e in manifest["files"]})
-    if stray is not None:
-        raise LineupError(
-            "install_tampered",
-            f"{scope} {version}: {stray} is in the install folder but not in the manifest",
-            hint="something planted a file or bytecode there; reinstall the app from its bundle",
-        )
     for entry in manifest["files"]:
         path = root / entry["path"]
         try:

@@ -340,9 +340,11 @@ class Runtime:
         check_installed(self._core.store, self._current_trust(), scope, version)
 
     def _check_trust(self, scope: str, version: str) -> None:
-        from lineup_runtime_lite.install import check_trusted
+        """At every activation: the key still trusted for the app, nothing planted."""
+        from lineup_runtime_lite.install import check_no_strays, check_trusted
 
         check_trusted(self._core.store, self._current_trust(), scope, version)
+        check_no_strays(self._core.store, scope, version)
 
     @property
     def sandbox(self) -> dict[str, Any]:
@@ -355,15 +357,27 @@ class Runtime:
         return dict(report) if report is not None else probe(self._sandbox_mode)
 
     # -- public API ----------------------------------------------------------------------
-    def install(self, bundle: str | Path) -> InstallResult:
-        """Verify a bundle against the trust store and install it (SPEC 5.1)."""
+    def install(self, bundle: str | Path, *, dev_build: bool = False) -> InstallResult:
+        """Verify a bundle against the trust store and install it (SPEC 5.1).
+
+        Args:
+            bundle: The `.lineup` file.
+            dev_build: A local dev build of a project folder: when its scope and version
+                are installed with another manifest, it installs beside that build (as
+                `<version>+dev.<manifest sha256 prefix>`) and becomes current instead of
+                `version_conflict`; sessions pinned to the old build keep it.
+        """
         from lineup_build.verify import verify_bundle
 
         verified = verify_bundle(Path(bundle), self._current_trust())
 
         def go() -> InstallResult:
             result = install_verified(
-                self._core.store, self._core.apps_dir, verified, self.clock.now_ms()
+                self._core.store,
+                self._core.apps_dir,
+                verified,
+                self.clock.now_ms(),
+                dev_build=dev_build,
             )
             self._core.load_registry()
             return result
@@ -410,6 +424,41 @@ class Runtime:
     def call(self, call_id: str, conversation_id: str, method: str, params: Any) -> dict[str, Any]:
         """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0)."""
         msg = self._run(self._core.call(call_id, conversation_id, method, params))
+        if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
+            self._arm()
+        return msg
+
+    def call_record(self, call_id: str) -> dict[str, Any] | None:
+        """What the runtime keeps of one Agent call: its `method`, `conversation_id` and
+        every persisted `messages` entry, oldest first (receipts, then the final); None for
+        a call_id it never accepted (rejections are not persisted)."""
+
+        def go() -> dict[str, Any] | None:
+            store = self._core.store
+            row = store.one("SELECT method, conversation_id FROM calls WHERE call_id=?", (call_id,))
+            if row is None:
+                return None
+            bodies = store.all("SELECT body FROM receipts WHERE call_id=? ORDER BY n", (call_id,))
+            return {
+                "call_id": call_id,
+                "method": row["method"],
+                "conversation_id": row["conversation_id"],
+                "messages": [json.loads(r[0]) for r in bodies],
+            }
+
+        return self._call_sync(go)
+
+    async def acall(
+        self, call_id: str, conversation_id: str, method: str, params: Any
+    ) -> dict[str, Any]:
+        """`call()` for asyncio code on another event loop (an MCP server, say): the same
+        answer, awaited without blocking a thread."""
+        if self._closed:
+            raise RuntimeError("the runtime is closed")
+        future = asyncio.run_coroutine_threadsafe(
+            self._core.call(call_id, conversation_id, method, params), self._loop
+        )
+        msg = await asyncio.wrap_future(future)
         if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
             self._arm()
         return msg

@@ -274,7 +274,7 @@ def build_with_dev_key(
         LineupError: the first build problem, with every diagnostic in `details`.
     """
     from lineup_build.build import build_project, ensure_dev_key
-    from lineup_build.trust import TrustStore
+    from lineup_build.trust import dev_trust
 
     root = target.resolve()
     key = ensure_dev_key(root)
@@ -290,11 +290,9 @@ def build_with_dev_key(
             hint="run `lineup check` for every problem",
             details=[d.to_dict() for d in result.diagnostics],
         )
-    app = result.manifest["app"]
-    store = TrustStore()
     # the project's own dev key: trusted for its scope and what it asks for
-    store.add(key.public_raw, [app["scope"]], "lineup dev key", list(app.get("permissions", {})))
-    return DevBuild(result.bundle, store, app["scope"])
+    trust = dev_trust(key.public_raw, result.manifest)
+    return DevBuild(result.bundle, trust, result.manifest["app"]["scope"])
 
 
 def open_simulation(

@@ -183,8 +183,6 @@ class Worker:
             raise WorkerError("protocol", "the worker's hello has no method list")
         threads = hello.get("threads")
         self.threads = threads if type(threads) is int and threads > 0 else 1
-        sandbox = hello.get("sandbox")
-        self.sandbox = sandbox if isinstance(sandbox, dict) else None
         self.methods = sorted(methods)
         return self.methods
 
@@ -224,7 +222,11 @@ class Worker:
 
     def _handle(self, msg: dict[str, Any]) -> None:
         kind = msg["t"]
-        if kind == "hello":
+        if kind == "sandbox":
+            if self.sandbox is not None or self._hello is None or self._hello.done():
+                raise ProtocolError("the worker reported its sandbox twice, or too late")
+            self.sandbox = msg["report"]
+        elif kind == "hello":
             if self._hello is None or self._hello.done():
                 raise ProtocolError("the worker said hello twice")
             self._hello.set_result(msg)

@@ -293,4 +293,9 @@ CODES: dict[str, tuple[str, str]] = {
         "A scenario step's messages did not match its `expect` list.",
         "Compare the expected and actual messages printed for the step.",
     ),
+    # --- `lineup serve` (SPEC 10) ---
+    "tool_name_too_long": (
+        "A tool name would exceed MCP's 64-character limit, so `lineup serve` refuses to start.",
+        "Shorten the method name in the MiniApp's declarations.",
+    ),
 }

@@ -361,9 +361,17 @@ def _serialize(result: dict[str, Any]) -> str:
         return json.dumps(result, allow_nan=False, sort_keys=True, default=str)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def main(argv: list[str], sandbox: dict[str, Any]) -> None:
     """Entry point of the build's import subprocess, called by the sandbox launcher."""
     out_fd, root, entry = int(argv[0]), Path(argv[1]), argv[2]
+    # first line: what is enforced, written before any author code runs
+    _write_all(out_fd, json.dumps(sandbox, sort_keys=True).encode("utf-8") + b"\n")
     if sandbox.get("refused"):
         problem: dict[str, Any] = {
             "code": "sandbox_unavailable",
@@ -374,11 +382,8 @@ def main(argv: list[str], sandbox: dict[str, Any]) -> None:
         result: dict[str, Any] = {"registry": None, "tools": [], "problems": [problem]}
     else:
         result = extract(root, entry)
-    data = _serialize({**result, "sandbox": sandbox}).encode("utf-8")
     sys.stdout.flush()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(out_fd, view) :]
+    _write_all(out_fd, _serialize(result).encode("utf-8"))
     os.close(out_fd)
     sys.stdout.flush()
     os._exit(0)  # skip an author's atexit hooks and non-daemon threads

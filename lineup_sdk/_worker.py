@@ -126,6 +126,8 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
         asyncio.Protocol, os.fdopen(wfd, "wb", buffering=0)
     )
     bridge = _Bridge(transport)
+    # what is enforced, sent before any author code can run (and so cannot rewrite it)
+    bridge.send({"t": "sandbox", "report": sandbox})
     if sandbox.get("refused"):
         bridge.send({"t": "fatal", "code": "sandbox_unavailable", "message": sandbox["refused"]})
         await asyncio.sleep(0)
@@ -139,7 +141,7 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
         await asyncio.sleep(0)
         return 3
     hello = {"t": "hello", "methods": dispatcher.methods(), "pid": os.getpid()}
-    bridge.send({**hello, "threads": HANDLER_THREADS, "sandbox": sandbox})
+    bridge.send({**hello, "threads": HANDLER_THREADS})
     tasks: set[asyncio.Task[None]] = set()
     # sync deliveries in flight: id -> monotonic time after which the handler is stuck
     overdue_at: dict[int, float] = {}

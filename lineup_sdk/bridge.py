@@ -2,7 +2,8 @@
 private pipes.
 
 Runtime → worker: `deliver {id, method, params, ctx}`, `sd_reply {id, ...}`, `ping {id}`.
-Worker → runtime: `hello {methods, pid, threads, sandbox}`, `fatal {message, code?}`,
+Worker → runtime: `sandbox {report}` (first, before any author code runs),
+`hello {methods, pid, threads}`, `fatal {message, code?}`,
 `result {id, ok, result | error}`, `sd {id, d, cap, op, ...}`, `pong {id, stuck}`.
 Anything else, a line over `MAX_MESSAGE`, or a line that is not a JSON object of the
 expected shape is a protocol error: the runtime fails the worker (SPEC 8).
@@ -19,6 +20,7 @@ MAX_MESSAGE = 4 * 1024 * 1024
 
 # kind -> the fields that must be present with their types (ids are plain ints)
 _WORKER_KINDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "sandbox": {"report": dict},
     "hello": {"methods": list},
     "fatal": {"message": str},
     "result": {"id": int, "ok": bool},

@@ -40,6 +40,8 @@ class LineupError(Exception):
         self.details = details
         if exit_code is not None:
             self.exit_code = exit_code
+        elif code == "usage_invalid":
+            self.exit_code = 2  # an argument that cannot work is a usage error (SPEC 12)
 
     def to_dict(self) -> dict[str, Any]:
         """The same facts as data, for `--json` output and the Agent channel."""

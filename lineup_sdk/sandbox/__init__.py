@@ -104,6 +104,7 @@ class Sandbox:
             "tmp_mb": self.tmp_mb,
             "open_files": self.open_files,
             "unavailable": sorted(_UNAVAILABLE),
+            "parent": os.getpid(),
         }
 
     def argv(self, target: str, args: list[str]) -> list[str]:

@@ -14,7 +14,6 @@ import ctypes
 import ctypes.util
 import os
 import platform
-import resource
 import struct
 
 __all__ = [
@@ -30,7 +29,6 @@ __all__ = [
     "mount_tmpfs",
     "no_new_privs",
     "set_parent_death_signal",
-    "set_rlimit",
     "unshare",
     "write_id_maps",
 ]
@@ -148,14 +146,6 @@ def drop_capabilities() -> None:
     _check(_c().capset(header, data), "capset")
 
 
-def set_rlimit(which: int, value: int) -> None:
-    """Lower a resource limit (soft and hard) to `value`, never raise it."""
-    _soft, hard = resource.getrlimit(which)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    resource.setrlimit(which, (value, value))
-
-
 # -- seccomp: refuse socket(AF_UNIX, ...) -----------------------------------------------------
 _ARCH = {
     "x86_64": (0xC000003E, 41, True),  # AUDIT_ARCH_X86_64, __NR_socket, has x32
@@ -168,9 +158,16 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+#: io_uring_setup, io_uring_enter, io_uring_register: the same numbers on every
+#: architecture. An io_uring SOCKET + CONNECT creates and connects a unix socket without
+#: ever calling socket(), so the whole interface is refused.
+_IO_URING = (425, 426, 427)
+
+
 def deny_unix_sockets() -> None:
-    """Install a seccomp filter: `socket(AF_UNIX, ...)` fails with EACCES, and so does
-    every syscall of a foreign ABI (i386 `socketcall`, x32) that could get round it.
+    """Install a seccomp filter: `socket(AF_UNIX, ...)` and io_uring fail with EACCES,
+    and so does every syscall of a foreign ABI (i386 `socketcall`, x32) that could get
+    round it.
 
     `socketpair()` stays allowed: it connects nothing outside the process (asyncio's
     self-pipe uses it).
@@ -184,23 +181,28 @@ def deny_unix_sockets() -> None:
     audit_arch, nr_socket, has_x32 = arch
     ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     deny, allow = 0x00050000 | _EACCES, 0x7FFF0000
-    prog = [_insn(ld, 4)]  # seccomp_data.arch
-    body = [_insn(ld, 0)]  # seccomp_data.nr
+    # Built back to front so every jump is a known distance to DENY or ALLOW (the last two
+    # instructions): a jump from instruction i lands at i + 1 + offset.
+    tail = [_insn(ret, deny), _insn(ret, allow)]
+    body: list[bytes] = []
+
+    def to_deny() -> int:  # offset from the instruction about to be prepended
+        return len(body)
+
+    def to_allow() -> int:
+        return len(body) + 1
+
+    body.insert(0, _insn(jeq, 1, jt=to_deny(), jf=to_allow()))  # AF_UNIX?
+    body.insert(0, _insn(ld, 16))  # args[0] (low 32 bits): the address family
+    body.insert(0, _insn(jeq, nr_socket, jt=0, jf=to_allow()))  # socket()?
+    for nr in _IO_URING:
+        body.insert(0, _insn(jeq, nr, jt=to_deny(), jf=0))
     if has_x32:
-        body.append(_insn(jge, 0x40000000, jt=0xFF))  # jt patched below: x32 → deny
-    body += [
-        _insn(jeq, nr_socket, jf=3),  # not socket() → allow
-        _insn(ld, 16),  # args[0] (low 32 bits): the address family
-        _insn(jeq, 1, jt=0, jf=1),  # AF_UNIX → deny, else allow
-        _insn(ret, deny),
-        _insn(ret, allow),
-    ]
-    # arch check: not ours → deny (the deny is len(body) - 2 instructions ahead)
-    prog.append(_insn(jeq, audit_arch, jt=0, jf=len(body) - 2))
-    if has_x32:
-        jump = len(body) - 2 - 2  # from after the jge to the deny instruction
-        body[1] = _insn(jge, 0x40000000, jt=jump, jf=0)
-    code = b"".join(prog + body)
+        body.insert(0, _insn(jge, 0x40000000, jt=to_deny(), jf=0))  # the x32 ABI
+    body.insert(0, _insn(ld, 0))  # seccomp_data.nr
+    body.insert(0, _insn(jeq, audit_arch, jt=0, jf=to_deny()))  # a foreign ABI → deny
+    body.insert(0, _insn(ld, 4))  # seccomp_data.arch
+    code = b"".join(body + tail)
     buf = ctypes.create_string_buffer(code, len(code))
 
     class _Fprog(ctypes.Structure):

@@ -26,16 +26,32 @@ REPORT_KEYS = ("files", "network", "privileges", "process_tree", "memory", "tmp"
 REQUIRED = ("files", "network", "process_tree")
 
 
-def _read_list(app_dir: str, network: bool) -> list[str]:
-    """What the sandboxed interpreter may read: the app, the Python installation wherever it
-    lives, and the system files the interpreter and its extensions load."""
+def _read_lists(app_dir: str, network: bool) -> tuple[list[str], list[str]]:
+    """What the sandboxed interpreter may read — the app, the Python installation wherever
+    it lives, the system files the interpreter and its extensions load — and the folders
+    it may only list.
+
+    A `sys.path` folder outside the installation (a project root an editable install put
+    there, say) is neither: `enter()` takes it off `sys.path`, so author code never imports
+    from it nor reads it (a project's dev key, say). The SDK's own package stays readable
+    wherever it lives; it is imported before the sandbox is entered.
+    """
+    import lineup_sdk
+
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+
+    def installed(path: str) -> bool:
+        if os.path.basename(path) in ("site-packages", "dist-packages"):
+            return True  # an installation folder wherever it is (a chained venv's, say)
+        return any(path == q or path.startswith(q.rstrip(os.sep) + os.sep) for q in prefixes)
+
+    entries = [os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)]
     paths = [
         app_dir,
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
+        *prefixes,
         os.path.dirname(os.path.realpath(sys.executable)),
-        *(p for p in sys.path if p and os.path.isdir(p)),
+        os.path.dirname(os.path.realpath(lineup_sdk.__file__)),
+        *(p for p in entries if installed(p)),
         *("/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib"),
         *("/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/etc/mime.types"),
         *("/dev/urandom", "/dev/random", "/dev/zero", "/proc/self"),
@@ -46,10 +62,9 @@ def _read_list(app_dir: str, network: bool) -> list[str]:
             *("/etc/host.conf", "/etc/services", "/etc/protocols", "/etc/ssl"),
             *("/etc/ca-certificates", "/usr/share/ca-certificates", "/etc/pki"),
         ]
-    seen: dict[str, None] = {}
-    for p in paths:
-        seen.setdefault(os.path.realpath(p), None)
-    return list(seen)
+    read = list(dict.fromkeys(os.path.realpath(p) for p in paths))
+    outside = [p for p in dict.fromkeys(entries) if not installed(p)]
+    return read, outside
 
 
 def _launcher(child: int) -> None:
@@ -81,6 +96,8 @@ def enter(cfg: dict[str, Any]) -> dict[str, Any]:
         return report
     missing = set(cfg.get("unavailable", ()))  # the test seam: mechanisms to treat as absent
     network = bool(cfg.get("network"))
+    outside = set(_read_lists(cfg["app_dir"], network)[1])
+    sys.path[:] = [p for p in sys.path if not p or os.path.realpath(p) not in outside]
     import resource
 
     if sys.platform.startswith("linux") and "linux" not in missing:
@@ -126,6 +143,11 @@ def _enter_linux(
 ) -> None:
     from lineup_sdk.sandbox import _linux as k
 
+    # Whatever happens to the runtime (kill -9 included), this process dies with it, and
+    # with it the namespace's init and so the whole tree.
+    k.set_parent_death_signal(signal.SIGKILL)
+    if cfg.get("parent") and os.getppid() != cfg["parent"]:
+        os._exit(70)  # the runtime died before the death signal was armed
     uid, gid = os.getuid(), os.getgid()
     flags = k.CLONE_NEWNS | k.CLONE_NEWPID | k.CLONE_NEWIPC
     if not network:
@@ -175,9 +197,8 @@ def _enter_linux(
     abi = 0 if "landlock" in missing else k.landlock_abi()
     if abi:
         rules = k.Landlock(abi, network=network)
-        read = k.FS_READ_FILE | k.FS_READ_DIR | k.FS_EXECUTE
-        for path in _read_list(cfg["app_dir"], network):
-            rules.allow(path, read)
+        for path in _read_lists(cfg["app_dir"], network)[0]:
+            rules.allow(path, k.FS_READ_FILE | k.FS_READ_DIR | k.FS_EXECUTE)
         rules.allow("/dev/null", k.FS_READ_FILE | k.FS_WRITE_FILE | k.FS_TRUNCATE)
         if cfg.get("tmp"):
             rules.allow(cfg["tmp"], rules.handled_fs)

@@ -179,3 +179,26 @@ def test_inspect_shows_permissions_and_hints(
         main(["inspect", str(built.bundle)])
     text = capsys.readouterr().out
     assert "network" in text and "read_only" in text
+
+
+def test_a_bad_sandbox_mode_on_the_cli_is_a_usage_error(
+    make_app: MakeApp, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["check", str(make_app(TOOL).root), "--sandbox", "bogus", "--json"])
+    assert exc.value.code == 2
+    assert json.loads(capsys.readouterr().out)["error"]["code"] == "usage_invalid"
+
+
+def test_lineup_run_trusts_a_project_folder_with_what_it_asks(make_app: MakeApp) -> None:
+    from lineup_runtime_lite.simulate import open_simulation
+
+    app = make_app(TOOL, extra="[app.permissions]\nnetwork = true\n")
+    sim = open_simulation(app.root, db=None, trust=None, policy="auto", scenario=None)
+    try:
+        assert sim.runtime().apps()[0]["permissions"] == ["network"]
+        assert sim.runtime().call("c1", "conv", "demo.ping", {})["stage"] == "accepted"
+        sim.runtime().settle()
+        assert any(m["id"] == "c1:result" for m in sim.runtime().outbox.all())
+    finally:
+        sim.close()

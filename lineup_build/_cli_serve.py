@@ -1,0 +1,121 @@
+"""`lineup serve`: installed MiniApps as an MCP server (the runtime is imported lazily)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lineup_sdk.errors import LineupError
+
+
+def _say(text: str) -> None:
+    # stdout belongs to the protocol on stdio; every human line goes to stderr
+    sys.stderr.write(f"lineup serve: {text}\n")
+    sys.stderr.flush()
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise LineupError(
+            "usage_invalid", f"--http {text!r} must be HOST:PORT, e.g. 127.0.0.1:8765", exit_code=2
+        )
+    return host, int(port)
+
+
+def _default_trust() -> Path | None:
+    env = os.environ.get("LINEUP_TRUST_STORE")
+    if env:
+        return Path(env)
+    return Path("trust.toml") if Path("trust.toml").is_file() else None
+
+
+def register(app: typer.Typer) -> None:
+    """Add `lineup serve` to the CLI."""
+
+    @app.command()
+    def serve(
+        targets: Annotated[
+            list[Path],
+            typer.Argument(
+                metavar="PATH_OR_BUNDLE",
+                help="MiniApp folders (built with their dev keys) or bundles.",
+            ),
+        ],
+        trust: Annotated[
+            Path | None,
+            typer.Option(
+                help="Trust store for bundles (default: LINEUP_TRUST_STORE, ./trust.toml)."
+            ),
+        ] = None,
+        db: Annotated[Path, typer.Option(help="Runtime state: calls, receipts, sessions.")] = Path(
+            "lineup-serve.db"
+        ),
+        http: Annotated[
+            str | None,
+            typer.Option(help="Serve streamable HTTP on HOST:PORT instead of stdio."),
+        ] = None,
+        tool_names: Annotated[
+            str, typer.Option(help="dotted (todo.add) or dashed (todo-add).")
+        ] = "dotted",
+        conversation: Annotated[
+            str, typer.Option(help="Conversation of calls whose _meta names none.")
+        ] = "mcp",
+        sandbox: Annotated[
+            str,
+            typer.Option(
+                help="Contain MiniApp code: best_effort, required (refuse without "
+                "containment) or off (debugging)."
+            ),
+        ] = "best_effort",
+    ) -> None:
+        """Serve MiniApps' tools over the Model Context Protocol (stdio, or HTTP)."""
+        from lineup_runtime_lite import serve as mcp_serve  # usage_invalid without the extra
+
+        address = _host_port(http) if http is not None else None
+        if tool_names not in ("dotted", "dashed"):
+            raise LineupError(
+                "usage_invalid",
+                f"--tool-names {tool_names!r} must be dotted or dashed",
+                exit_code=2,
+            )
+        if not conversation:
+            raise LineupError("usage_invalid", "--conversation must not be empty", exit_code=2)
+        from lineup_sdk.sandbox import check_mode, describe
+
+        check_mode(sandbox)
+        trust_store, prepared = mcp_serve.prepare_targets(
+            targets, trust or _default_trust(), sandbox=sandbox
+        )
+        from lineup_runtime_lite import Runtime
+
+        _say(f"state in {db.resolve()}")
+        rt = Runtime.open(db, trust=trust_store, sandbox=sandbox)
+        try:
+            _say(describe(rt.sandbox))
+            for done in mcp_serve.install_targets(rt, prepared):
+                _say(f"{done['scope']} {done['version']} ({done['action']})")
+            bridge = mcp_serve.Bridge(
+                rt, mcp_serve.ServeOptions(tool_names=tool_names, conversation=conversation)
+            )
+            if address is None:
+                import anyio
+
+                _say(f"{len(bridge.tools)} tools over stdio")
+                anyio.run(mcp_serve.serve_stdio, bridge)
+                return
+            token = os.environ.get("LINEUP_SERVE_TOKEN") or secrets.token_urlsafe(32)
+
+            def ready(url: str) -> None:
+                _say(f"{len(bridge.tools)} tools at {url}")
+                _say(f"token {token}  (send: Authorization: Bearer <token>)")
+
+            mcp_serve.serve_http(bridge, address[0], address[1], token, on_ready=ready)
+        finally:
+            rt.close()

@@ -1,0 +1,36 @@
+"""`lineup serve`: the Agent Inventory of a `Runtime` as a Model Context Protocol server
+(SPEC 10). Needs the optional extra: `pip install "lineup-sdk[mcp]"`."""
+
+from __future__ import annotations
+
+from lineup_sdk.errors import LineupError
+
+try:
+    import mcp  # noqa: F401
+except ModuleNotFoundError:
+    raise LineupError(
+        "usage_invalid",
+        "lineup serve needs the MCP SDK, which is not installed",
+        hint='pip install "lineup-sdk[mcp]"',
+        exit_code=2,
+    ) from None
+
+from lineup_runtime_lite.serve._apps import Prepared, install_targets, prepare_targets
+from lineup_runtime_lite.serve._bridge import Bridge, ServeOptions
+from lineup_runtime_lite.serve._mapping import McpTool, call_result, catalog, error_text
+from lineup_runtime_lite.serve._transports import http_app, serve_http, serve_stdio
+
+__all__ = [
+    "Bridge",
+    "McpTool",
+    "Prepared",
+    "ServeOptions",
+    "call_result",
+    "catalog",
+    "error_text",
+    "http_app",
+    "install_targets",
+    "prepare_targets",
+    "serve_http",
+    "serve_stdio",
+]

@@ -1,0 +1,128 @@
+"""Transports for the bridge: stdio (the protocol alone on stdout) and streamable HTTP
+(loopback by default, `Host`/`Origin` checked, a bearer token required)."""
+
+from __future__ import annotations
+
+import hmac
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from lineup_runtime_lite.serve._bridge import Bridge
+
+__all__ = ["LOOPBACK", "http_app", "serve_http", "serve_stdio"]
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+async def serve_stdio(bridge: Bridge) -> None:
+    """Serve one client over this process's stdin/stdout until stdin closes."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await bridge.run(read_stream, write_stream)
+
+
+def _authority(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def http_app(bridge: Bridge, host: str, token: str) -> Any:
+    """The ASGI app: the SDK's streamable HTTP endpoint at `/mcp`, behind a bearer check."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = {host} | (set(LOOPBACK) if host in LOOPBACK else set())
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{_authority(h)}:*" for h in sorted(names)],
+        allowed_origins=[
+            f"{scheme}://{_authority(h)}:*" for h in sorted(names) for scheme in ("http", "https")
+        ],
+    )
+    inner = bridge.server.streamable_http_app(host=host, transport_security=security)
+    expected = f"Bearer {token}".encode()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                body = b'{"error":"unauthorized","hint":"send Authorization: Bearer <token printed by lineup serve>"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"www-authenticate", b'Bearer realm="lineup serve"'),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await inner(scope, receive, send)
+
+    return app
+
+
+def serve_http(
+    bridge: Bridge,
+    host: str,
+    port: int,
+    token: str,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Serve streamable HTTP at `http://HOST:PORT/mcp` until interrupted (or `stop` is set).
+
+    `on_ready(url)` runs once the socket listens (with port 0, the URL names the real port).
+    """
+    import anyio
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        from lineup_sdk.errors import LineupError
+
+        raise LineupError(
+            "usage_invalid", f"cannot listen on {host}:{port}: {exc.strerror}", exit_code=2
+        ) from None
+    sock.listen(128)
+    real_port = sock.getsockname()[1]
+    url = f"http://{_authority(host)}:{real_port}/mcp"
+    config = uvicorn.Config(http_app(bridge, host, token), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            if stop is not None:
+
+                async def watch() -> None:
+                    while not stop.is_set() and not server.should_exit:
+                        await anyio.sleep(0.05)
+                    server.should_exit = True
+
+                tg.start_soon(watch)
+            if on_ready is not None:
+
+                async def ready() -> None:
+                    while not server.started and not server.should_exit:
+                        await anyio.sleep(0.01)
+                    if server.started:
+                        on_ready(url)
+
+                tg.start_soon(ready)
+            await server.serve(sockets=[sock])
+            tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(main)
+    finally:
+        sock.close()
