@@ -89,8 +89,13 @@ def register(app: typer.Typer) -> None:
             for r in report.results:
                 verdict = "PASS" if r.ok else "FAIL"
                 sys.stdout.write(f"{verdict} {r.case.name} ({r.seconds:.2f}s)\n")
-                if not r.ok:
+                if r.error is not None:
                     sys.stdout.write(f"  {r.message()}\n")
+                for step in (s for s in r.steps if not s.ok):  # every failing step
+                    where = f"{r.case.name}:{step.line}" if step.line else r.case.name
+                    sys.stdout.write(
+                        f"  {where}: step {step.index} ({step.description}): {step.problem}\n"
+                    )
             if output == "github":
                 for annotation in github_annotations(report, root=cwd):
                     sys.stdout.write(annotation + "\n")

@@ -86,8 +86,8 @@ def test_a_failing_scenario_names_the_step_and_field(
     assert code == 1
     assert "FAIL scenarios/broken.toml" in out
     assert (
-        'step 3 (clock +5m): message 1 `result.status`: expected "interrupted", '
-        'actual "completed"' in out
+        "scenarios/broken.toml:13: step 3 (clock +5m): message 1 `result.status`: expected "
+        '"interrupted", actual "completed"' in out
     )
     assert "0 passed, 1 failed" in out
 
@@ -261,3 +261,25 @@ def test_the_readme_scenario_example_passes(
         inside.unlink()
     assert code == 0, out + err
     assert "PASS scenarios/readme_example.toml" in out
+
+
+def test_restart_shows_what_recovery_emits(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "down.toml"
+    path.write_text(
+        '[scenario]\nhost = "manual"\n'
+        '[[step]]\ncall = { id = "s1", conversation = "c1", method = "pomodoro.start", '
+        "params = { minutes = 5 } }\n"
+        '[[step]]\nhost = { event = "foreground_confirmed", conversation = "c1" }\n'
+        '[[step]]\nrestart = { advance = "1h" }\n'
+        'expect = [{ call_id = "s1", stage = "result", result = { status = "completed", '
+        'ends_at = "2026-01-01T00:05:00.000Z" } }]\n'
+        "[[step]]\nrestart = true\nexpect = []\n"
+        '[[step]]\nclock = { advance = "1m" }\nexpect = []\n'
+    )
+    code, out, err = run_cli(["run", str(project), "--scenario", str(path), "--json"], capsys)
+    assert code == 0, out + err
+    steps = [json.loads(line) for line in out.splitlines()]
+    assert steps[2]["at"] == "2026-01-01T01:00:00.000Z"  # the downtime passed on the clock
+    assert steps[4]["at"] == "2026-01-01T01:01:00.000Z"  # and a plain restart keeps it
