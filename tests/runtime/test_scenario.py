@@ -203,6 +203,7 @@ def test_templates_and_fixtures_share_the_model(path: Path) -> None:
 def test_shipped_schema_is_the_model() -> None:
     shipped = json.loads(files("lineup_runtime_lite").joinpath("scenario.schema.json").read_text())
     assert shipped == scenario_json_schema()
+    jsonschema.Draft202012Validator.check_schema(shipped)
     validator = jsonschema.Draft202012Validator(shipped)
     bad = {"step": [{"call": {**CALL, "parms": {}}}]}
     assert list(validator.iter_errors(bad))
