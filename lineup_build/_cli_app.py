@@ -179,7 +179,8 @@ def keygen(
 
 
 def _register_optional() -> None:
-    """Commands that live in their own modules (verify/trust/inspect, run, serve, diff/docs)."""
+    """Commands that live in their own modules (verify/trust/inspect, run, serve, diff/docs,
+    test/schema)."""
     import importlib
 
     for name in (
@@ -187,6 +188,7 @@ def _register_optional() -> None:
         "lineup_build._cli_run",
         "lineup_build._cli_serve",
         "lineup_build._cli_diff",
+        "lineup_build._cli_test",
     ):
         try:
             module = importlib.import_module(name)

@@ -64,6 +64,9 @@ def _interactive(sim: Simulation, as_json: bool) -> None:
     _render.line(
         f"lineup run: {sim.scope} on a virtual clock (Host policy {sim.policy}); type `help`"
     )
+    opening = sim.opening_report()
+    if opening is not None:
+        _show(opening, as_json)
     n = 0
     while True:
         try:
@@ -112,7 +115,12 @@ def register(app: typer.Typer) -> None:
         target: Annotated[
             Path, typer.Argument(help="A MiniApp folder (built with its dev key) or a bundle.")
         ],
-        scenario: Annotated[Path | None, typer.Option(help="Scenario TOML to play.")] = None,
+        scenarios: Annotated[
+            list[Path] | None,
+            typer.Option(
+                "--scenario", help="Scenario TOML to play (one; `lineup test` plays many)."
+            ),
+        ] = None,
         db: Annotated[
             Path | None, typer.Option(help="Keep runtime state (and virtual time) here.")
         ] = None,
@@ -139,6 +147,14 @@ def register(app: typer.Typer) -> None:
         from lineup_runtime_lite.scenario import load_scenario
         from lineup_runtime_lite.simulate import open_simulation
 
+        if scenarios is not None and len(scenarios) > 1:
+            raise LineupError(
+                "usage_invalid",
+                f"--scenario given {len(scenarios)} times; `lineup run` plays one scenario",
+                hint="use `lineup test FILE...` to play several",
+                exit_code=2,
+            )
+        scenario = scenarios[0] if scenarios else None
         if host not in (None, "auto", "manual"):
             raise LineupError(
                 "scenario_invalid", f"--host {host!r} must be auto or manual", exit_code=2

@@ -185,7 +185,8 @@ def check_tools(tools: list[dict[str, Any]], scope: str) -> list[Diagnostic]:
                             f"{method}: parameter {name!r} has no description",
                             severity="warning",
                             where=where,
-                            hint="use Field(description=...) or an `Args:` docstring section",
+                            hint="use Field(description=...) or document it in the docstring (Google `Args:`, "
+                            "NumPy `Parameters` or reST `:param name:`)",
                         )
                     )
     return out

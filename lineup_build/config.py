@@ -24,7 +24,6 @@ _SEMVER = re.compile(
     r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\Z"
 )
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
-_DEPENDENCY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?\s*([<>=!~].*)?\Z")
 _KNOWN = {"scope", "name", "version", "entry", "include", "dependencies", "permissions"}
 #: `[app.permissions]` keys a project may set to true (SPEC 8).
 _PERMISSIONS = ("network",)
@@ -174,14 +173,13 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
     )
     deps_raw = app.get("dependencies", [])
     deps: tuple[str, ...] = ()
-    if not isinstance(deps_raw, list) or not all(
-        isinstance(d, str) and len(d.strip()) <= 200 and _DEPENDENCY.match(d.strip())
-        for d in deps_raw
-    ):
+    dep_problem = _dependencies_problem(deps_raw)
+    if dep_problem is not None:
         problems.append(
             bad(
-                f"app.dependencies = {deps_raw!r} is invalid",
-                'a list of requirement strings, e.g. dependencies = ["httpx>=0.27"]',
+                f"app.dependencies = {deps_raw!r} is invalid: {dep_problem}",
+                'a list of requirement strings (PEP 508), e.g. dependencies = ["httpx>=0.27", '
+                "'tomli>=2; python_version < \"3.11\"']",
                 key="app.dependencies",
             )
         )
@@ -218,3 +216,23 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
         ),
         [],
     )
+
+
+def _dependencies_problem(value: Any) -> str | None:
+    """Why `dependencies` is not a list of PEP 508 requirements (None when it is): names
+    with version specifiers, extras and environment markers; no direct URLs (the runtime's
+    environment provides packages, it never downloads them)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if not isinstance(value, list):
+        return "not a list"
+    for item in value:
+        if not isinstance(item, str) or not item.strip() or len(item.strip()) > 200:
+            return f"{item!r} is not a requirement string of at most 200 characters"
+        try:
+            req = Requirement(item.strip())
+        except InvalidRequirement as exc:
+            return f"{item!r}: {exc}"
+        if req.url:
+            return f"{item!r} names a URL; name the package and a version range instead"
+    return None

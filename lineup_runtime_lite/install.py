@@ -123,18 +123,49 @@ def _check_sdk(manifest: dict[str, Any]) -> None:
 
 
 def _check_dependencies(manifest: dict[str, Any]) -> None:
+    """Every requirement whose environment marker holds here must be installed in a version
+    its specifier allows (pre-releases count: an environment has what it has)."""
     import importlib.metadata
-    import re
 
-    for req in manifest["app"].get("dependencies", []):
-        name = re.split(r"[\s<>=!~\[;]", req, maxsplit=1)[0]
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    for text in manifest["app"].get("dependencies", []):
         try:
-            importlib.metadata.version(name)
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            raise LineupError(
+                "dependency_missing", f"the app's dependency {text!r} cannot be read: {exc}"
+            ) from None
+        if req.marker is not None and not req.marker.evaluate():
+            continue  # not needed in this environment (e.g. python_version < "3.11")
+        try:
+            installed = importlib.metadata.version(req.name)
         except importlib.metadata.PackageNotFoundError:
             raise LineupError(
                 "dependency_missing",
-                f"the app needs {req!r}, which is not installed in the runtime's environment",
+                f"the app needs {text!r}, which is not installed in the runtime's environment",
+                hint=f"install {req.name} into the runtime's environment",
             ) from None
+        if not req.specifier:
+            continue
+        try:
+            ok = req.specifier.contains(Version(installed), prereleases=True)
+        except InvalidVersion:
+            ok = False
+        if not ok:
+            raise LineupError(
+                "dependency_missing",
+                f"the app needs {req.name}{req.specifier}; the runtime's environment has "
+                f"{req.name} {installed}",
+                hint=f"install a {req.name} version that satisfies {req.specifier}, or relax "
+                "the app's dependencies",
+                details={
+                    "package": req.name,
+                    "required": str(req.specifier),
+                    "installed": installed,
+                },
+            )
 
 
 def install_verified(

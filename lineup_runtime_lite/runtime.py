@@ -9,7 +9,7 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -578,6 +578,25 @@ class Runtime:
         if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
             self._arm()
         return msg
+
+    def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[dict[str, Any]]:
+        """Accept several Agent calls `(call_id, conversation_id, method, params)` in one
+        runtime turn: each is routed, in the order given, before anything they start can
+        progress (so the first that starts an activation answers `starting` and the rest
+        `queued`); returns their messages in that order."""
+
+        prepared = [self._prepare(*c) for c in calls]  # the pure checks, in this thread
+
+        async def go() -> list[dict[str, Any]]:
+            # gather schedules the calls as tasks ahead of anything they spawn (FIFO loop)
+            accepted = [self._core.call(*p) for p in prepared if isinstance(p, tuple)]
+            answers = iter(await asyncio.gather(*accepted))
+            return [next(answers) if isinstance(p, tuple) else p for p in prepared]
+
+        msgs = self._run(go())
+        if any(m["kind"] == "receipt" for m in msgs):
+            self._arm()
+        return msgs
 
     def settle(self) -> None:
         """Wait until background work (activations, deliveries) has settled."""

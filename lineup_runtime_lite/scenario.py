@@ -1,175 +1,397 @@
-"""Scenario files for `lineup run` (SPEC 5.8): parse and validate them, naming the step."""
+"""Scenario format v2 (SPEC 9): one strict model for `lineup run`, `lineup test` and the
+conformance fixtures (TOML for people, JSON for fixtures), validated naming the step and key."""
 
 from __future__ import annotations
 
+import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lineup_build.fsutil import TomlTooDeep, parse_toml, read_regular
 from lineup_runtime_lite.clock import parse_duration
-from lineup_runtime_lite.host import EVENTS
+from lineup_runtime_lite.expect import directive_problems, matches
 from lineup_sdk.errors import LineupError
 
-__all__ = ["ACTIONS", "Scenario", "Step", "load_scenario", "matches", "parse_scenario"]
+__all__ = [
+    "ACTIONS",
+    "Scenario",
+    "ScenarioDocument",
+    "Step",
+    "load_scenario",
+    "matches",
+    "parse_scenario",
+    "scenario_json_schema",
+]
 
 #: The largest scenario file read (SPEC 12).
 MAX_SCENARIO_BYTES = 1024 * 1024
-ACTIONS = ("call", "host", "clock", "restart", "session_data", "im_records")
-_STEP_KEYS = {*ACTIONS, "expect", "note"}
+ACTIONS = (
+    "call",
+    "calls",
+    "host",
+    "clock",
+    "restart",
+    "session_data",
+    "subscribe",
+    "frames",
+    "im_records",
+    "inventory",
+)
+_HOST_EVENTS = Literal[
+    "preload", "surface_loaded", "foreground_confirmed", "activation_failed", "user_left"
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+
+
+def _duration(value: str) -> str:
+    parse_duration(value)  # a ValueError names the bad text
+    return value
+
+
+class Call(_Strict):
+    """An Agent call."""
+
+    id: str
+    conversation: str
+    method: str
+    params: Any = Field(default_factory=dict, description="JSON params (an object, normally).")
+
+    @field_validator("params")
+    @classmethod
+    def _json(cls, value: Any) -> Any:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError("params must be JSON (no TOML dates or times, no NaN)") from None
+        return value
+
+
+class HostEvent(_Strict):
+    """A Host lifecycle event for the conversation's activation."""
+
+    event: _HOST_EVENTS
+    conversation: str
+    scope: str | None = None
+    instance: str | None = None
+
+
+class ClockMove(_Strict):
+    """Move the virtual clock forward, e.g. `advance = "25m"`."""
+
+    advance: str
+
+    _check = field_validator("advance")(_duration)
+
+
+class Restart(_Strict):
+    """Close the runtime, optionally move the virtual clock while it is down, reopen."""
+
+    advance: str | None = None
+
+    @field_validator("advance")
+    @classmethod
+    def _check(cls, value: str | None) -> str | None:
+        return None if value is None else _duration(value)
+
+
+class SessionDataRead(_Strict):
+    """Read a conversation's session data (`scope` optional when unambiguous)."""
+
+    conversation: str
+    scope: str | None = None
+
+
+class Subscribe(_Strict):
+    """Subscribe a named Surface listener; `frames = { as }` reads what it received."""
+
+    conversation: str
+    scope: str | None = None
+    as_: str = Field(alias="as")
+
+
+class Frames(_Strict):
+    """The frames a named subscription has received so far."""
+
+    as_: str = Field(alias="as")
+
+
+class ImRecords(_Strict):
+    """The IM records of a conversation."""
+
+    conversation: str
+
+
+class InventoryRead(_Strict):
+    """The Agent Inventory (optionally one scope's tools)."""
+
+    scope: str | None = None
+
+
+def _or_true(schema: dict[str, Any]) -> None:
+    schema["anyOf"].insert(0, {"const": True})
+
+
+def _true_is_empty(value: Any) -> Any:
+    if value is True:
+        return {}
+    if value is False:
+        raise ValueError("must be `true` or a table")
+    return value
+
+
+class StepModel(_Strict):
+    """One `[[step]]`: exactly one action, and optionally what it must emit."""
+
+    call: Call | None = None
+    calls: list[Call] | None = Field(default=None, min_length=1)
+    host: HostEvent | None = None
+    clock: ClockMove | None = None
+    restart: Restart | None = Field(
+        default=None, description="`true` or `{ advance = ... }`", json_schema_extra=_or_true
+    )
+    session_data: SessionDataRead | None = None
+    subscribe: Subscribe | None = None
+    frames: Frames | None = None
+    im_records: ImRecords | None = None
+    inventory: InventoryRead | None = Field(
+        default=None, description="`true` or `{ scope }`", json_schema_extra=_or_true
+    )
+    expect: list[Any] | None = Field(
+        default=None,
+        description="Ordered partial matches against what the step emitted; keys starting "
+        "with `$` are directives: `$absent` and `$null` (lists of key names).",
+    )
+    outbox_grew: bool | None = None
+    note: str | None = None
+
+    _true = field_validator("restart", "inventory", mode="before")(_true_is_empty)
+
+    @model_validator(mode="after")
+    def _one_action(self) -> StepModel:
+        present = [a for a in ACTIONS if getattr(self, a) is not None]
+        if len(present) != 1:
+            raise ValueError(
+                f"needs exactly one action of {', '.join(ACTIONS)} (found "
+                f"{', '.join(present) or 'none'})"
+            )
+        problems = directive_problems(self.expect or [], "expect")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class Header(_Strict):
+    """The `[scenario]` table."""
+
+    version: Literal[2] = 2
+    description: str | None = None
+    host: Literal["auto", "manual"] | None = None
+    review: str | None = None
+    title: str | None = None
+    app: str | None = None
+    note: str | None = None
+
+
+class ScenarioDocument(_Strict):
+    """A whole scenario file: the `[scenario]` header and its `[[step]]` tables."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        strict=True,
+        title="LineUp scenario (format v2)",
+    )
+    scenario: Header = Field(default_factory=Header)
+    step: list[StepModel] = Field(min_length=1)
 
 
 @dataclass(frozen=True)
 class Step:
-    """One scenario step: one action, and optionally what it must emit."""
+    """One scenario step: one action (its arguments as data), and what it must emit."""
 
     index: int
     action: str
-    args: dict[str, Any]
+    args: Any
     expect: list[Any] | None
     note: str | None = None
+    outbox_grew: bool | None = None
+    line: int | None = None
 
     def describe(self) -> str:
         a = self.args
         if self.action == "call":
             return f"call {a['id']} {a['method']} {a['conversation']}"
+        if self.action == "calls":
+            return "calls " + ", ".join(f"{c['id']} {c['method']}" for c in a)
         if self.action == "host":
             return f"host {a['event']} {a['conversation']}"
         if self.action == "clock":
             return f"clock +{a['advance']}"
         if self.action == "restart":
-            return "restart"
-        if self.action == "session_data":
-            return f"session_data {a['conversation']} {a['scope']}"
+            return f"restart (+{a['advance']} while down)" if a.get("advance") else "restart"
+        if self.action in ("session_data", "subscribe"):
+            scope = f" {a['scope']}" if a.get("scope") else ""
+            extra = f" as {a['as']}" if self.action == "subscribe" else ""
+            return f"{self.action} {a['conversation']}{scope}{extra}"
+        if self.action == "frames":
+            return f"frames {a['as']}"
+        if self.action == "inventory":
+            return f"inventory {a['scope']}" if a.get("scope") else "inventory"
         return f"im_records {a['conversation']}"
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """A parsed scenario."""
+    """A validated scenario."""
 
     steps: list[Step]
     host_policy: str | None = None
     description: str | None = None
     source: str = "scenario"
-    extra: dict[str, Any] = field(default_factory=dict)
+    header: Header = field(default_factory=Header)
 
 
-def _bad(source: str, where: str, message: str) -> LineupError:
-    return LineupError("scenario_invalid", f"{source}: {where}: {message}")
+def _where(loc: tuple[int | str, ...]) -> str:
+    if len(loc) >= 2 and loc[0] == "step" and isinstance(loc[1], int):
+        rest = ".".join(str(p) for p in loc[2:])
+        return f"step {loc[1] + 1}" + (f": `{rest}`" if rest else "")
+    if loc and loc[0] == "scenario":
+        rest = ".".join(str(p) for p in loc[1:])
+        return "[scenario]" + (f": `{rest}`" if rest else "")
+    return "top level" + (f": `{'.'.join(str(p) for p in loc)}`" if loc else "")
 
 
-def _need(
-    source: str, where: str, table: Any, keys: dict[str, type | tuple[type, ...]]
-) -> dict[str, Any]:
-    if not isinstance(table, dict):
-        raise _bad(source, where, "must be a table")
-    for key, kind in keys.items():
-        if key not in table:
-            raise _bad(source, where, f"missing `{key}`")
-        if not isinstance(table[key], kind):
-            raise _bad(source, where, f"`{key}` has the wrong type")
-    return table
+def _message(err: Any) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "missing":
+        return "missing"
+    return str(err["msg"]).removeprefix("Value error, ")
 
 
-def parse_scenario(doc: dict[str, Any], *, source: str = "scenario") -> Scenario:
-    """Validate a scenario document.
+def _step_of(loc: tuple[int | str, ...]) -> int | None:
+    return loc[1] + 1 if len(loc) >= 2 and loc[0] == "step" and isinstance(loc[1], int) else None
+
+
+def _invalid(
+    source: str, problems: list[tuple[int | None, str]], lines: list[int] | None
+) -> LineupError:
+    """`scenario_invalid` with every problem, each with its step and that step's line."""
+    details = []
+    for step, text in problems:
+        item: dict[str, Any] = {"problem": text, "step": step}
+        if step is not None and lines is not None and step - 1 < len(lines):
+            item["line"] = lines[step - 1]
+        details.append(item)
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return LineupError(
+        "scenario_invalid",
+        f"{source}: {problems[0][1]}{more}",
+        hint="see `lineup schema scenario` for the format",
+        details=details,
+    )
+
+
+def parse_scenario(
+    doc: Any, *, source: str = "scenario", lines: list[int] | None = None
+) -> Scenario:
+    """Validate a scenario document (parsed TOML or JSON).
+
+    Args:
+        doc: The document.
+        source: How problems name the file.
+        lines: The line of each `[[step]]`, when known (for annotations).
 
     Raises:
-        LineupError: `scenario_invalid` naming the step and the problem.
+        LineupError: `scenario_invalid` naming the step and the key of every problem.
     """
-    unknown = set(doc) - {"scenario", "step"}
-    if unknown:
-        raise _bad(
-            source, "top level", f"unknown key(s) {sorted(unknown)}; steps are [[step]] tables"
-        )
-    meta = doc.get("scenario", {})
-    if not isinstance(meta, dict) or set(meta) - {"description", "host"}:
-        raise _bad(source, "[scenario]", "only `description` and `host` are allowed")
-    policy = meta.get("host")
-    if policy not in (None, "auto", "manual"):
-        raise _bad(source, "[scenario]", "host must be auto or manual")
-    raw_steps = doc.get("step")
-    if not isinstance(raw_steps, list) or not raw_steps:
-        raise _bad(source, "top level", "no [[step]] tables")
-    steps = []
-    for i, raw in enumerate(raw_steps, start=1):
-        where = f"step {i}"
-        if not isinstance(raw, dict):
-            raise _bad(source, where, "must be a table")
-        extra = set(raw) - _STEP_KEYS
-        if extra:
-            raise _bad(
-                source, where, f"unknown key(s) {sorted(extra)}; actions: {', '.join(ACTIONS)}"
+    try:
+        model = ScenarioDocument.model_validate(doc)
+    except ValidationError as exc:
+        raise _invalid(
+            source,
+            [
+                (_step_of(tuple(e["loc"])), f"{_where(tuple(e['loc']))}: {_message(e)}")
+                for e in exc.errors()
+            ],
+            lines,
+        ) from None
+    subscribed: set[str] = set()
+    for i, raw in enumerate(model.step, start=1):
+        if raw.subscribe is not None:
+            subscribed.add(raw.subscribe.as_)
+        if raw.frames is not None and raw.frames.as_ not in subscribed:
+            raise _invalid(
+                source,
+                [(i, f"step {i}: `frames.as`: no earlier step subscribes as {raw.frames.as_!r}")],
+                lines,
             )
-        actions = [a for a in ACTIONS if a in raw]
-        if len(actions) != 1:
-            raise _bad(source, where, f"needs exactly one action of {', '.join(ACTIONS)}")
-        action = actions[0]
-        args = raw[action]
-        if action == "call":
-            _need(source, where, args, {"id": str, "conversation": str, "method": str})
-            args = {**args, "params": args.get("params", {})}
-        elif action == "host":
-            _need(source, where, args, {"event": str, "conversation": str})
-            if args["event"] not in EVENTS:
-                raise _bad(
-                    source,
-                    where,
-                    f"unknown Host event {args['event']!r}; known: {', '.join(EVENTS)}",
-                )
-            if "scope" in args and not isinstance(args["scope"], str):
-                raise _bad(source, where, "`scope` must be a string")
-        elif action == "clock":
-            _need(source, where, args, {"advance": str})
-            try:
-                parse_duration(args["advance"])
-            except ValueError as exc:
-                raise _bad(source, where, str(exc)) from None
-        elif action == "restart":
-            if args is not True:
-                raise _bad(source, where, "restart must be `true`")
-            args = {}
-        elif action == "session_data":
-            _need(source, where, args, {"conversation": str})
-        else:
-            _need(source, where, args, {"conversation": str})
-        expect = raw.get("expect")
-        if expect is not None and not isinstance(expect, list):
-            raise _bad(source, where, "`expect` must be a list of partial matches")
-        steps.append(Step(i, action, dict(args), expect, raw.get("note")))
-    return Scenario(steps, policy, meta.get("description"), source)
+    steps = []
+    for i, raw in enumerate(model.step, start=1):
+        action = next(a for a in ACTIONS if getattr(raw, a) is not None)
+        value = getattr(raw, action)
+        args: Any = (
+            [c.model_dump(by_alias=True) for c in value]
+            if isinstance(value, list)
+            else value.model_dump(by_alias=True)
+        )
+        line = lines[i - 1] if lines is not None and i - 1 < len(lines) else None
+        steps.append(Step(i, action, args, raw.expect, raw.note, raw.outbox_grew, line))
+    header = model.scenario
+    return Scenario(steps, header.host, header.description, source, header)
+
+
+_STEP_LINE = re.compile(r"^[ \t]*\[\[[ \t]*step[ \t]*\]\]", re.MULTILINE)
+
+
+def step_lines(text: str) -> list[int]:
+    """The 1-based line of each `[[step]]` header in a TOML scenario."""
+    return [text.count("\n", 0, m.start()) + 1 for m in _STEP_LINE.finditer(text)]
+
+
+def _read_text(path: Path) -> str:
+    """The one place a scenario file is read: a regular file of at most 1 MiB."""
+    raw = read_regular(path, limit=MAX_SCENARIO_BYTES, code="scenario_invalid", what="scenario")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LineupError("scenario_invalid", f"{path}: not UTF-8") from None
 
 
 def load_scenario(path: Path) -> Scenario:
-    """Read and validate a scenario file (a regular file of at most 1 MiB).
+    """Read and validate a scenario file (a regular file of at most 1 MiB): TOML, or JSON
+    for a `.json` fixture; TOML nested at most 32 levels.
 
     Raises:
         LineupError: `scenario_invalid`.
     """
-    raw = read_regular(path, limit=MAX_SCENARIO_BYTES, code="scenario_invalid", what="scenario")
+    text = _read_text(path)
+    if path.suffix == ".json":
+        try:
+            doc = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise LineupError("scenario_invalid", f"{path}: not valid JSON ({exc})") from None
+        return parse_scenario(doc, source=str(path))
     try:
-        doc = parse_toml(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise LineupError("scenario_invalid", f"{path}: not UTF-8") from None
+        doc = parse_toml(text)
     except TomlTooDeep as exc:
         raise LineupError("scenario_invalid", f"{path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise LineupError("scenario_invalid", f"{path}: not valid TOML ({exc})") from None
-    return parse_scenario(doc, source=str(path))
+    return parse_scenario(doc, source=str(path), lines=step_lines(text))
 
 
-def matches(expected: Any, actual: Any) -> bool:
-    """Partial match: every key of an expected table must match; lists match item by item."""
-    if isinstance(expected, dict):
-        return isinstance(actual, dict) and all(
-            k in actual and matches(v, actual[k]) for k, v in expected.items()
-        )
-    if isinstance(expected, list):
-        return (
-            isinstance(actual, list)
-            and len(expected) == len(actual)
-            and all(matches(e, a) for e, a in zip(expected, actual, strict=True))
-        )
-    return bool(expected == actual)
+def scenario_json_schema() -> dict[str, Any]:
+    """The JSON Schema of scenario files (what `lineup schema scenario` prints)."""
+    schema = ScenarioDocument.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite.clock import VirtualClock, format_ts, parse_duration
+from lineup_runtime_lite.expect import Difference, compare
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
-from lineup_runtime_lite.scenario import Scenario, Step, matches
+from lineup_runtime_lite.scenario import Scenario, Step
 from lineup_sdk.errors import LineupError
 
-__all__ = ["Simulation", "StepReport", "open_simulation"]
+__all__ = ["DevBuild", "Simulation", "StepReport", "build_with_dev_key", "open_simulation"]
 
 
 @dataclass
@@ -31,6 +32,8 @@ class StepReport:
     ok: bool = True
     problem: str | None = None
     expected: list[Any] | None = None
+    differences: list[Difference] = field(default_factory=list)
+    line: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -44,12 +47,20 @@ class StepReport:
         if self.problem:
             out["problem"] = self.problem
             out["expected"] = self.expected
+            out["differences"] = [d.to_dict() for d in self.differences]
+        if self.line is not None:
+            out["line"] = self.line
         return out
 
 
 @dataclass
 class Simulation:
-    """An embedded runtime for one MiniApp, restartable on the same database."""
+    """An embedded runtime for one MiniApp, restartable on the same database.
+
+    The simulation is the Agent: it acknowledges every outbox message it has shown, so what
+    a reopened runtime emits (recovery after `restart`, or on reopening a kept `--db`) is
+    exactly the unacknowledged rest.
+    """
 
     db: Path
     trust: Any
@@ -60,10 +71,19 @@ class Simulation:
     clock: VirtualClock = field(default_factory=VirtualClock)
     rt: Runtime | None = None
     _tmp: Path | None = None
-    _seen: set[str] = field(default_factory=set)
+    _frames: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: What opening the runtime emitted before any step (recovery of a kept database).
+    opened: list[dict[str, Any]] = field(default_factory=list)
 
     def start(self) -> None:
-        self.clock = VirtualClock()
+        self._open()
+        self.runtime().install(self.bundle)
+        self.opened = self._new_messages()
+
+    def _open(self, resume_at_ms: int | None = None) -> None:
+        # a restarted runtime goes on from the time it stopped at plus the downtime; a first
+        # open starts from the default epoch (a kept database restores its persisted time)
+        self.clock = VirtualClock() if resume_at_ms is None else VirtualClock(resume_at_ms)
         self.rt = Runtime.open(
             self.db,
             trust=self.trust,
@@ -71,8 +91,8 @@ class Simulation:
             host=HostSimulator(self.policy),
             sandbox=self.sandbox,
         )
-        self.rt.install(self.bundle)
-        self._seen = {m["id"] for m in self.rt.outbox.all()}
+        if resume_at_ms is not None:
+            self.clock.advance(0)  # persist the time that passed while down
 
     def runtime(self) -> Runtime:
         assert self.rt is not None
@@ -87,73 +107,181 @@ class Simulation:
             self._tmp = None
 
     def _new_messages(self) -> list[dict[str, Any]]:
-        out = []
-        for m in self.runtime().outbox.all():
-            if m["id"] not in self._seen:
-                self._seen.add(m["id"])
-                out.append(m)
+        rt = self.runtime()
+        out: list[dict[str, Any]] = []
+        while batch := rt.outbox.fetch(500):
+            rt.outbox.ack([m["id"] for m in batch])
+            out.extend(batch)
         return out
+
+    def resolve_scope(self, conversation: str, scope: str | None) -> str:
+        """The scope a step names, or the conversation's only app.
+
+        Raises:
+            LineupError: `scenario_invalid` when several apps could be meant.
+        """
+        if scope is not None:
+            return scope
+        scopes = sorted({a["scope"] for a in self.runtime().apps()} | {self.scope})
+        if len(scopes) == 1:
+            return scopes[0]
+        raise LineupError(
+            "scenario_invalid",
+            f"conversation {conversation!r}: name the `scope` (installed: {', '.join(scopes)})",
+        )
+
+    def _calls(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rt = self.runtime()
+        answers = rt.call_many(
+            [(c["id"], c["conversation"], c["method"], c["params"]) for c in calls]
+        )
+        rt.settle()
+        new = self._new_messages()
+        ids = {m["id"] for m in new}
+        for msg in answers:  # a rejection (never persisted) or a repeat (its stored answer)
+            if msg["id"] not in ids:
+                new.append(msg)
+                ids.add(msg["id"])
+        return new
 
     def act(self, step: Step) -> list[dict[str, Any]]:
         """Carry out one step's action; return what it emitted."""
         rt = self.runtime()
         a = step.args
         if step.action == "call":
-            msg = rt.call(a["id"], a["conversation"], a["method"], a["params"])
-            rt.settle()
-            new = self._new_messages()
-            if msg["id"] not in {m["id"] for m in new} and msg["id"] not in self._seen:
-                new.append(msg)  # a rejection: answered, never persisted
-            elif msg["id"] not in {m["id"] for m in new}:
-                new.append(msg)  # a repeat: the stored answer again
-            return new
+            return self._calls([a])
+        if step.action == "calls":
+            return self._calls(a)
         if step.action == "host":
             rt.host.event(
                 a["event"],
                 conversation=a["conversation"],
-                scope=a.get("scope", self.scope),
+                scope=self.resolve_scope(a["conversation"], a.get("scope")),
                 instance=a.get("instance"),
             )
+            rt.settle()
             return self._new_messages()
         if step.action == "clock":
             self.clock.advance(parse_duration(a["advance"]))
             return self._new_messages()
         if step.action == "restart":
+            down = parse_duration(a["advance"]) if a.get("advance") else 0
+            stopped_at = self.clock.now_ms()
             rt.close()
-            self.start()
+            self._open(stopped_at + down)
+            self.runtime().settle()
             return self._new_messages()
         if step.action == "session_data":
-            snap = rt.surface(a["conversation"], a.get("scope", self.scope)).get()
+            scope = self.resolve_scope(a["conversation"], a.get("scope"))
+            snap = rt.surface(a["conversation"], scope).get()
             return [{"revision": snap.revision, "data": snap.data}]
+        if step.action == "subscribe":
+            scope = self.resolve_scope(a["conversation"], a.get("scope"))
+            frames = self._frames.setdefault(a["as"], [])
+            rt.surface(a["conversation"], scope).subscribe(
+                lambda kind, snap: frames.append(
+                    {"frame": kind, "revision": snap.revision, "data": snap.data}
+                )
+            )
+            rt.settle()  # listeners drain before frames are read
+            return list(frames)
+        if step.action == "frames":
+            if a["as"] not in self._frames:
+                raise LineupError(
+                    "scenario_invalid",
+                    f"no subscription named {a['as']!r} (subscribe with `as` first)",
+                )
+            rt.settle()
+            return list(self._frames[a["as"]])
+        if step.action == "inventory":
+            tools = rt.inventory()
+            if a.get("scope"):
+                tools = [t for t in tools if t["method"].split(".")[0] == a["scope"]]
+            return tools
         return rt.im_records(a["conversation"])
+
+    def opening_report(self) -> StepReport | None:
+        """Step 0: what opening the runtime emitted, once (None when it emitted nothing)."""
+        if not self.opened:
+            return None
+        messages, self.opened = self.opened, []
+        return StepReport(
+            0,
+            "open",
+            "open (recovery of the kept database)",
+            format_ts(self.clock.now_ms()),
+            messages,
+        )
 
     def play(
         self, scenario: Scenario, on_step: Callable[[StepReport], None] | None = None
     ) -> list[StepReport]:
-        """Play every step, checking expectations; never stops early."""
+        """Play every step, checking expectations; never stops early. What opening a kept
+        database emitted (recovery) comes first, as step 0 with nothing expected of it."""
         reports = []
+        opening = self.opening_report()
+        if opening is not None:
+            reports.append(opening)
+            if on_step is not None:
+                on_step(opening)
         for step in scenario.steps:
+            before = len(self.runtime().outbox.all()) if step.outbox_grew is not None else 0
             messages = self.act(step)
             report = StepReport(
-                step.index, step.action, step.describe(), format_ts(self.clock.now_ms()), messages
+                step.index,
+                step.action,
+                step.describe(),
+                format_ts(self.clock.now_ms()),
+                messages,
+                line=step.line,
             )
-            if step.expect is not None and not matches(step.expect, messages):
+            problems: list[str] = []
+            if step.expect is not None:
+                report.differences = compare(step.expect, messages)
+                problems.extend(d.describe() for d in report.differences)
+            if step.outbox_grew is not None:
+                grew = len(self.runtime().outbox.all()) > before
+                if grew != step.outbox_grew:
+                    problems.append(
+                        f"outbox_grew: expected {str(step.outbox_grew).lower()}, "
+                        f"actual {str(grew).lower()}"
+                    )
+            if problems:
                 report.ok = False
                 report.expected = step.expect
-                report.problem = _explain(step.expect, messages)
+                report.problem = "; ".join(problems)
             reports.append(report)
             if on_step is not None:
                 on_step(report)
         return reports
 
 
-def _explain(expected: list[Any], actual: list[dict[str, Any]]) -> str:
-    if len(expected) != len(actual):
-        return f"expected {len(expected)} message(s), got {len(actual)}"
-    for i, (e, a) in enumerate(zip(expected, actual, strict=True), start=1):
-        if not matches(e, a):
-            return f"message {i} does not match {e}"
-    return "mismatch"
+@dataclass(frozen=True)
+class DevBuild:
+    """A project built with its dev key, and a trust store that trusts only that key."""
+
+    bundle: Path
+    trust: Any
+    scope: str
+
+
+def build_with_dev_key(
+    target: Path, *, out_dir: Path | None = None, sandbox: str = "best_effort"
+) -> DevBuild:
+    """Build a project folder with its `.lineup/` dev key (created on first use).
+
+    Raises:
+        LineupError: the first build problem, with every diagnostic in `details`.
+    """
+    from lineup_build.build import build_dev
+    from lineup_build.trust import dev_trust
+
+    root = target.resolve()
+    result, key = build_dev(root, out_dir=out_dir or root / ".lineup" / "run", sandbox=sandbox)
+    assert result.bundle is not None and result.manifest is not None
+    # the project's own dev key: trusted for its scope and what it asks for
+    trust = dev_trust(key.public_raw, result.manifest)
+    return DevBuild(result.bundle, trust, result.manifest["app"]["scope"])
 
 
 def open_simulation(
@@ -171,21 +299,15 @@ def open_simulation(
         LineupError: a build problem (with its diagnostics), or a usage error for a bundle
             without `--trust`.
     """
-    from lineup_build.build import build_dev
-    from lineup_build.trust import TrustStore, dev_trust
+    from lineup_build.trust import TrustStore
     from lineup_build.verify import check_bundle
 
     effective_policy = policy or (scenario.host_policy if scenario else None) or "auto"
     tmp = Path(tempfile.mkdtemp(prefix="lineup-run-"))
     try:
         if target.is_dir():
-            result, key = build_dev(
-                target, out_dir=target.resolve() / ".lineup" / "run", sandbox=sandbox
-            )
-            assert result.bundle is not None and result.manifest is not None
-            bundle = result.bundle
-            trust_obj: Any = dev_trust(key.public_raw, result.manifest)
-            scope = result.manifest["app"]["scope"]
+            built = build_with_dev_key(target, sandbox=sandbox)
+            bundle, trust_obj, scope = built.bundle, built.trust, built.scope
         else:
             if trust is None:
                 raise LineupError(

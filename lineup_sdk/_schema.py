@@ -6,7 +6,6 @@ import dataclasses
 import functools
 import inspect
 import math
-import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,11 +190,6 @@ def _result_schema(annotation: Any) -> dict[str, Any]:
     return schema
 
 
-_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
-_SECTION = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")
-_ARG_LINE = re.compile(r"^(\s*)(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
-
-
 def doc_summary(fn: Callable[..., Any]) -> str | None:
     """The docstring's first paragraph, joined into one line."""
     doc = inspect.getdoc(fn)
@@ -205,32 +199,30 @@ def doc_summary(fn: Callable[..., Any]) -> str | None:
     return " ".join(line.strip() for line in para.splitlines()) or None
 
 
+#: docstring_parser's first `args` item for a parameter entry (not an attribute or raise)
+_PARAM_KINDS = frozenset({"param", "parameter", "arg", "argument", "key", "keyword"})
+
+
 def doc_args(fn: Callable[..., Any]) -> dict[str, str]:
-    """Parameter descriptions from a Google-style `Args:` section."""
-    doc = inspect.getdoc(fn) or ""
+    """Parameter descriptions from the docstring in Google (`Args:`), NumPy (`Parameters`
+    and a dashed underline) or reST (`:param name:`) style, each joined into one line."""
+    doc = inspect.getdoc(fn)
+    if not doc:
+        return {}
+    import docstring_parser  # imported when schemas are derived, never by a worker's import
+
+    try:
+        parsed = docstring_parser.parse(doc)  # AUTO: the style that finds the most entries
+    except docstring_parser.ParseError:
+        return {}
     out: dict[str, str] = {}
-    in_args = False
-    indent: int | None = None
-    current: str | None = None
-    for line in doc.splitlines():
-        if _ARGS_HEADER.match(line):
-            in_args, indent, current = True, None, None
+    for param in parsed.params:
+        if not param.args or param.args[0] not in _PARAM_KINDS:
             continue
-        if not in_args:
-            continue
-        if not line.strip():
-            current = None
-            continue
-        if _SECTION.match(line) and (len(line) - len(line.lstrip())) == 0:
-            break
-        m = _ARG_LINE.match(line)
-        width = len(line) - len(line.lstrip())
-        if m and (indent is None or width <= indent):
-            indent = width
-            current = m.group(2).lstrip("*")
-            out[current] = m.group(4).strip()
-        elif current is not None:
-            out[current] = f"{out[current]} {line.strip()}".strip()
+        name = param.arg_name.lstrip("*")
+        text = " ".join((param.description or "").split())
+        if name and text:
+            out.setdefault(name, text)
     return out
 
 

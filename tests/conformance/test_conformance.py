@@ -1,9 +1,9 @@
-"""Replay the runtime-neutral golden fixtures (JSON steps + exact expected events) against
-`lineup_runtime_lite`. Another Host can replay the same files; the README gives the format."""
+"""Replay the runtime-neutral golden fixtures (scenario format v2 as JSON: steps + exact
+expected events) against `lineup_runtime_lite` through the same driver as `lineup test`.
+Another Host can replay the same files; the README gives the format."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +15,7 @@ from lineup_build.build import build_project
 from lineup_build.init import init_project
 from lineup_build.signing import SigningKey, key_from_seed
 from lineup_build.trust import TrustedKey, TrustStore
-from lineup_runtime_lite.scenario import matches, parse_scenario
+from lineup_runtime_lite.scenario import load_scenario
 from lineup_runtime_lite.simulate import Simulation
 
 HERE = Path(__file__).parent
@@ -57,32 +57,10 @@ def sim_factory(tmp_path: Path, bundles: dict[str, Path]) -> Iterator[Any]:
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_fixture(path: Path, sim_factory: Any) -> None:
-    doc = json.loads(path.read_text("utf-8"))
-    assert set(doc) == {"review", "title", "app", "host_policy", "steps"}
-    sim: Simulation = sim_factory(doc["app"], doc["host_policy"])
-    subscriptions: dict[str, list[dict[str, Any]]] = {}
-    for i, raw in enumerate(doc["steps"], start=1):
-        expect = raw.get("expect")
-        if "subscribe" in raw:
-            sub = raw["subscribe"]
-            frames = subscriptions.setdefault(sub["as"], [])
-            sim.runtime().surface(sub["conversation"], sub["scope"]).subscribe(
-                lambda kind, snap, frames=frames: frames.append(
-                    {"frame": kind, "revision": snap.revision, "data": snap.data}
-                )
-            )
-            emitted = list(frames)
-        elif "frames" in raw:
-            sim.runtime().settle()  # listeners run off the loop; settle drains their queues
-            emitted = list(subscriptions[raw["frames"]["as"]])
-        else:
-            step_doc = {k: v for k, v in raw.items() if k not in ("expect", "outbox_grew")}
-            step = parse_scenario({"step": [step_doc]}, source=path.name).steps[0]
-            before = len(sim.runtime().outbox.all())
-            emitted = sim.act(step)
-            if raw.get("outbox_grew") is False:
-                assert len(sim.runtime().outbox.all()) == before, f"step {i}: the outbox grew"
-        if expect is not None:
-            assert matches(expect, emitted), (
-                f"{path.name} step {i}: expected {expect}, got {emitted}"
-            )
+    scenario = load_scenario(path)  # the scenario model: fixtures are JSON, scenarios TOML
+    header = scenario.header
+    assert header.review and header.title and header.app and header.host, "fixture metadata"
+    sim: Simulation = sim_factory(header.app, header.host)
+    reports = sim.play(scenario)  # the one replay driver `lineup run` and `lineup test` use
+    failed = [f"step {r.index} ({r.description}): {r.problem}" for r in reports if not r.ok]
+    assert not failed, f"{path.name}: " + "; ".join(failed)

@@ -1,0 +1,113 @@
+"""`lineup test` (play every scenario of a project as tests) and `lineup schema` (print the
+JSON Schema of a file format); the runtime is imported lazily, inside the commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lineup_sdk.errors import LineupError
+
+SCHEMAS = ("scenario",)
+
+
+def schema_text(name: str) -> str:
+    """The shipped JSON Schema called `name`.
+
+    Raises:
+        LineupError: `usage_invalid` for an unknown name.
+    """
+    if name not in SCHEMAS:
+        raise LineupError(
+            "usage_invalid", f"no schema called {name!r}; known: {', '.join(SCHEMAS)}", exit_code=2
+        )
+    from importlib.resources import files
+
+    return files("lineup_runtime_lite").joinpath(f"{name}.schema.json").read_text("utf-8")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `lineup test` and `lineup schema` to the CLI."""
+
+    @app.command("test")
+    def test(
+        paths: Annotated[
+            list[Path] | None,
+            typer.Argument(
+                help="Project folders, scenario folders or files (default: the project "
+                "containing the working folder)."
+            ),
+        ] = None,
+        junit: Annotated[
+            Path | None, typer.Option(help="Write JUnit XML here (one testcase per scenario).")
+        ] = None,
+        output: Annotated[
+            str, typer.Option("--format", help="text, json or github (workflow annotations).")
+        ] = "text",
+        keyword: Annotated[
+            str | None,
+            typer.Option("-k", help="Only scenarios whose name contains this (or matches it)."),
+        ] = None,
+        sandbox: Annotated[
+            str, typer.Option(help="Contain MiniApp code: best_effort, required or off.")
+        ] = "best_effort",
+    ) -> None:
+        """Play every scenario as a test, each in a fresh runtime on the virtual clock."""
+        from lineup_runtime_lite.suite import (
+            collect_cases,
+            github_annotations,
+            junit_xml,
+            run_suite,
+        )
+        from lineup_sdk.sandbox import check_mode
+
+        if output not in ("text", "json", "github"):
+            raise LineupError(
+                "usage_invalid", f"--format {output!r} must be text, json or github", exit_code=2
+            )
+        check_mode(sandbox)
+        cwd = Path.cwd()
+        cases = collect_cases(list(paths or []), cwd=cwd, pattern=keyword)
+        if not cases:
+            raise LineupError(
+                "usage_invalid",
+                "no scenarios to play" + (f" match -k {keyword!r}" if keyword else ""),
+                hint="scenarios are TOML files under the project's scenarios/ folder",
+                exit_code=2,
+            )
+        report = run_suite(cases, sandbox=sandbox)
+        if junit is not None:
+            junit.write_text(junit_xml(report), "utf-8")
+        if output == "json":
+            doc = report.to_dict()
+            sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        else:
+            for r in report.results:
+                verdict = "PASS" if r.ok else "FAIL"
+                sys.stdout.write(f"{verdict} {r.case.name} ({r.seconds:.2f}s)\n")
+                if r.error is not None:
+                    sys.stdout.write(f"  {r.message()}\n")
+                for step in (s for s in r.steps if not s.ok):  # every failing step
+                    where = f"{r.case.name}:{step.line}" if step.line else r.case.name
+                    sys.stdout.write(
+                        f"  {where}: step {step.index} ({step.description}): {step.problem}\n"
+                    )
+            if output == "github":
+                for annotation in github_annotations(report, root=cwd):
+                    sys.stdout.write(annotation + "\n")
+            failed = sum(1 for r in report.results if not r.ok)
+            sys.stdout.write(
+                f"{len(report.results) - failed} passed, {failed} failed in {report.seconds:.2f}s\n"
+            )
+        raise typer.Exit(0 if report.ok else 1)
+
+    @app.command("schema")
+    def schema(
+        name: Annotated[str, typer.Argument(help="The format: scenario.")],
+    ) -> None:
+        """Print the JSON Schema of a file format (for editors)."""
+        sys.stdout.write(schema_text(name))
