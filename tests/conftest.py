@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from lineup_build.signing import SigningKey, key_from_seed
+
+# Reproducible CI: every Hypothesis test tries the same examples each run (derandomized)
+# unless a run asks for random ones with LINEUP_HYPOTHESIS=random.
+settings.register_profile("lineup-ci", derandomize=True)
+settings.register_profile("lineup-random", derandomize=False)
+settings.load_profile(
+    "lineup-random" if os.environ.get("LINEUP_HYPOTHESIS") == "random" else "lineup-ci"
+)
 
 #: The fixed Ed25519 seed of every golden file and reproducibility test.
 SEED = bytes(range(32))

@@ -3,12 +3,13 @@ Pomodoro calls, Host events and clock moves across many conversations; it is `ki
 at random points or crashes at a random armed fault point; the database is checked raw,
 reopened, settled and checked again. Acknowledged answers must be present, unchanged.
 
-Bounded by `LINEUP_SOAK_SECONDS` (default 35). `LINEUP_SOAK_SEED` replays a run's
-workload, kill points and armed crash points, and `LINEUP_SOAK_CYCLES` fixes the number of
-cycles instead of the time bound (how far a driver got before a SIGKILL landed still
-depends on timing, as does the order of background steps):
+Reproducible by default: a fixed seed (`LINEUP_SOAK_SEED`, default 20261201; `random`
+draws one, always printed) and a fixed number of cycles (`LINEUP_SOAK_CYCLES`, default 50;
+`0` runs for `LINEUP_SOAK_SECONDS` instead). The seed fixes the workload, the kill points
+and the armed crash points; how far a driver got before a SIGKILL landed still depends on
+timing, as does the order of background steps:
 
-    LINEUP_SOAK_SEED=1234 LINEUP_SOAK_CYCLES=40 python -m pytest tests/faults/test_soak.py -s
+    LINEUP_SOAK_SEED=random LINEUP_SOAK_CYCLES=200 python -m pytest tests/faults/test_soak.py -s
 """
 
 from __future__ import annotations
@@ -58,9 +59,10 @@ def worker_processes(marker: str) -> list[int]:
 
 
 def test_F20_sigkill_at_random_points_of_a_mixed_workload(env: Env) -> None:
-    seed = int(os.environ.get("LINEUP_SOAK_SEED") or random.SystemRandom().randrange(10**9))
+    asked = os.environ.get("LINEUP_SOAK_SEED", "20261201")
+    seed = random.SystemRandom().randrange(10**9) if asked == "random" else int(asked)
     seconds = float(os.environ.get("LINEUP_SOAK_SECONDS", "35"))
-    cycles_wanted = int(os.environ.get("LINEUP_SOAK_CYCLES", "0"))
+    cycles_wanted = int(os.environ.get("LINEUP_SOAK_CYCLES", "50"))
     repro = (
         f"LINEUP_SOAK_SEED={seed} LINEUP_SOAK_CYCLES=<cycles> "
         "python -m pytest tests/faults/test_soak.py -s"
