@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lineup_sdk._codes import CODES
+from lineup_sdk.codes import CODES
 
 __all__ = ["Diagnostic", "Where", "has_errors"]
 

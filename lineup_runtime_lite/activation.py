@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -36,8 +37,8 @@ class ActivationPart(CoreState):
             "scope": scope,
         }
         db.execute(
-            "INSERT OR IGNORE INTO host_intents (dedup_key, body) VALUES (?, ?)",
-            (f"show_surface:{act_id}", json.dumps(body, sort_keys=True)),
+            "INSERT OR IGNORE INTO host_intents (dedup_key, body, instance) VALUES (?, ?, ?)",
+            (f"show_surface:{act_id}", json.dumps(body, sort_keys=True), act_id),
         )
         return body
 
@@ -46,33 +47,66 @@ class ActivationPart(CoreState):
         if self.host_intent is None:
             return
         if self._host_relay is None or self._host_relay.done():
+            self._host_wake.clear()
             self._host_relay = self.spawn(self._relay_host())
+        else:
+            self._host_wake.set()  # a new intent need not wait out another one's backoff
+
+    def _host_heads(self) -> list[sqlite3.Row]:
+        """The lowest pending intent of each instance, oldest first, with its activation's
+        state (an intent waits only for its own instance's earlier ones, SPEC 5.7)."""
+        return self.store.all(
+            "SELECT h.id, h.instance, h.body, a.state AS act_state FROM host_intents h "
+            "LEFT JOIN activations a ON a.activation_id = h.instance "
+            "WHERE h.id IN (SELECT MIN(id) FROM host_intents WHERE delivered=0 AND superseded=0 "
+            "GROUP BY instance) ORDER BY h.id"
+        )
 
     async def _relay_host(self) -> None:
-        """Send undelivered Host intents oldest first, after the commits that decided them;
-        each is marked delivered only after the Host acted, so a crash in between sends it
-        again with the same dedup key. A failing Host is retried with backoff, then left
-        for the next kick (a new intent, a clock tick, a retried call, or recovery)."""
+        """Send undelivered Host intents, oldest first but ordered per instance only:
+        an intent the Host refuses is retried with backoff (then left for the next kick: a
+        new intent, a clock tick, a retried call, or recovery) while other instances'
+        intents go on. Each is marked delivered only after the Host acted, so a crash in
+        between sends it again with the same dedup key. An intent whose activation has
+        ended is superseded (marked so, never sent); `end_activation_in` marks it in the
+        transaction that ends the activation, this check covers older databases."""
         assert self.host_intent is not None
-        failures = 0
+        loop = asyncio.get_running_loop()
+        failures: dict[str, int] = {}
+        retry_at: dict[str, float] = {}
         while True:
-            row = self.store.one(
-                "SELECT id, body FROM host_intents WHERE delivered=0 ORDER BY id LIMIT 1"
-            )
-            if row is None:
+            heads = [h for h in self._host_heads() if failures.get(h["instance"], 0) < STEP_TRIES]
+            if not heads:
                 return
+            ended = [h["id"] for h in heads if h["act_state"] in ("failed", "cancelled")]
+            if ended:
+                with self.store.transaction() as db:
+                    db.executemany(
+                        "UPDATE host_intents SET superseded=1 WHERE id=? AND delivered=0",
+                        [(i,) for i in ended],
+                    )
+                continue
+            now = loop.time()
+            due = [h for h in heads if retry_at.get(h["instance"], 0.0) <= now]
+            if not due:
+                self._host_wake.clear()
+                wait = min(retry_at[h["instance"]] for h in heads) - now
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._host_wake.wait(), wait)
+                continue
+            row = due[0]
             try:
                 faults.hit("host.reconcile")
                 await self.host_intent(json.loads(row["body"]))
                 faults.hit("host.after_intent")
             except Exception as exc:
-                failures += 1
-                if failures >= STEP_TRIES:
+                tries = failures[row["instance"]] = failures.get(row["instance"], 0) + 1
+                if tries >= STEP_TRIES:
                     log.warning("the Host did not take intent %s: %s", row["id"], exc)
-                    return
-                await asyncio.sleep(0.01 * (2**failures))
+                retry_at[row["instance"]] = loop.time() + 0.01 * (2**tries)
                 continue
-            failures = 0
+            failures.pop(row["instance"], None)
+            retry_at.pop(row["instance"], None)
             with self.store.transaction() as db:
                 db.execute("UPDATE host_intents SET delivered=1 WHERE id=?", (row["id"],))
 
@@ -266,6 +300,10 @@ class ActivationPart(CoreState):
         )
         if cur.rowcount == 0:
             return None
+        # its Host intents are superseded: the Host is never told to show an ended instance
+        db.execute(
+            "UPDATE host_intents SET superseded=1 WHERE instance=? AND delivered=0", (act_id,)
+        )
         act = db.execute("SELECT * FROM activations WHERE activation_id=?", (act_id,)).fetchone()
         version = self._version_of(db, act["app_session_id"])
         waiting = db.execute(

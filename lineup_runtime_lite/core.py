@@ -250,7 +250,10 @@ class Core(DeliveryPart):
         for the Host, queued calls of ready activations, calls left `delivered` with nobody
         sending them (they end `delivery_interrupted`: at most once), waiters whose final
         committed. Never re-executes a delivery."""
-        if self.store.one("SELECT 1 FROM host_intents WHERE delivered=0 LIMIT 1") is not None:
+        if (
+            self.store.one("SELECT 1 FROM host_intents WHERE delivered=0 AND superseded=0 LIMIT 1")
+            is not None
+        ):
             self.kick_host()
         for row in self.store.all(
             "SELECT activation_id FROM activations WHERE state='starting' "
@@ -280,7 +283,9 @@ class Core(DeliveryPart):
         if row["state"] == "delivered" or row["act_state"] == "ready":
             self.kick(row["app_session_id"])  # a `delivered` call nobody sends is interrupted
         elif row["act_state"] == "starting":
-            if self.store.one("SELECT 1 FROM host_intents WHERE delivered=0 LIMIT 1"):
+            if self.store.one(
+                "SELECT 1 FROM host_intents WHERE delivered=0 AND superseded=0 LIMIT 1"
+            ):
                 self.kick_host()
             if not row["worker_ready"] or not row["requires_foreground"] or row["foreground"]:
                 self.spawn(self.drive_activation(row["activation_id"]))

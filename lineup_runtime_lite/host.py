@@ -33,12 +33,17 @@ class HostSimulator:
         policy: `auto` — after a surface loads, the simulator itself sends a separate
             `foreground_confirmed` for that instance; `manual` — scenario steps decide.
         fail_next: How many of the next intents to refuse (to test reconcile retries).
+        refuse: Conversations whose intents the Host refuses, every time (the Host cannot
+            show them; other conversations' intents still go through).
     """
 
     policy: str = "auto"
     fail_next: int = 0
     intents: list[dict[str, Any]] = field(default_factory=list)
     events: list[HostEvent] = field(default_factory=list)
+    refuse: set[str] = field(default_factory=set)
+    #: Every intent the runtime tried to hand over, refused ones included, in order.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
     _applied_intents: set[str] = field(default_factory=set)
     _send: Callable[[str, str, str, str], Awaitable[bool]] | None = None
 
@@ -48,6 +53,9 @@ class HostSimulator:
 
     async def on_intent(self, body: dict[str, Any]) -> None:
         """The runtime asks the Host to act (after the commit that decided it)."""
+        self.attempts.append(body)
+        if body["conversation"] in self.refuse:
+            raise ConnectionError(f"the Host refuses to show {body['instance']}")
         if self.fail_next > 0:
             self.fail_next -= 1
             raise ConnectionError("host unavailable")

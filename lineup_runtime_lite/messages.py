@@ -8,7 +8,7 @@ import sqlite3
 from typing import Any
 
 from lineup_runtime_lite.clock import format_ts
-from lineup_sdk._codes import CODES
+from lineup_sdk.codes import CODES
 
 __all__ = [
     "FINAL_STAGES",

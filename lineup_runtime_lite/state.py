@@ -74,6 +74,7 @@ class CoreState:
         #: one call being accepted (so the loop never re-serializes a huge params value)
         self.canonical_params: dict[str, str] = {}
         self._host_relay: asyncio.Task[None] | None = None
+        self._host_wake = asyncio.Event()  # set when a new intent arrives while relaying
         self._driving: dict[str, asyncio.Task[Any]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.subs = SubscriptionHub()

@@ -15,8 +15,12 @@ from lineup_sdk.errors import LineupError
 
 __all__ = ["SCHEMA_VERSION", "Store", "store_error"]
 
-SCHEMA_VERSION = 1
+#: The schema a new database gets (`_SCHEMA`) and an older one is migrated to on open.
+SCHEMA_VERSION = 2
 
+#: The whole current schema, for a new database. A change here needs a step in
+#: `_MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/test_store_migrations.py`
+#: checks that a database migrated from the oldest version has exactly this schema.
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE app_versions (
@@ -62,9 +66,28 @@ CREATE TABLE im_records (
   created_ms INTEGER NOT NULL);
 CREATE TABLE host_intents (
   id INTEGER PRIMARY KEY AUTOINCREMENT, dedup_key TEXT NOT NULL UNIQUE, body TEXT NOT NULL,
-  delivered INTEGER NOT NULL DEFAULT 0);
+  delivered INTEGER NOT NULL DEFAULT 0, instance TEXT NOT NULL DEFAULT '',
+  superseded INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE host_events (dedup_key TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE INDEX host_intents_pending ON host_intents (delivered, superseded, instance, id);
 """
+
+#: The versioned steps, in one place: `_MIGRATIONS[n]` moves a database from schema n-1 to
+#: n. Each step runs in one transaction with its version bump, so a failed or interrupted
+#: migration leaves the database at the version before it. Never edit a released step; add
+#: the next one.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # 2: Host intents are ordered per instance (SPEC 5.7): each names its instance (the
+    # activation), and one whose activation ended is marked superseded, never delivered.
+    # Intents of activations that ended before this version are superseded by the relay.
+    2: (
+        "ALTER TABLE host_intents ADD COLUMN instance TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE host_intents ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0",
+        "UPDATE host_intents SET instance = json_extract(body, '$.instance')",
+        "CREATE INDEX host_intents_pending ON host_intents (delivered, superseded, instance, id)",
+    ),
+}
+assert sorted(_MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"
 
 
 def store_error(exc: BaseException, path: str) -> LineupError | None:
@@ -196,6 +219,8 @@ class Store:
 
     # -- schema --------------------------------------------------------------------------
     def _migrate(self) -> None:
+        """Create a new database at `SCHEMA_VERSION`, or move an older one forward through
+        `_MIGRATIONS`; a newer (or unknown) version is `store_schema_unsupported`."""
         has_meta = self.db.execute(
             "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
         ).fetchone()
@@ -215,11 +240,20 @@ class Store:
             raise LineupError(
                 "store_corrupt", f"{self.path} has a damaged schema version"
             ) from None
-        if version != SCHEMA_VERSION:
+        if not 1 <= version <= SCHEMA_VERSION:
+            written = (
+                "a newer LineUp wrote it" if version > SCHEMA_VERSION else "no LineUp wrote it"
+            )
             raise LineupError(
                 "store_schema_unsupported",
-                f"{self.path} has store schema {version}; this runtime reads {SCHEMA_VERSION}",
+                f"{self.path} has store schema {version} ({written}); this runtime reads "
+                f"schemas 1 to {SCHEMA_VERSION}",
             )
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            with self.transaction(fault_points=False):
+                for stmt in _MIGRATIONS[step]:
+                    self.db.execute(stmt)
+                self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(step),))
 
     # -- transactions --------------------------------------------------------------------
     @contextlib.contextmanager

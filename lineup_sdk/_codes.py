@@ -212,7 +212,8 @@ CODES: dict[str, tuple[str, str]] = {
         "Close the other runtime, or use another database file.",
     ),
     "store_schema_unsupported": (
-        "The database was written by a newer, unsupported store schema.",
+        "The database was written by a newer (or unknown) store schema; older LineUp "
+        "schemas are migrated on open.",
         "Use a runtime at least as new as the one that wrote the database.",
     ),
     "store_corrupt": (

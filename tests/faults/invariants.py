@@ -5,7 +5,8 @@ starting activation, or a focusing Pomodoro); nothing is pending without an owne
 Nothing duplicated: one receipt per stage, each in the outbox exactly once with the same
 body; stages form an ordered prefix; an operation only after `started`; an IM record only
 for a terminal operation; session data revisions grow by one per replace (a list that is
-appended to holds exactly `revision` distinct items); `PRAGMA integrity_check` is ok.
+appended to holds exactly `revision` distinct items); a Host intent is delivered or, its
+activation ended, superseded; `PRAGMA integrity_check` is ok.
 """
 
 from __future__ import annotations
@@ -281,8 +282,11 @@ def check_tables(t: dict[str, Any], *, settled: bool, host_down: bool) -> Stats:
         act = acts.get(body["instance"])
         assert act is not None and act["requires_foreground"], h
         assert h["dedup_key"] == f"show_surface:{body['instance']}", h
+        assert h["instance"] == body["instance"], h
+        if h["superseded"]:  # only an ended activation's intent, never one still starting
+            assert act["state"] in ("failed", "cancelled"), f"superseded too early: {h}"
         if settled and not host_down:
-            assert h["delivered"] == 1, f"Host intent left undelivered: {h}"
+            assert h["delivered"] == 1 or h["superseded"], f"Host intent left undelivered: {h}"
     return stats
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -10,8 +11,9 @@ import pytest
 
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
 from lineup_runtime_lite.faults import FaultInjected
+from lineup_runtime_lite.state import STEP_TRIES
 from tests.faults import invariants
-from tests.faults.harness import Env, host_event, stages
+from tests.faults.harness import Env, final, host_event, stages
 
 
 @pytest.fixture(autouse=True)
@@ -137,3 +139,106 @@ def test_F15_fetch_that_fails_delivers_nothing_twice(pomo: Runtime) -> None:
     consumer.take(rt.outbox.fetch())
     consumer.take(rt.outbox.fetch())  # not acked yet: the same id again
     assert consumer.applied == Counter({"i1:result": 1})
+
+
+def _intents(rt: Runtime) -> list[dict[str, Any]]:
+    """The Host intents in order: conversation, delivered, superseded."""
+    return [
+        {
+            "conversation": json.loads(r[2])["conversation"],
+            "delivered": r[3],
+            "superseded": r[5],
+        }
+        for r in rt.store_dump()["host_intents"]
+    ]
+
+
+def test_F16_a_refused_intent_for_one_instance_does_not_delay_another_instances_intents(
+    pomo: Runtime, clock: VirtualClock
+) -> None:
+    rt = pomo
+    sim = rt.host.simulator
+    sim.refuse = {"c1"}  # the Host cannot show c1's Pomodoro
+    rt.call_many([(f"s{n}", f"c{n}", "pomodoro.start", {}) for n in (1, 2, 3)])
+    rt.settle()
+    tried = [a["conversation"] for a in sim.attempts]
+    # c2 and c3 went right after c1's first refusal, not after its retries
+    assert tried[:3] == ["c1", "c2", "c3"] and tried.count("c1") == STEP_TRIES
+    assert [i["conversation"] for i in sim.intents] == ["c2", "c3"]
+    for n in (2, 3):
+        assert host_event(rt, "foreground_confirmed", f"c{n}", "pomodoro")
+        assert stages(rt, f"s{n}") == ["accepted", "started"]
+    assert stages(rt, "s1") == ["accepted"]
+    assert [i["delivered"] for i in _intents(rt)] == [0, 1, 1]
+    invariants.check(rt, host_down=True)
+    sim.refuse.clear()  # the Host can show it now; the next tick re-drives it
+    clock.advance(1_000)
+    assert [i["conversation"] for i in sim.intents] == ["c2", "c3", "c1"]
+    assert host_event(rt, "foreground_confirmed", "c1", "pomodoro")
+    assert stages(rt, "s1") == ["accepted", "started"]
+    invariants.check(rt)
+
+
+@pytest.mark.parametrize("end", ["interrupt", "timeout", "user_left"])
+def test_F16_host_down_then_the_starting_pomodoro_ends_then_host_back_shows_nothing(
+    pomo: Runtime, clock: VirtualClock, end: str
+) -> None:
+    rt = pomo
+    sim = rt.host.simulator
+    sim.fail_next = 10**9  # the Host is down
+    rt.call("s1", "c1", "pomodoro.start", {})
+    rt.call("s2", "c2", "pomodoro.start", {})  # another conversation's, still wanted
+    rt.settle()
+    assert sim.intents == []
+    instance = json.loads(rt.store_dump()["host_intents"][0][2])["instance"]
+    if end == "interrupt":
+        stop = rt.call("i1", "c1", "pomodoro.interrupt", {})
+        assert stop["result"] == {"status": "cancelled_starting"}
+        reason = "interrupted"
+    elif end == "user_left":  # the Host's own event reaches the runtime while it is down
+        assert rt.host.event("user_left", conversation="c1", scope="pomodoro", instance=instance)
+        reason = "user_left"
+    else:
+        clock.advance(61_000)  # both activations timed out while the Host was down
+        reason = "timeout"
+    assert final(rt, "s1")["result"] == {"status": "not_started", "reason": reason}
+    # superseded in the transaction that ended the activation, before the Host is back
+    assert _intents(rt)[0] == {"conversation": "c1", "delivered": 0, "superseded": 1}
+    sim.fail_next = 0  # the Host is back
+    tried = len(sim.attempts)
+    rt.call("s3", "c3", "pomodoro.start", {})  # a new intent kicks the relay
+    clock.advance(1_000)  # and so does a tick
+    rt.settle()
+    assert instance not in [a["instance"] for a in sim.attempts[tried:]]  # never offered
+    shown = [i["conversation"] for i in sim.intents]
+    assert shown == (["c3"] if end == "timeout" else ["c2", "c3"])  # only the live ones
+    assert [i["superseded"] for i in _intents(rt)] == [1, int(end == "timeout"), 0]
+    invariants.check(rt)
+
+
+def test_F16_an_older_databases_intent_of_an_ended_activation_is_superseded_by_the_relay(
+    pomo: Runtime, clock: VirtualClock
+) -> None:
+    """A row as schema 1 left it (no superseded mark when its activation ended): the relay
+    checks the activation before sending and supersedes it instead."""
+    rt = pomo
+    sim = rt.host.simulator
+    sim.fail_next = 10**9
+    rt.call("s1", "c1", "pomodoro.start", {})
+    rt.settle()
+    assert rt.call("i1", "c1", "pomodoro.interrupt", {})["result"] == {
+        "status": "cancelled_starting"
+    }
+
+    def as_schema_1() -> None:
+        with rt._core.store.transaction() as db:
+            db.execute("UPDATE host_intents SET superseded=0")
+
+    rt._call_sync(as_schema_1)
+    sim.fail_next = 0
+    tried = len(sim.attempts)
+    clock.advance(1_000)  # the tick's reconcile kicks the relay
+    rt.settle()
+    assert sim.attempts[tried:] == [] and sim.intents == []  # never offered again
+    assert _intents(rt) == [{"conversation": "c1", "delivered": 0, "superseded": 1}]
+    invariants.check(rt)

@@ -26,7 +26,7 @@ from lineup_runtime_lite.params import (
     canonical_text,
     check_envelope,
 )
-from lineup_sdk._codes import CODES
+from lineup_sdk.codes import CODES
 from lineup_sdk.errors import LineupError
 from tests.faults.profile import hypothesis_profile
 from tests.runtime.conftest import APPS, build_app

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lineup_sdk._codes import CODES
+from lineup_sdk.codes import CODES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("lineup_sdk", "lineup_build", "lineup_runtime_lite")
@@ -24,6 +24,35 @@ CODE_TAKERS = {"LineupError", "DeclarationError", "Diagnostic", "Problem"}
 
 def _sources() -> list[Path]:
     return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def test_the_public_table_is_the_implementation() -> None:
+    import importlib
+
+    assert CODES is importlib.import_module("lineup_sdk._codes").CODES
+
+
+def test_only_the_sdk_imports_the_private_codes_module() -> None:
+    """Other packages (and the tests) use the public `lineup_sdk.codes`."""
+    offenders = []
+    for path in [*_sources(), *sorted((ROOT / "tests").rglob("*.py"))]:
+        if path.is_relative_to(ROOT / "lineup_sdk"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            if any(n == "lineup_sdk._codes" for n in names) or (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "lineup_sdk"
+                and any(a.name == "_codes" for a in node.names)
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == [], offenders
 
 
 def test_codes_are_unique_in_the_source() -> None:
