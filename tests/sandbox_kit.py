@@ -23,7 +23,7 @@ def pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except FileNotFoundError:
+    except OSError:  # gone (ENOENT), or exiting while we read (ESRCH)
         return False
 
 
