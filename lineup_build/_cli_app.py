@@ -7,13 +7,15 @@ from typing import Annotated
 
 import typer
 
+from lineup_build._cli_common import output
+from lineup_build._cli_fast import GLOBAL_FLAGS
 from lineup_sdk._version import __version__
 
 app = typer.Typer(
     name="lineup",
     help="LineUp SDK toolchain: declare MiniApp tools, build signed bundles, verify, run.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -42,8 +44,23 @@ def _root(
         bool,
         typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(*GLOBAL_FLAGS["verbose"].decls, help=GLOBAL_FLAGS["verbose"].help),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option(*GLOBAL_FLAGS["quiet"].decls, help=GLOBAL_FLAGS["quiet"].help)
+    ] = False,
 ) -> None:
     """LineUp SDK toolchain."""
+    if verbose and quiet:
+        from lineup_sdk.errors import LineupError
+
+        raise LineupError(
+            "usage_invalid", "--verbose and --quiet contradict each other", exit_code=2
+        )
+    output.verbose = verbose
+    output.quiet = quiet
 
 
 @app.command()
