@@ -54,8 +54,8 @@ def inspect(
 
     store = trust_store_path(trust, required=False)
     report = check_bundle(bundle, TrustStore.load(store) if store else None)
-    if as_json:
-        _render.emit_json(report.to_dict())
+    if as_json:  # `ok`: the bundle could be inspected; `verified`: it also verified
+        _render.emit_json({**report.to_dict(), "ok": not report.problems, "verified": report.ok})
     else:
         _render.inspect_report(report)
     raise typer.Exit(1 if report.problems else 0)
