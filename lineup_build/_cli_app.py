@@ -7,13 +7,15 @@ from typing import Annotated
 
 import typer
 
+from lineup_build._cli_common import envelope, find_project, output, projects_for
+from lineup_build._cli_fast import GLOBAL_FLAGS
 from lineup_sdk._version import __version__
 
 app = typer.Typer(
     name="lineup",
     help="LineUp SDK toolchain: declare MiniApp tools, build signed bundles, verify, run.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -27,7 +29,13 @@ SandboxOpt = Annotated[
         "containment) or off (debugging).",
     ),
 ]
-PathArg = Annotated[Path, typer.Argument(help="The MiniApp project folder.")]
+PathArg = Annotated[
+    Path | None,
+    typer.Argument(
+        help="The MiniApp project folder (default: the one holding lineup.toml, found "
+        "upward from the working folder)."
+    ),
+]
 
 
 def _version(value: bool) -> None:
@@ -42,8 +50,23 @@ def _root(
         bool,
         typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(*GLOBAL_FLAGS["verbose"].decls, help=GLOBAL_FLAGS["verbose"].help),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option(*GLOBAL_FLAGS["quiet"].decls, help=GLOBAL_FLAGS["quiet"].help)
+    ] = False,
 ) -> None:
     """LineUp SDK toolchain."""
+    if verbose and quiet:
+        from lineup_sdk.errors import LineupError
+
+        raise LineupError(
+            "usage_invalid", "--verbose and --quiet contradict each other", exit_code=2
+        )
+    output.verbose = verbose
+    output.quiet = quiet
 
 
 @app.command()
@@ -61,7 +84,7 @@ def init(
 
     result = init_project(name, template=template, scope=scope)
     if as_json:
-        _render.emit_json({"ok": True, **result.to_dict()})
+        _render.emit_json(envelope(True, **result.to_dict()))
         return
     _render.line(
         f"created [bold]{result.root}[/] from template [bold]{template}[/] "
@@ -72,7 +95,14 @@ def init(
 
 @app.command()
 def check(
-    path: PathArg = Path("."),
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="[PATH]...",
+            help="Project folders, or files inside projects (each project is checked once; "
+            "default: the project holding the working folder, found upward).",
+        ),
+    ] = None,
     strict: Annotated[bool, typer.Option(help="Fail on warnings too.")] = False,
     sandbox: SandboxOpt = "best_effort",
     as_json: JsonOpt = False,
@@ -82,29 +112,35 @@ def check(
     from lineup_build.build import check_project
     from lineup_sdk.sandbox import check_mode
 
-    result = check_project(path, sandbox=check_mode(sandbox))
-    ok = result.ok(strict=strict)
+    mode = check_mode(sandbox)
+    roots = projects_for(paths) if paths else [find_project()]
+    results = [(root, check_project(root, sandbox=mode)) for root in roots]
+    ok = all(result.ok(strict=strict) for _, result in results)
     if as_json:
-        _render.emit_json(
-            {
-                "ok": ok,
-                "tools": [t["method"] for t in result.tools],
-                "diagnostics": [d.to_dict() for d in result.diagnostics],
-            }
-        )
+        diags = [d.to_dict() for _, result in results for d in result.diagnostics]
+        tools = [t["method"] for _, result in results for t in result.tools]
+        projects = [
+            {"path": str(root), "ok": result.ok(strict=strict), "tools": len(result.tools)}
+            for root, result in results
+        ]
+        _render.emit_json(envelope(ok, diags, tools=tools, projects=projects))
     else:
-        _render.diagnostics(result.diagnostics)
-        if ok:
-            _render.line(f"[green]ok[/]: {len(result.tools)} tools, {len(result.files)} files")
-        else:
-            errors = sum(1 for d in result.diagnostics if d.severity == "error" or strict)
-            _render.line(f"[red]rejected[/]: {errors} problem(s)")
+        for root, result in results:
+            _render.diagnostics(result.diagnostics)
+            where = f"{root}: " if len(results) > 1 else ""
+            if result.ok(strict=strict):
+                _render.line(
+                    f"{where}[green]ok[/]: {len(result.tools)} tools, {len(result.files)} files"
+                )
+            else:
+                errors = sum(1 for d in result.diagnostics if d.severity == "error" or strict)
+                _render.line(f"{where}[red]rejected[/]: {errors} problem(s)")
     raise typer.Exit(0 if ok else 1)
 
 
 @app.command()
 def build(
-    path: PathArg = Path("."),
+    path: PathArg = None,
     key: Annotated[Path | None, typer.Option(help="PKCS#8 PEM private key file.")] = None,
     dev_key: Annotated[
         bool,
@@ -123,7 +159,7 @@ def build(
     from lineup_sdk.sandbox import check_mode
 
     result = build_project(
-        path,
+        path if path is not None else find_project(),
         key_file=key,
         dev_key=dev_key,
         out_dir=out,
@@ -131,7 +167,7 @@ def build(
         sandbox=check_mode(sandbox),
     )
     if as_json:
-        _render.emit_json(result.to_dict())
+        _render.emit_json(envelope(**result.to_dict()))
     else:
         _render.diagnostics(result.diagnostics)
         if result.ok and result.manifest is not None:
@@ -158,13 +194,13 @@ def keygen(
     from lineup_build.signing import b64encode, write_keypair
 
     priv, pub, key = write_keypair(out)
-    doc = {
-        "ok": True,
-        "private_key": str(priv),
-        "public_key": str(pub),
-        "key_id": key.key_id,
-        "public_key_b64": b64encode(key.public_raw),
-    }
+    doc = envelope(
+        True,
+        private_key=str(priv),
+        public_key=str(pub),
+        key_id=key.key_id,
+        public_key_b64=b64encode(key.public_raw),
+    )
     if as_json:
         _render.emit_json(doc)
         return

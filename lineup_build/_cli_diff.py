@@ -47,8 +47,10 @@ def diff(
     )
     if as_json:
         from lineup_build import _render
+        from lineup_build._cli_common import envelope
 
-        _render.emit_json(report.to_dict())
+        facts = report.to_dict()
+        _render.emit_json(envelope(facts.pop("ok"), facts.pop("diagnostics", []), **facts))
     else:
         from lineup_build import _diff_render
 
@@ -76,8 +78,9 @@ def docs(
         write_docs(out, text)
     if as_json:
         from lineup_build import _render
+        from lineup_build._cli_common import envelope
 
-        _render.emit_json({"ok": True, "out": str(out) if out else None, "markdown": text})
+        _render.emit_json(envelope(True, out=str(out) if out else None, markdown=text))
     elif out is None:
         sys.stdout.write(text)
 

@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from lineup_build._cli_common import (
+    TRUST_HELP,
+    envelope,
+    output,
+    trust_store_path,
+    write_json,
+)
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
@@ -102,7 +109,9 @@ def _show(report: StepReport, as_json: bool) -> None:
     from lineup_build import _render
 
     if as_json:
-        sys.stdout.write(json.dumps(report.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+        from lineup_build._cli_common import write_json
+
+        write_json(report.to_dict())
         return
     _render.timeline([report])
 
@@ -125,14 +134,15 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option(help="Keep runtime state (and virtual time) here.")
         ] = None,
         trust: Annotated[
-            Path | None, typer.Option(help="Trust store (needed for a bundle).")
+            Path | None, typer.Option("--trust", help=f"{TRUST_HELP} Needed for a bundle.")
         ] = None,
         host: Annotated[str | None, typer.Option(help="Host policy: auto or manual.")] = None,
         as_json: Annotated[
             bool, typer.Option("--json", help="JSON lines instead of a table.")
         ] = False,
         verbose: Annotated[
-            bool, typer.Option("--verbose", "-v", help="Show the worker log.")
+            bool,
+            typer.Option("--verbose", "-v", help="Show the worker log (as `lineup -v run`)."),
         ] = False,
         sandbox: Annotated[
             str,
@@ -157,11 +167,14 @@ def register(app: typer.Typer) -> None:
         scenario = scenarios[0] if scenarios else None
         if host not in (None, "auto", "manual"):
             raise LineupError(
-                "scenario_invalid", f"--host {host!r} must be auto or manual", exit_code=2
+                "usage_invalid",
+                f"--host {host!r} must be auto or manual",
+                hint="pass --host auto or --host manual",
+                exit_code=2,
             )
         if scenario is None and not sys.stdin.isatty():
             raise LineupError(
-                "scenario_invalid",
+                "usage_invalid",
                 "no --scenario and no terminal for the interactive prompt",
                 hint="pass --scenario FILE (see the README's scenario format)",
                 exit_code=2,
@@ -169,6 +182,9 @@ def register(app: typer.Typer) -> None:
         from lineup_sdk.sandbox import check_mode, describe
 
         check_mode(sandbox)
+        verbose = verbose or output.verbose
+        if not target.is_dir():  # a folder is built with its dev key and trusts only that
+            trust = trust_store_path(trust, required=True, why="run a bundle with")
         plan = load_scenario(scenario) if scenario is not None else None
         sim = open_simulation(
             target, db=db, trust=trust, policy=host, scenario=plan, sandbox=sandbox
@@ -189,16 +205,7 @@ def register(app: typer.Typer) -> None:
                 for log in sorted((sim.runtime()._core.logs_dir).glob("*.log")):
                     _render.line(f"[dim]--- {log.name}[/]\n{log.read_text('utf-8', 'replace')}")
             if as_json and not failed:
-                sys.stdout.write(
-                    json.dumps(
-                        {
-                            "ok": not failed,
-                            "steps": len(reports),
-                            "failed": [r.index for r in failed],
-                        }
-                    )
-                    + "\n"
-                )
+                write_json(envelope(True, steps=len(reports), failed=[]))
             if failed:
                 first = failed[0]
                 raise LineupError(

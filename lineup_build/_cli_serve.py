@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from lineup_build._cli_common import TRUST_HELP, trust_store_path
 from lineup_sdk.errors import LineupError
 
 
@@ -29,13 +30,6 @@ def _host_port(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _default_trust() -> Path | None:
-    env = os.environ.get("LINEUP_TRUST_STORE")
-    if env:
-        return Path(env)
-    return Path("trust.toml") if Path("trust.toml").is_file() else None
-
-
 def register(app: typer.Typer) -> None:
     """Add `lineup serve` to the CLI."""
 
@@ -50,9 +44,7 @@ def register(app: typer.Typer) -> None:
         ],
         trust: Annotated[
             Path | None,
-            typer.Option(
-                help="Trust store for bundles (default: LINEUP_TRUST_STORE, ./trust.toml)."
-            ),
+            typer.Option("--trust", help=f"{TRUST_HELP} Needed for a bundle."),
         ] = None,
         db: Annotated[Path, typer.Option(help="Runtime state: calls, receipts, sessions.")] = Path(
             "lineup-serve.db"
@@ -90,9 +82,11 @@ def register(app: typer.Typer) -> None:
         from lineup_sdk.sandbox import check_mode, describe
 
         check_mode(sandbox)
-        trust_store, prepared = mcp_serve.prepare_targets(
-            targets, trust or _default_trust(), sandbox=sandbox
+        bundles = [t for t in targets if not t.is_dir()]
+        store = trust_store_path(
+            trust, required=bool(bundles), why=f"serve {bundles[0]}" if bundles else ""
         )
+        trust_store, prepared = mcp_serve.prepare_targets(targets, store, sandbox=sandbox)
         from lineup_runtime_lite import Runtime
 
         _say(f"state in {db.resolve()}")

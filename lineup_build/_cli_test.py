@@ -3,13 +3,14 @@ JSON Schema of a file format); the runtime is imported lazily, inside the comman
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from lineup_build._cli_common import envelope, find_project, write_json
+from lineup_build._cli_common import output as level
 from lineup_sdk.errors import LineupError
 
 SCHEMAS = ("scenario",)
@@ -71,7 +72,7 @@ def register(app: typer.Typer) -> None:
             )
         check_mode(sandbox)
         cwd = Path.cwd()
-        cases = collect_cases(list(paths or []), cwd=cwd, pattern=keyword)
+        cases = collect_cases(list(paths or [find_project(cwd)]), cwd=cwd, pattern=keyword)
         if not cases:
             raise LineupError(
                 "usage_invalid",
@@ -83,10 +84,19 @@ def register(app: typer.Typer) -> None:
         if junit is not None:
             junit.write_text(junit_xml(report), "utf-8")
         if output == "json":
-            doc = report.to_dict()
-            sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+            facts = report.to_dict()
+            diagnostics = [
+                r.error.to_dict()
+                if r.error is not None
+                else {"code": "expectation_failed", "message": r.message(), "where": r.case.name}
+                for r in report.results
+                if not r.ok
+            ]
+            write_json(envelope(facts.pop("ok"), diagnostics, **facts))
         else:
             for r in report.results:
+                if level.quiet and r.ok:
+                    continue
                 verdict = "PASS" if r.ok else "FAIL"
                 sys.stdout.write(f"{verdict} {r.case.name} ({r.seconds:.2f}s)\n")
                 if r.error is not None:
@@ -100,9 +110,11 @@ def register(app: typer.Typer) -> None:
                 for annotation in github_annotations(report, root=cwd):
                     sys.stdout.write(annotation + "\n")
             failed = sum(1 for r in report.results if not r.ok)
-            sys.stdout.write(
-                f"{len(report.results) - failed} passed, {failed} failed in {report.seconds:.2f}s\n"
-            )
+            if not level.quiet:
+                sys.stdout.write(
+                    f"{len(report.results) - failed} passed, {failed} failed "
+                    f"in {report.seconds:.2f}s\n"
+                )
         raise typer.Exit(0 if report.ok else 1)
 
     @app.command("schema")

@@ -9,54 +9,41 @@ import typer
 
 __all__ = ["register"]
 
+from lineup_build._cli_common import TRUST_HELP, envelope, trust_for_writing, trust_store_path
+from lineup_build._cli_fast import VERIFY_OPTIONS, run_verify
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]
 BundleArg = Annotated[Path, typer.Argument(help="The .lineup bundle file.")]
-StoreOpt = Annotated[
-    Path,
-    typer.Option(
-        "--store", envvar="LINEUP_TRUST_STORE", help="Trust store file (TOML).", show_default=True
-    ),
-]
-DEFAULT_STORE = Path("trust.toml")
-SandboxOpt = Annotated[
-    str,
-    typer.Option(
-        "--sandbox",
-        help="How to contain the source's import for --source: best_effort, required or off.",
-    ),
-]
+TrustOpt = Annotated[Path | None, typer.Option("--trust", help=TRUST_HELP)]
+#: The old spelling on `trust add/revoke/list`, kept working but no longer shown.
+StoreAlias = Annotated[Path | None, typer.Option("--store", hidden=True)]
+
+
+def _opt(name: str) -> Any:
+    spec = VERIFY_OPTIONS[name]
+    return typer.Option(*spec.decls, help=spec.help)
 
 
 def verify(
     bundle: BundleArg,
-    trust: Annotated[Path, typer.Option("--trust", help="Trust store file (TOML).")],
-    source: Annotated[
-        Path | None,
-        typer.Option("--source", help="Also fail unless a fresh build of DIR gives this manifest."),
-    ] = None,
-    sandbox: SandboxOpt = "best_effort",
-    as_json: JsonOpt = False,
+    trust: Annotated[Path | None, _opt("trust")] = None,
+    source: Annotated[Path | None, _opt("source")] = None,
+    sandbox: Annotated[str, _opt("sandbox")] = "best_effort",
+    as_json: Annotated[bool, _opt("as_json")] = False,
 ) -> None:
     """Verify a bundle: archive, signature, trust, manifest, files (runs no bundle code)."""
-    from lineup_build import _render
-    from lineup_build.trust import TrustStore
-    from lineup_build.verify import check_bundle
-    from lineup_sdk.sandbox import check_mode
-
-    report = check_bundle(
-        bundle, TrustStore.load(trust), source=source, sandbox=check_mode(sandbox)
-    )
-    if as_json:
-        _render.emit_json(report.to_dict())
-    else:
-        _render.verify_report(report)
-    raise typer.Exit(0 if report.ok else 1)
+    raise typer.Exit(run_verify(bundle, trust, source, sandbox, as_json))
 
 
 def inspect(
     bundle: BundleArg,
     trust: Annotated[
-        Path | None, typer.Option("--trust", help="Also check the signature against this store.")
+        Path | None,
+        typer.Option(
+            "--trust",
+            help="Also check the signature against this store (optional; default: "
+            "$LINEUP_TRUST_STORE, else ./trust.toml if it exists).",
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -65,9 +52,10 @@ def inspect(
     from lineup_build.trust import TrustStore
     from lineup_build.verify import check_bundle
 
-    report = check_bundle(bundle, TrustStore.load(trust) if trust else None)
-    if as_json:
-        _render.emit_json(report.to_dict())
+    store = trust_store_path(trust, required=False)
+    report = check_bundle(bundle, TrustStore.load(store) if store else None)
+    if as_json:  # `ok`: the bundle could be inspected; `verified`: it also verified
+        _render.emit_json({**report.to_dict(), "ok": not report.problems, "verified": report.ok})
     else:
         _render.inspect_report(report)
     raise typer.Exit(1 if report.problems else 0)
@@ -91,7 +79,8 @@ def trust_add(
         list[str] | None,
         typer.Option("--allow", help="A permission apps signed by the key may have (network)."),
     ] = None,
-    store: StoreOpt = DEFAULT_STORE,
+    trust: TrustOpt = None,
+    store_alias: StoreAlias = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Trust an Ed25519 public key for one or more app scopes (and, with --allow, the
@@ -99,8 +88,9 @@ def trust_add(
     from lineup_build import _render
     from lineup_build.trust import trust_add as add
 
+    store = trust_for_writing(trust or store_alias)
     key = add(store, pubkey, scope, label, allow or [])
-    doc = {"ok": True, "store": str(store), **_key_doc(key, "trusted")}
+    doc = envelope(True, store=str(store), **_key_doc(key, "trusted"))
     if as_json:
         _render.emit_json(doc)
         return
@@ -111,35 +101,42 @@ def trust_add(
 @trust_app.command("revoke")
 def trust_revoke(
     key_id: Annotated[str, typer.Argument(help="The key id to revoke (32 hex characters).")],
-    store: StoreOpt = DEFAULT_STORE,
+    trust: TrustOpt = None,
+    store_alias: StoreAlias = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Revoke a key id: bundles it signed stop verifying."""
     from lineup_build import _render
     from lineup_build.trust import trust_revoke as revoke
 
+    store = trust_for_writing(trust or store_alias)
     known = revoke(store, key_id)
     if as_json:
-        _render.emit_json({"ok": True, "store": str(store), "key_id": key_id, "known": known})
+        _render.emit_json(envelope(True, store=str(store), key_id=key_id, known=known))
         return
     note = "" if known else " (not a trusted key in this store; revoked anyway)"
     _render.line(f"revoked [bold]{key_id}[/] in {store}{note}")
 
 
 @trust_app.command("list")
-def trust_list(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
+def trust_list(
+    trust: TrustOpt = None, store_alias: StoreAlias = None, as_json: JsonOpt = False
+) -> None:
     """List trusted and revoked keys."""
     from lineup_build import _render
     from lineup_build.trust import TrustStore
 
+    store = trust_store_path(trust or store_alias, required=True, why="list")
+    assert store is not None
     ts = TrustStore.load(store)
     keys = sorted(ts.keys.values(), key=lambda k: k.key_id)
-    doc = {
-        "store": str(store),
-        "keys": [_key_doc(k, "revoked" if k.key_id in ts.revoked else "trusted") for k in keys],
-        "revoked": sorted(ts.revoked),
-        "revoked_unknown": sorted(ts.revoked - set(ts.keys)),
-    }
+    doc = envelope(
+        True,
+        store=str(store),
+        keys=[_key_doc(k, "revoked" if k.key_id in ts.revoked else "trusted") for k in keys],
+        revoked=sorted(ts.revoked),
+        revoked_unknown=sorted(ts.revoked - set(ts.keys)),
+    )
     if as_json:
         _render.emit_json(doc)
     else:

@@ -6,29 +6,79 @@ This is the only module that imports rich.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
+from lineup_build._cli_common import output, write_json
 from lineup_build.diagnostics import Diagnostic
 from lineup_sdk.errors import LineupError
 
+# rich's markup tags (`[bold red]`, `[/]`), with the backslashes that may escape them
+_TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
+
+
+class _Plain:
+    """A console for a stream that is not a terminal: plain lines at any width (no rich,
+    no wrapping, no colour), the markup removed exactly as rich would render it."""
+
+    def __init__(self, stderr: bool) -> None:
+        self._stream = sys.stderr if stderr else sys.stdout
+
+    def print(self, text: Any, *_: Any, **__: Any) -> None:
+        self._stream.write(_strip(str(text)) + "\n")
+
+
+def _strip(text: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        slashes, tag = m.group(1), m.group(2)
+        escaped = len(slashes) % 2 == 1  # an escaped bracket is shown literally
+        return "\\" * (len(slashes) // 2) + (tag if escaped else "")
+
+    return _TAG.sub(repl, text)
+
+
+def _is_terminal(stream: Any) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
 
 def _console(stderr: bool = False) -> Any:
+    stream = sys.stderr if stderr else sys.stdout
+    if not _is_terminal(stream):
+        return _Plain(stderr)
     from rich.console import Console
 
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
+def _table_console() -> Any:
+    """rich for a table; without a terminal, as wide as the table needs (no wrapping)."""
+    from rich.console import Console
+
+    if _is_terminal(sys.stdout):
+        return Console(highlight=False)
+    return Console(highlight=False, width=10_000, no_color=True)
+
+
+def _show_table(table: Any) -> None:
+    if not output.quiet:
+        _table_console().print(table)
+
+
 def emit_json(doc: Any) -> None:
-    """One JSON document on stdout."""
-    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    """One JSON document on stdout: one line, sorted keys, with `schema_version`."""
+    write_json(doc)
 
 
 def error(exc: LineupError, *, as_json: bool) -> None:
-    """Render a top-level error."""
+    """Render a top-level error (always, even with `--quiet`)."""
     if as_json:  # one line, so it also ends a JSON-lines stream (`lineup run --json`)
-        doc = {"ok": False, "error": exc.to_dict()}
-        sys.stdout.write(json.dumps(doc, sort_keys=True, ensure_ascii=False) + "\n")
+        facts = exc.to_dict()
+        diags = facts.pop("problems", None) or [
+            {k: v for k, v in facts.items() if k != "exit_code"}
+        ]
+        write_json({"ok": False, "error": facts, "diagnostics": diags})
         return
     con = _console(stderr=True)
     con.print(f"[bold red]error[/] [bold]{exc.code}[/]: {_esc(exc.message)}", markup=True)
@@ -40,6 +90,8 @@ def diagnostics(diags: list[Diagnostic]) -> None:
     """Each diagnostic as `file:line: severity code: message` plus its hint."""
     con = _console(stderr=True)
     for d in diags:
+        if output.quiet and d.severity != "error":
+            continue
         colour = "red" if d.severity == "error" else "yellow"
         where = f"{_esc(d.where)}: " if d.where else ""
         con.print(
@@ -78,11 +130,13 @@ def tools_table(tools: list[dict[str, Any]], title: str, *, limit: int = TOOLS_T
         )
     if len(ordered) > limit:
         table.add_row(f"… and {len(ordered) - limit} more (--json lists all)", "", "", "", "")
-    _console().print(table)
+    _show_table(table)
 
 
 def line(text: str) -> None:
-    """A plain line for people."""
+    """A line for people (nothing with `--quiet`)."""
+    if output.quiet:
+        return
     _console().print(text, markup=True, highlight=False)
 
 
@@ -95,7 +149,7 @@ def kv_table(rows: list[tuple[str, str]], title: str | None = None) -> None:
     table.add_column()
     for k, v in rows:
         table.add_row(k, v)
-    _console().print(table)
+    _show_table(table)
 
 
 def table(columns: list[str], rows: list[list[str]], title: str | None = None) -> None:
@@ -107,18 +161,22 @@ def table(columns: list[str], rows: list[list[str]], title: str | None = None) -
         t.add_column(c)
     for r in rows:
         t.add_row(*r)
-    _console().print(t)
+    _show_table(t)
 
 
 def _esc(text: Any) -> str:
     """Bundle-controlled text made inert: no rich markup, no terminal control codes."""
-    from rich.markup import escape
-
     shown = "".join(
         ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
         for ch in str(text)
     )
-    return escape(shown)
+    return _escape(shown)
+
+
+def _escape(text: str) -> str:
+    """rich markup made literal: each tag-like bracket escaped (as `rich.markup.escape`)."""
+    text = _TAG.sub(lambda m: f"{m.group(1)}{m.group(1)}\\{m.group(2)}", text)
+    return text + "\\" if text.endswith("\\") and not text.endswith("\\\\") else text
 
 
 def problems(items: list[LineupError], *, limit: int = 50) -> None:
@@ -134,16 +192,18 @@ def problems(items: list[LineupError], *, limit: int = 50) -> None:
         con.print(f"[dim]... and {len(items) - limit} more problem(s); use --json for all[/]")
 
 
-def verify_report(report: Any) -> None:
-    """`lineup verify`: the problems, then one verdict line."""
+def verify_report(report: Any, source: Any = None) -> None:
+    """`lineup verify`: the problems, then one verdict line (naming `source` when the
+    bundle was also checked against a fresh build of it)."""
     problems(report.problems)
     if report.ok:
         app = report.manifest["app"]
         label = f" ({report.signer.label})" if report.signer and report.signer.label else ""
+        matches = f" and matches the source {_esc(source)}" if source is not None else ""
         line(
             f"[green]verified[/] {_esc(report.bundle)}: {app['scope']} {_esc(app['version'])}, "
             f"{len(report.manifest['tools'])} tools, {len(report.manifest['files'])} files, "
-            f"signed by {report.key_id}{_esc(label)}"
+            f"signed by {report.key_id}{_esc(label)}{matches}"
         )
     else:
         first = report.problems[0].code if report.problems else "not verified"
@@ -230,4 +290,4 @@ def timeline(reports: list[Any]) -> None:
         t.add_row(
             str(r.index), r.at[:10] + " " + r.at[11:19], _esc(r.description), emitted, verdict
         )
-    _console().print(t)
+    _show_table(t)

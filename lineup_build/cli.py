@@ -6,6 +6,7 @@ rendered once here (code, message, hint; JSON with `--json`) and sets the exit s
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 __all__ = ["main"]
@@ -19,20 +20,35 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.stdout.write(f"lineup {__version__}\n")
         sys.exit(0)
-    from lineup_build._cli_app import app
+    from lineup_build._cli_common import output
+    from lineup_build._cli_fast import parse_verify
     from lineup_sdk.errors import LineupError
 
-    want_json = "--json" in args
+    want_json = "--json" in args or "--format=json" in args or _pair(args, "--format", "json")
     verbose = "--verbose" in args or "-v" in args
+    output.verbose = output.quiet = False
+    fast = parse_verify(args)
     try:
+        if fast is not None:  # `verify` without building the typer app (a CI hot path)
+            flags, values = fast
+            output.verbose, output.quiet = flags["verbose"], flags["quiet"]
+            from lineup_build._cli_fast import run_verify
+
+            sys.exit(run_verify(**values))
+        from lineup_build._cli_app import app
+
         app(args=args, prog_name="lineup")
     except LineupError as exc:
         from lineup_build import _render
 
         _render.error(exc, as_json=want_json)
-        if verbose:
+        if verbose or output.verbose:
             raise
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
+
+
+def _pair(args: list[str], option: str, value: str) -> bool:
+    return any(a == option and b == value for a, b in itertools.pairwise(args))

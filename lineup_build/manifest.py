@@ -6,12 +6,14 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lineup_build.config import ProjectConfig
-from lineup_build.files import IncludedFile
 from lineup_build.schemas import canonical_json
 from lineup_sdk import __version__ as SDK_VERSION
+
+if TYPE_CHECKING:  # the verify path reads the schema and never builds
+    from lineup_build.config import ProjectConfig
+    from lineup_build.files import IncludedFile
 
 __all__ = [
     "MANIFEST_VERSION",

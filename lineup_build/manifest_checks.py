@@ -17,7 +17,7 @@ from lineup_build.fsutil import no_duplicate_keys, reject_constant
 from lineup_build.manifest import manifest_schema
 from lineup_build.reader import Limits
 from lineup_build.schemas import canonical_json, check_schema
-from lineup_sdk._registry import method_name_problem
+from lineup_sdk._names import method_name_problem
 from lineup_sdk.catalog import CATALOG, key_allowed_for_scope
 from lineup_sdk.errors import LineupError
 
@@ -147,29 +147,71 @@ def _errors(validator: Any, instance: Any, prefix: str = "") -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _plain_tools() -> tuple[Callable[[Any], bool], Any] | None:
-    """A fast, sufficient test for one `tools` entry, and the validator for the rest.
+def _plain_tool_check() -> Callable[[Any], bool] | None:
+    """A fast, sufficient test for one `tools` entry, or None.
 
     Like the file check, for the same reason (a `oneOf` per tool is most of the time
     verify and `lineup diff` spend on a large app); built from the shipped schema itself
     by `plain_check`, and off when `tools` is anything but an array of items.
     """
-    from jsonschema import Draft202012Validator
-
     from lineup_build.plain_check import compile_plain
 
     schema = manifest_schema()
     tools = schema["properties"].get("tools")
     if not isinstance(tools, dict) or set(tools) != {"type", "items"} or tools["type"] != "array":
         return None
-    check = compile_plain(tools["items"], schema)
+    return compile_plain(tools["items"], schema)
+
+
+@functools.lru_cache(maxsize=1)
+def _plain_tools() -> tuple[Callable[[Any], bool], Any] | None:
+    """The fast test for one `tools` entry, and the validator for the rest."""
+    check = _plain_tool_check()
     if check is None:
         return None
-    return check, Draft202012Validator({"$defs": schema["$defs"], **tools["items"]})
+    from jsonschema import Draft202012Validator
+
+    schema = manifest_schema()
+    items = schema["properties"]["tools"]["items"]
+    return check, Draft202012Validator({"$defs": schema["$defs"], **items})
+
+
+@functools.lru_cache(maxsize=1)
+def _plain_top() -> Callable[[Any], bool] | None:
+    """A fast, sufficient test for the whole manifest schema on a manifest whose `files`
+    and `tools` are emptied (those two are tested entry by entry), or None."""
+    from lineup_build.plain_check import compile_plain
+
+    return compile_plain(manifest_schema())
+
+
+def plainly_valid(manifest: Any) -> bool:
+    """True when the manifest plainly matches the shipped schema, judged without the
+    JSON Schema validator: the top level, each tool and each file by the structural
+    checks (`plain_check` and the file check), each sufficient for its definition. False
+    means "let the validator decide", not "invalid"."""
+    top, tool, file = _plain_top(), _plain_tool_check(), _plain_file_check()
+    if top is None or tool is None or file is None or type(manifest) is not dict:
+        return False
+    files, tools = manifest.get("files"), manifest.get("tools")
+    return (
+        type(files) is list
+        and type(tools) is list
+        and top({**manifest, "files": [], "tools": []})
+        and all(tool(t) for t in tools)
+        and all(file(f) for f in files)
+    )
 
 
 def schema_problems(manifest: Any) -> list[LineupError]:
-    """The manifest against the closed manifest v1 schema (`manifest_invalid` each)."""
+    """The manifest against the closed manifest v1 schema (`manifest_invalid` each).
+
+    A manifest that is `plainly_valid` needs no JSON Schema validator (nor its import):
+    the common case of `lineup verify`. Anything else goes to the validator, which stays
+    the authority and writes the messages.
+    """
+    if plainly_valid(manifest):
+        return []
     whole, one_file = _validators()
     plain = _plain_file_check()
     files = manifest.get("files") if isinstance(manifest, dict) else None

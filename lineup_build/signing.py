@@ -162,7 +162,8 @@ def write_keypair(
     The private key is encrypted with `LINEUP_SIGNING_KEY_PASSPHRASE` when it is set.
 
     Raises:
-        LineupError: `usage_invalid` when `out_dir` names a file.
+        LineupError: `usage_invalid` when `out_dir` names a file; `key_exists` when it
+            already holds a key of that name.
     """
     from lineup_build.fsutil import check_out_dir
 
@@ -172,7 +173,7 @@ def write_keypair(
     for p in (priv_path, pub_path):
         if p.exists() and not force:
             raise LineupError(
-                "signing_key_invalid",
+                "key_exists",
                 f"{p} already exists",
                 hint="choose another --out folder; keys are never overwritten",
                 exit_code=2,

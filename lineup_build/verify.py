@@ -110,7 +110,7 @@ class VerifyReport:
             "app": m["app"] if m else None,
             "tools": [_tool_summary(t) for t in m["tools"]] if m else [],
             "files": [{"path": f["path"], "size": f["size"]} for f in m["files"]] if m else [],
-            "problems": [p.to_dict() for p in self.problems],
+            "diagnostics": [p.to_dict() for p in self.problems],
         }
 
 

@@ -311,7 +311,7 @@ def open_simulation(
         else:
             if trust is None:
                 raise LineupError(
-                    "untrusted_key",
+                    "usage_invalid",
                     f"{target} is a bundle; pass --trust FILE to say whose keys you trust",
                     hint="lineup run BUNDLE --trust trust.toml",
                     exit_code=2,

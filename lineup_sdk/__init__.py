@@ -1,10 +1,17 @@
 """LineUp SDK: declare agent-callable MiniApp tools with `define_agent_tools`."""
 
-from lineup_sdk._registry import ToolRegistry, define_agent_tools
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from lineup_sdk._version import __version__
-from lineup_sdk.catalog import CATALOG, RuntimeHandler
-from lineup_sdk.context import SessionData, Snapshot, ToolContext
-from lineup_sdk.errors import DeclarationError, LineupError, ToolError
+
+if TYPE_CHECKING:
+    from lineup_sdk._registry import ToolRegistry, define_agent_tools
+    from lineup_sdk.catalog import CATALOG, RuntimeHandler
+    from lineup_sdk.context import SessionData, Snapshot, ToolContext
+    from lineup_sdk.errors import DeclarationError, LineupError, ToolError
 
 __all__ = [
     "CATALOG",
@@ -19,3 +26,31 @@ __all__ = [
     "__version__",
     "define_agent_tools",
 ]
+
+# Loaded on first use, so a tool that needs one submodule (the verify path needs only
+# `errors`) does not pay for the registry and the context machinery.
+_LAZY = {
+    "CATALOG": "lineup_sdk.catalog",
+    "DeclarationError": "lineup_sdk.errors",
+    "LineupError": "lineup_sdk.errors",
+    "RuntimeHandler": "lineup_sdk.catalog",
+    "SessionData": "lineup_sdk.context",
+    "Snapshot": "lineup_sdk.context",
+    "ToolContext": "lineup_sdk.context",
+    "ToolError": "lineup_sdk.errors",
+    "ToolRegistry": "lineup_sdk._registry",
+    "define_agent_tools": "lineup_sdk._registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lineup_sdk' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

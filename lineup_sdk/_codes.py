@@ -308,6 +308,10 @@ CODES: dict[str, tuple[str, str]] = {
         "An argument or option cannot work as given.",
         "Check the command's or function's documented arguments (`lineup COMMAND --help`).",
     ),
+    "key_exists": (
+        "`lineup keygen` would overwrite a key that already exists in the --out folder.",
+        "Choose another --out folder, or move the old key away first; keys are never overwritten.",
+    ),
     # --- simulation (SPEC 5.8) ---
     "scenario_invalid": (
         "A scenario file is malformed; the message names the step.",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from lineup_sdk._names import method_name_problem, scope_problem
 from lineup_sdk.catalog import CATALOG
 from lineup_sdk.errors import DeclarationError
 
@@ -28,7 +28,6 @@ __all__ = [
 ACTIVATIONS = ("app_ready", "foreground_required", "activation_not_required")
 #: Set by `lineup build` in its import subprocess: record declaration mistakes, keep going.
 COLLECT_ENV = "LINEUP_SDK_COLLECT"
-_SEGMENT = re.compile(r"[a-z][a-z0-9_]*\Z")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -106,30 +105,6 @@ HINTS = ("read_only", "destructive", "idempotent", "open_world")
 def _caller(depth: int = 2) -> Location:
     frame = sys._getframe(depth)
     return Location(frame.f_code.co_filename, frame.f_lineno)
-
-
-def method_name_problem(method: str, app_scope: str) -> tuple[str, str] | None:
-    """`(code, message)` if `method` breaks the naming rule or leaves the scope, else None."""
-    parts = method.split(".") if isinstance(method, str) and len(method) <= 200 else []
-    if len(parts) < 2 or not all(_SEGMENT.match(p) for p in parts):
-        return (
-            "invalid_method_name",
-            f"method {method!r} must be lowercase `[a-z][a-z0-9_]*` segments joined by dots, "
-            "starting with the app scope (at most 200 characters)",
-        )
-    if parts[0] != app_scope:
-        return (
-            "method_outside_scope",
-            f"method {method!r} is outside app scope {app_scope!r}",
-        )
-    return None
-
-
-def scope_problem(app_scope: str) -> str | None:
-    """A message if `app_scope` is not a valid scope name."""
-    if not isinstance(app_scope, str) or not _SEGMENT.match(app_scope):
-        return f"app_scope {app_scope!r} must match [a-z][a-z0-9_]*"
-    return None
 
 
 class ToolRegistry:

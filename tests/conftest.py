@@ -29,6 +29,7 @@ _ENV = (
     "LINEUP_SIGNING_KEY_PASSPHRASE",
     "LINEUP_SDK_COLLECT",
     "SOURCE_DATE_EPOCH",
+    "LINEUP_TRUST_STORE",
 )
 
 #: The header of most fixture entry modules: imports and the registry of scope `demo`.

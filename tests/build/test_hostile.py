@@ -558,3 +558,32 @@ def test_trust_store_holding_weak_key_is_refused(raw: bytes, sandbox: Path) -> N
         TrustStore().add(raw, ["*"])
     assert getattr(added.value, "code", None) == "weak_key"
     assert snapshot(sandbox) == before
+
+
+def _manifest_of(raw: bytes) -> Any:
+    import json
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+            return json.loads(zf.read("manifest.json"))
+    except Exception:  # not a readable zip or manifest: nothing for the schema to judge
+        return None
+
+
+def test_the_structural_manifest_check_agrees_with_the_schema_on_the_battery() -> None:
+    # verify skips the JSON Schema validator when `plainly_valid` says True; on every
+    # hostile manifest that parses, True must mean the shipped schema accepts it too
+    from lineup_build.manifest import manifest_schema_errors
+    from lineup_build.manifest_checks import plainly_valid, schema_problems
+
+    judged = 0
+    for case in CASES:
+        doc = _manifest_of(case.build())
+        if doc is None:
+            continue
+        judged += 1
+        slow = manifest_schema_errors(doc)
+        if plainly_valid(doc):
+            assert slow == [], case.id
+        assert bool(schema_problems(doc)) == bool(slow), case.id
+    assert judged >= 20

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from lineup_build.manifest import manifest_schema, manifest_schema_errors
-from lineup_build.manifest_checks import _plain_tools, schema_problems
+from lineup_build.manifest_checks import _plain_tools, plainly_valid, schema_problems
 from lineup_build.plain_check import compile_plain
 
 _VALUES = st.one_of(
@@ -165,3 +165,55 @@ def test_keyword_meaning(schema: dict[str, Any], instance: Any, plain: bool) -> 
 )
 def test_unsupported_keywords_turn_the_fast_path_off(schema: dict[str, Any]) -> None:
     assert compile_plain(schema) is None
+
+
+_TOP_KEYS = st.sampled_from(["manifest_version", "app", "sdk", "tools", "files", "extra"])
+_APP_KEYS = st.sampled_from(["scope", "name", "version", "entry", "permissions", "extra"])
+_FILE_VALUES = st.one_of(
+    _VALUES,
+    st.just({"path": "a.py", "sha256": "0" * 64, "size": 1}),
+    st.just({"path": "a.py", "sha256": "0" * 64 + "\n", "size": 1}),
+    st.just({"path": "a.py", "sha256": "A" * 64, "size": -1}),
+    st.just({"path": "", "sha256": "0" * 64, "size": 0}),
+    st.just({"path": "a.py", "sha256": "0" * 64, "size": 1.0}),
+    st.just({"path": "a.py", "sha256": "0" * 64, "size": True}),
+)
+
+
+@st.composite
+def _manifest(draw: st.DrawFn) -> Any:
+    """A valid manifest with a few top-level, `app`, tool and file mutations."""
+    doc: dict[str, Any] = {**make_manifest(), "tools": draw(st.lists(_tool(), max_size=3))}
+    doc["files"] = list(doc["files"]) + draw(st.lists(_FILE_VALUES, max_size=2))
+    app = dict(doc["app"])
+    for key in draw(st.lists(_APP_KEYS, max_size=2)):
+        if draw(st.booleans()):
+            app.pop(key, None)
+        else:
+            app[key] = draw(_VALUES)
+    doc["app"] = app
+    for key in draw(st.lists(_TOP_KEYS, max_size=2)):
+        if draw(st.booleans()):
+            doc.pop(key, None)
+        else:
+            doc[key] = draw(_VALUES)
+    return doc
+
+
+@settings(max_examples=400, deadline=None)
+@given(doc=_manifest())
+def test_plainly_valid_never_accepts_what_the_schema_refuses(doc: Any) -> None:
+    # the verify path skips the JSON Schema validator (and its import) exactly when this
+    # says True, so True must imply valid; False only sends the manifest to the validator
+    if plainly_valid(doc):
+        assert manifest_schema_errors(doc) == []
+    assert bool(schema_problems(doc)) == bool(manifest_schema_errors(doc))
+
+
+def test_plainly_valid_is_on_for_the_shipped_schema() -> None:
+    assert plainly_valid(make_manifest())
+    assert plainly_valid(
+        {**make_manifest(), "tools": [runtime_tool("todo.tick", "pomodoro.start")]}
+    )
+    assert not plainly_valid({**make_manifest(), "extra": 1})
+    assert not plainly_valid([make_manifest()])

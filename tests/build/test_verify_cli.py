@@ -113,7 +113,7 @@ def test_verify_passes_and_fails_with_codes(
     status, out, _ = run(["verify", str(files["other"]), "--trust", store, "--json"], capsys)
     doc = json.loads(out)
     assert status == 1 and doc["ok"] is False
-    assert doc["problems"][0]["code"] == "untrusted_key"
+    assert doc["diagnostics"][0]["code"] == "untrusted_key"
 
 
 def test_verify_usage_and_store_errors(

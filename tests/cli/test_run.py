@@ -112,10 +112,17 @@ def test_without_scenario_or_terminal_is_a_usage_error(
     monkeypatch.setattr(sys.stdin, "isatty", lambda: False)
     code, _, err = run_cli(["run", str(focus)], capsys)
     assert code == 2
-    assert "scenario_invalid" in err
+    assert "usage_invalid" in err
 
 
-def test_bundle_needs_trust(focus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bundle_needs_trust(
+    focus: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.delenv("LINEUP_TRUST_STORE", raising=False)
+    monkeypatch.chdir(tmp_path)  # no trust.toml here
     code, _, _ = run_cli(["build", str(focus), "--dev-key"], capsys)
     assert code == 0
     bundle = focus / "dist" / "pomodoro-1.0.0.lineup"
@@ -124,7 +131,8 @@ def test_bundle_needs_trust(focus: Path, capsys: pytest.CaptureFixture[str]) -> 
         capsys,
     )
     assert code == 2
-    assert json.loads(out)["error"]["code"] == "untrusted_key"
+    doc = json.loads(out)
+    assert doc["error"]["code"] == "usage_invalid" and doc["schema_version"] == 1
 
 
 def test_db_keeps_state_between_runs(

@@ -1,0 +1,35 @@
+"""The naming rules for app scopes and method names (cheap to import: the verify path
+checks every manifest's method names with them)."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["SEGMENT", "method_name_problem", "scope_problem"]
+
+SEGMENT = re.compile(r"[a-z][a-z0-9_]*\Z")
+_SEGMENT = SEGMENT
+
+
+def method_name_problem(method: str, app_scope: str) -> tuple[str, str] | None:
+    """`(code, message)` if `method` breaks the naming rule or leaves the scope, else None."""
+    parts = method.split(".") if isinstance(method, str) and len(method) <= 200 else []
+    if len(parts) < 2 or not all(_SEGMENT.match(p) for p in parts):
+        return (
+            "invalid_method_name",
+            f"method {method!r} must be lowercase `[a-z][a-z0-9_]*` segments joined by dots, "
+            "starting with the app scope (at most 200 characters)",
+        )
+    if parts[0] != app_scope:
+        return (
+            "method_outside_scope",
+            f"method {method!r} is outside app scope {app_scope!r}",
+        )
+    return None
+
+
+def scope_problem(app_scope: str) -> str | None:
+    """A message if `app_scope` is not a valid scope name."""
+    if not isinstance(app_scope, str) or not _SEGMENT.match(app_scope):
+        return f"app_scope {app_scope!r} must match [a-z][a-z0-9_]*"
+    return None
