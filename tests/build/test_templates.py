@@ -267,3 +267,40 @@ def test_console_script_init_and_build(tmp_path: Path) -> None:
     rejected = run("build", "demo")  # no key at all
     assert rejected.returncode == 1
     assert "signing_key_missing" in rejected.stderr
+
+
+@pytest.mark.parametrize("template", ["blank", "todo", "pomodoro"])
+def test_generated_scenarios_and_tests_pass(
+    template: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the generated CI runs besides `check`: `lineup test` plays every shipped scenario
+    (JUnit read back: one passing testcase per file) and `pytest` runs the shipped tests."""
+    import xml.etree.ElementTree as ET
+
+    from lineup_build.init import init_project
+
+    target = tmp_path / "my-app"
+    init_project(target, template=template)
+    scenarios = sorted((target / "scenarios").glob("*.toml"))
+    assert scenarios, "every template ships scenarios"
+
+    report = tmp_path / "report.xml"
+    code, out, err = run_cli(["test", str(target), "--junit", str(report)], capsys)
+    assert code == 0, out + err
+    cases = ET.parse(report).getroot().iter("testcase")
+    outcomes = {c.get("name"): [child.tag for child in c] for c in cases}
+    assert len(outcomes) == len(scenarios)
+    assert all(tags == [] or tags == ["system-out"] for tags in outcomes.values()), outcomes
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEUP_", "PYTEST_"))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=target,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " passed" in proc.stdout and "failed" not in proc.stdout and "skipped" not in proc.stdout
