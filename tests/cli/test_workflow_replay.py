@@ -49,7 +49,12 @@ def test_rendered_workflow_is_clean_under_actionlint(template: str, tmp_path: Pa
     project = tmp_path / "app"
     init_project(project, template=template)
     proc = subprocess.run(
-        [_tool("actionlint"), "-no-color", ".github/workflows/lineup.yml"],
+        [
+            _tool("actionlint"),
+            "-no-color",
+            f"-shellcheck={_tool('shellcheck')}",
+            ".github/workflows/lineup.yml",
+        ],
         cwd=project,
         capture_output=True,
         text=True,
@@ -60,18 +65,24 @@ def test_rendered_workflow_is_clean_under_actionlint(template: str, tmp_path: Pa
 
 
 def test_actionlint_rejects_a_broken_workflow(tmp_path: Path) -> None:
-    """The lint is live: the same file with an unknown expression context fails it."""
+    """The lint is live, shellcheck included: an unknown expression context and an unquoted
+    variable in a `run:` script both fail it."""
     project = tmp_path / "app"
     init_project(project, template="todo")
     workflow = project / ".github/workflows/lineup.yml"
-    workflow.write_text(workflow.read_text().replace("secrets.LINEUP", "secret.LINEUP"))
+    text = workflow.read_text()
+    workflow.write_text(
+        text.replace("secrets.LINEUP", "secret.LINEUP").replace('"$LINEUP_SDK"', "$LINEUP_SDK")
+    )
     proc = subprocess.run(
-        [_tool("actionlint"), "-no-color", str(workflow)],
+        [_tool("actionlint"), "-no-color", f"-shellcheck={_tool('shellcheck')}", str(workflow)],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert proc.returncode == 1 and "secret" in proc.stdout
+    assert proc.returncode == 1
+    assert 'undefined variable "secret"' in proc.stdout
+    assert "SC2086" in proc.stdout  # shellcheck: double quote to prevent globbing
 
 
 @pytest.mark.parametrize("template", template_names())
