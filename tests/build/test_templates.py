@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lineup_build.cli import main
-from lineup_build.init import template_names
+from lineup_build.init import template_names, templates_root
 
 COMMON_FILES = [
     ".github/workflows/lineup.yml",
@@ -304,3 +304,18 @@ def test_generated_scenarios_and_tests_pass(
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert " passed" in proc.stdout and "failed" not in proc.stdout and "skipped" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".github/workflows/lineup.yml.jinja",
+        ".pre-commit-config.yaml.jinja",
+        ".gitignore",
+        "conftest.py",
+    ],
+)
+def test_every_template_ships_the_same_project_plumbing(name: str) -> None:
+    """One workflow, hook config, ignore list and conftest for all: they cannot drift apart."""
+    sources = {(templates_root() / t / name).read_bytes() for t in template_names()}
+    assert len(sources) == 1
