@@ -64,7 +64,8 @@ def init_project(target: Path, *, template: str, scope: str | None = None) -> In
     """Render `template` into `target`.
 
     Only `*.jinja` files are rendered (and lose the suffix); every other file is copied
-    byte for byte, so a workflow's `${{ }}` survives. The folder must be new or empty.
+    byte for byte. A rendered workflow keeps GitHub's own `${{ }}` expressions in
+    `{% raw %}` blocks. The folder must be new or empty.
 
     Raises:
         LineupError: `template_unknown`, `init_target_not_empty` or `scope_invalid`.

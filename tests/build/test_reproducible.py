@@ -156,7 +156,10 @@ def test_bundle_layout_is_canonical(bundle: bytes, todo_project: Path) -> None:
     files = sorted(
         p.relative_to(todo_project).as_posix()
         for p in todo_project.rglob("*")
-        if p.is_file() and (p.suffix == ".py" or "surface" in p.parts) and "dist" not in p.parts
+        # lineup.toml's include: the package's modules and the Surface (not tests/, conftest.py)
+        if p.is_file()
+        and p.relative_to(todo_project).parts[0] in ("todo_app", "surface")
+        and (p.suffix == ".py" or p.parts[-2] == "surface")
     )
     assert names == ["manifest.json", "manifest.sig", *(f"app/{f}" for f in files)]
     for info in infos:

@@ -16,15 +16,23 @@ import pytest
 from lineup_build.cli import main
 from lineup_build.init import template_names, templates_root
 
-PROJECT_FILES = [
+COMMON_FILES = [
     ".github/workflows/lineup.yml",
     ".gitignore",
+    ".pre-commit-config.yaml",
     "README.md",
+    "conftest.py",
     "lineup.toml",
     "my_app_app/__init__.py",
     "my_app_app/tools.py",
     "surface/index.html",
+    "tests/test_tools.py",
 ]
+SCENARIOS = {
+    "blank": ["scenarios/hello.toml"],
+    "todo": ["scenarios/add_list_complete.toml", "scenarios/complete_unknown_item.toml"],
+}
+PROJECT_FILES = {t: sorted([*COMMON_FILES, *SCENARIOS[t]]) for t in SCENARIOS}
 METHODS = {
     "blank": ["my_app.hello"],
     "todo": ["my_app.add", "my_app.complete", "my_app.list"],
@@ -64,13 +72,14 @@ def test_init_then_build_through_the_cli(
     assert code == 0
     created = json.loads(out)
     assert created["ok"] and created["scope"] == "my_app" and created["template"] == template
-    assert created["files"] == PROJECT_FILES
-    assert tree(target) == PROJECT_FILES
+    files = PROJECT_FILES[template]
+    assert created["files"] == files
+    assert tree(target) == files
 
     rendered = "\n".join(
-        (target / f).read_text() for f in PROJECT_FILES if f != ".github/workflows/lineup.yml"
+        (target / f).read_text() for f in files if f != ".github/workflows/lineup.yml"
     )
-    assert "{{" not in rendered and "{%" not in rendered
+    assert "{{" not in rendered and "{%" not in rendered and "{#" not in rendered
     assert 'scope = "my_app"' in (target / "lineup.toml").read_text()
 
     code, out, err = run_cli(["build", str(target), "--dev-key", "--json"], capsys)
@@ -81,7 +90,7 @@ def test_init_then_build_through_the_cli(
     assert bundle == target / "dist" / "my_app-1.0.0.lineup"
     assert tree(target) == sorted(
         [
-            *PROJECT_FILES,
+            *files,
             ".lineup/.gitignore",
             ".lineup/dev-key.pem",
             ".lineup/dev-key.pub.pem",
@@ -105,24 +114,52 @@ def test_init_then_build_through_the_cli(
     assert code == 0, err  # the templates carry no warnings either
 
 
-@pytest.mark.parametrize("template", ["blank", "todo"])
-def test_workflow_keeps_github_expressions_literally(template: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("template", ["blank", "todo", "pomodoro"])
+def test_workflow_is_rendered_with_the_pinned_toolchain(template: str, tmp_path: Path) -> None:
     from lineup_build.init import init_project
+    from lineup_sdk import __version__
 
     init_project(tmp_path / "app", template=template)
-    workflow = (tmp_path / "app/.github/workflows/lineup.yml").read_bytes()
-    source = (templates_root() / template / ".github/workflows/lineup.yml").read_bytes()
-    assert workflow == source
-    assert b"${{ secrets.LINEUP_SIGNING_KEY }}" in workflow
-    assert b"lineup check" in workflow
+    workflow = (tmp_path / "app/.github/workflows/lineup.yml").read_text()
+    # GitHub's own expressions survive rendering; the jinja ones are gone
+    assert "${{ secrets.LINEUP_SIGNING_KEY }}" in workflow
+    assert "{%" not in workflow and "{#" not in workflow
+    assert [e for e in workflow.split("${{")[1:] if "secrets." not in e.split("}}")[0]] == []
+    # the install source is one line, pinned to the toolchain that generated the project
+    pins = [line.strip() for line in workflow.splitlines() if "lineup-sdk==" in line]
+    assert pins == [f"LINEUP_SDK: lineup-sdk=={__version__}"]
+    assert workflow.count('pip install "$LINEUP_SDK"') == 3  # check, release, gate
+    assert "pip install lineup-sdk" not in workflow
 
 
-def test_gitignore_keeps_keys_and_dist_out(tmp_path: Path) -> None:
+def test_gitignore_keeps_private_keys_and_dist_out_and_public_keys_in(tmp_path: Path) -> None:
     from lineup_build.init import init_project
 
-    init_project(tmp_path / "app", template="todo")
-    ignored = (tmp_path / "app/.gitignore").read_text().split()
-    assert {".lineup/", "dist/", "*.pem"} <= set(ignored)
+    repo = tmp_path / "app"
+    init_project(repo, template="todo")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    paths = {
+        ".lineup/dev-key.pem": True,
+        ".lineup/dev-key.pub.pem": True,  # the whole dev-key folder stays local
+        "keys/lineup-signing.pem": True,
+        "lineup-signing.pem": True,
+        "dist/app-1.0.0.lineup": True,
+        "keys/lineup-signing.pub.pem": False,
+        "trust.toml": False,
+        "scenarios/a.toml": False,
+        "tests/test_tools.py": False,
+    }
+    for rel in paths:
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).touch()
+    proc = subprocess.run(
+        ["git", "check-ignore", "--no-index", *paths],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert set(proc.stdout.split()) == {rel for rel, ignored in paths.items() if ignored}
 
 
 def test_dev_key_is_created_once_private_and_ignored(
@@ -230,3 +267,55 @@ def test_console_script_init_and_build(tmp_path: Path) -> None:
     rejected = run("build", "demo")  # no key at all
     assert rejected.returncode == 1
     assert "signing_key_missing" in rejected.stderr
+
+
+@pytest.mark.parametrize("template", ["blank", "todo", "pomodoro"])
+def test_generated_scenarios_and_tests_pass(
+    template: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the generated CI runs besides `check`: `lineup test` plays every shipped scenario
+    (JUnit read back: one passing testcase per file) and `pytest` runs the shipped tests."""
+    import xml.etree.ElementTree as ET
+
+    from lineup_build.init import init_project
+
+    target = tmp_path / "my-app"
+    init_project(target, template=template)
+    scenarios = sorted((target / "scenarios").glob("*.toml"))
+    assert scenarios, "every template ships scenarios"
+
+    report = tmp_path / "report.xml"
+    code, out, err = run_cli(["test", str(target), "--junit", str(report)], capsys)
+    assert code == 0, out + err
+    cases = ET.parse(report).getroot().iter("testcase")
+    outcomes = {c.get("name"): [child.tag for child in c] for c in cases}
+    assert len(outcomes) == len(scenarios)
+    assert all(tags == [] or tags == ["system-out"] for tags in outcomes.values()), outcomes
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LINEUP_", "PYTEST_"))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=target,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " passed" in proc.stdout and "failed" not in proc.stdout and "skipped" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".github/workflows/lineup.yml.jinja",
+        ".pre-commit-config.yaml.jinja",
+        ".gitignore",
+        "conftest.py",
+    ],
+)
+def test_every_template_ships_the_same_project_plumbing(name: str) -> None:
+    """One workflow, hook config, ignore list and conftest for all: they cannot drift apart."""
+    sources = {(templates_root() / t / name).read_bytes() for t in template_names()}
+    assert len(sources) == 1

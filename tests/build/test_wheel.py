@@ -67,7 +67,7 @@ def test_wheel_contents(wheel: Path) -> None:
     }
     assert shipped == _template_files()
     assert "lineup_build/_templates/todo/__package__/tools.py.jinja" in names
-    assert "lineup_build/_templates/todo/.github/workflows/lineup.yml" in names
+    assert "lineup_build/_templates/todo/.github/workflows/lineup.yml.jinja" in names
     assert "lineup_build/manifest.schema.json" in names
     for package in ("lineup_sdk", "lineup_build", "lineup_runtime_lite"):
         assert f"{package}/__init__.py" in names

@@ -1,6 +1,6 @@
 """The generated workflow's breaking-change gate, played in a real git repository.
 
-The step's shell script is taken from the template's workflow file as written and run with
+The step's shell script is taken from the workflow `lineup init` renders and run with
 the variables GitHub Actions sets (`GITHUB_REF_NAME`, `RUNNER_TEMP`): the first release
 passes and says so; a later release tag is compared with the previous release's source in
 a second work tree and fails on a breaking change without a major bump.
@@ -15,31 +15,23 @@ from pathlib import Path
 
 import pytest
 
-from lineup_build.init import init_project, templates_root
+from lineup_build.init import init_project
+from tests.workflow_kit import render_workflow, step_named
 
-STEP = "name: Compare with the previous release"
+STEP = "Compare with the previous release"
 
 
 def gate_script(template: str) -> str:
-    """The `run: |` block of the gate step, dedented."""
-    lines = (templates_root() / template / ".github/workflows/lineup.yml").read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip() == f"- {STEP}")
-    run_at = start + 1
-    assert lines[run_at].strip() == "run: |"
-    indent = len(lines[run_at]) - len(lines[run_at].lstrip()) + 2
-    body = []
-    for line in lines[run_at + 1 :]:
-        if line.strip() and len(line) - len(line.lstrip()) < indent:
-            break
-        body.append(line[indent:])
-    return "\n".join(body) + "\n"
+    """The `run:` block of the gate step, from the workflow `lineup init` renders."""
+    return str(step_named(render_workflow(template), "breaking-change-gate", STEP)["run"])
 
 
 @pytest.mark.parametrize("template", ["blank", "todo", "pomodoro"])
 def test_every_template_runs_the_gate_on_release_tags(template: str) -> None:
-    text = (templates_root() / template / ".github/workflows/lineup.yml").read_text()
-    assert "if: startsWith(github.ref, 'refs/tags/v')" in text
-    assert "fetch-depth: 0" in text
+    job = render_workflow(template)["jobs"]["breaking-change-gate"]
+    assert job["if"] == "startsWith(github.ref, 'refs/tags/v')"
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["fetch-depth"] == 0
     script = gate_script(template)
     assert "git worktree add" in script and "lineup diff" in script
     assert gate_script(template) == gate_script("todo")
