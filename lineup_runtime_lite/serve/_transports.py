@@ -17,11 +17,130 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 async def serve_stdio(bridge: Bridge) -> None:
-    """Serve one client over this process's stdin/stdout until stdin closes."""
+    """Serve one client over this process's stdin/stdout until stdin closes.
+
+    When both are pipes (how MCP clients start servers), the protocol runs on the event
+    loop's own pipe transports: the SDK's default wraps each line read, write and flush in a
+    thread round trip, which costs a ping tool call more than everything LineUp adds. fd 0
+    and fd 1 are handed over first — fd 0 then reads the null device and fd 1 writes to
+    stderr — so a stray `print()` can never corrupt the protocol.
+    """
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read_stream, write_stream):
-        await bridge.run(read_stream, write_stream)
+    pipes = _claim_stdio_pipes()
+    if pipes is None:
+        async with stdio_server() as (read_stream, write_stream):
+            await bridge.run(read_stream, write_stream)
+        return
+    rfd, wfd, restore = pipes
+    try:
+        lines, out = await _LoopLines.open(rfd), await _LoopWriter.open(wfd)
+        stdin: Any = lines
+        stdout: Any = out
+        try:
+            async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
+                await bridge.run(read_stream, write_stream)
+        finally:
+            lines.close()
+            out.close()
+    finally:
+        restore()
+
+
+def _is_pipe(fd: int) -> bool:
+    import os
+    import stat
+
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _claim_stdio_pipes() -> tuple[int, int, Callable[[], None]] | None:
+    """Private duplicates of fd 0 and fd 1 (None unless both are pipes or sockets); fd 0
+    is pointed at the null device and fd 1 at stderr until `restore()`."""
+    import os
+    import sys
+
+    if not (_is_pipe(0) and _is_pipe(1)):
+        return None
+    sys.stdout.flush()
+    rfd, wfd = os.dup(0), os.dup(1)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+
+    def restore() -> None:
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)
+
+    return rfd, wfd, restore
+
+
+class _LoopLines:
+    """Text lines of a pipe, read by the event loop (an async iterator, no threads)."""
+
+    def __init__(self, reader: Any, transport: Any) -> None:
+        self._reader, self._transport = reader, transport
+
+    @classmethod
+    async def open(cls, fd: int) -> _LoopLines:
+        import asyncio
+        import os
+
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=64 << 20, loop=loop)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
+            os.fdopen(fd, "rb", buffering=0),
+        )
+        return cls(reader, transport)
+
+    def __aiter__(self) -> _LoopLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line: bytes = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+class _LoopWriter:
+    """Text written to a pipe by the event loop, with flow control (no threads)."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    @classmethod
+    async def open(cls, fd: int) -> _LoopWriter:
+        import asyncio
+        import os
+
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.connect_write_pipe(
+            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(loop=loop), loop=loop),
+            os.fdopen(fd, "wb", buffering=0),
+        )
+        return cls(asyncio.StreamWriter(transport, protocol, None, loop))
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+    def close(self) -> None:
+        self._writer.close()
 
 
 def _authority(host: str) -> str:

@@ -356,3 +356,41 @@ def test_a_task_survives_a_restart_of_the_real_server(apps: Path, tmp_path: Path
         assert payload["structuredContent"]["status"] == "interrupted"
     finally:
         second.close()
+
+
+def test_stdio_from_a_regular_file_falls_back_to_the_sdks_transport(
+    apps: Path, tmp_path: Path
+) -> None:
+    # the fast path needs pipes; a file on stdin (or a terminal) goes through the SDK's own
+    # transport, with the same answers
+    requests = tmp_path / "requests.jsonl"
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    requests.write_text(
+        json.dumps(init)
+        + "\n"
+        + json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        + "\n"
+        + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        + "\n"
+    )
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            [*LINEUP, "serve", "todo", "--db", str(tmp_path / "f.db")],
+            cwd=apps,
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("id") for a in answers] == [1, 2], done.stderr
+    assert {t["name"] for t in answers[1]["result"]["tools"]} >= {"todo.add", "todo.list"}
