@@ -11,13 +11,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from lineup_build.schemas import canonical_json
-from lineup_sdk.context import Snapshot
+from lineup_sdk.context import MAX_SESSION_DATA, Snapshot, session_data_blob
 from lineup_sdk.errors import LineupError
 
 __all__ = ["MAX_SESSION_DATA", "Listener", "SubscriptionHub", "read", "replace"]
 
-MAX_SESSION_DATA = 1024 * 1024
 log = logging.getLogger("lineup.runtime")
 Listener = Callable[[str, Snapshot], None]
 
@@ -42,18 +40,7 @@ def replace(
         LineupError: `session_data_invalid`, `session_data_too_large`,
             `session_data_revision_conflict`.
     """
-    if not isinstance(data, dict):
-        raise LineupError("session_data_invalid", "session data must be a JSON object")
-    if not isinstance(expected_revision, int) or isinstance(expected_revision, bool):
-        raise LineupError("session_data_invalid", "expected_revision must be an integer")
-    try:
-        blob = canonical_json(data)
-    except (TypeError, ValueError) as exc:
-        raise LineupError("session_data_invalid", f"session data is not JSON: {exc}") from None
-    if len(blob) > MAX_SESSION_DATA:
-        raise LineupError(
-            "session_data_too_large", f"session data is {len(blob)} bytes; the limit is 1 MiB"
-        )
+    blob = session_data_blob(data, expected_revision)
     current = read(db, scope, app_session_id)
     if current.revision != expected_revision:
         raise LineupError(

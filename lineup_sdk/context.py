@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["SessionData", "Snapshot", "ToolContext"]
+__all__ = ["MAX_SESSION_DATA", "SessionData", "Snapshot", "ToolContext", "session_data_blob"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +69,36 @@ class ToolContext:
     conversation_id: str
     session_data: SessionData
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("lineup.app"))
+
+
+#: The limit on one App session's data, as canonical JSON (SPEC 5.5).
+MAX_SESSION_DATA = 1024 * 1024
+
+
+def session_data_blob(data: Any, expected_revision: Any) -> bytes:
+    """The canonical JSON a `replace(data, expected_revision=...)` stores, once its
+    arguments pass SPEC 5.5 (the one rule the runtime and `lineup_sdk.testing` share).
+
+    Raises:
+        LineupError: `session_data_invalid` (not a JSON object, or a revision that is not an
+            integer) or `session_data_too_large` (over `MAX_SESSION_DATA`).
+    """
+    import json
+
+    from lineup_sdk.errors import LineupError
+
+    if not isinstance(data, dict):
+        raise LineupError("session_data_invalid", "session data must be a JSON object")
+    if not isinstance(expected_revision, int) or isinstance(expected_revision, bool):
+        raise LineupError("session_data_invalid", "expected_revision must be an integer")
+    try:
+        blob = json.dumps(
+            data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise LineupError("session_data_invalid", f"session data is not JSON: {exc}") from None
+    if len(blob) > MAX_SESSION_DATA:
+        raise LineupError(
+            "session_data_too_large", f"session data is {len(blob)} bytes; the limit is 1 MiB"
+        )
+    return blob

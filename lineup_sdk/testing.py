@@ -33,13 +33,10 @@ from typing import Any
 from lineup_sdk._extract import _Extractor
 from lineup_sdk._receive import Dispatcher
 from lineup_sdk._registry import ToolRegistry
-from lineup_sdk.context import Snapshot, ToolContext
+from lineup_sdk.context import Snapshot, ToolContext, session_data_blob
 from lineup_sdk.errors import LineupError
 
 __all__ = ["CallResult", "MemorySessionData", "ToolClient"]
-
-#: The runtime's limit on one session's data (canonical JSON).
-MAX_SESSION_DATA = 1024 * 1024
 
 
 def _canonical(data: Any) -> bytes:
@@ -83,18 +80,7 @@ class MemorySessionData:
             LineupError: `session_data_invalid`, `session_data_too_large`,
                 `session_data_revision_conflict`.
         """
-        if not isinstance(data, dict):
-            raise LineupError("session_data_invalid", "session data must be a JSON object")
-        if not isinstance(expected_revision, int) or isinstance(expected_revision, bool):
-            raise LineupError("session_data_invalid", "expected_revision must be an integer")
-        try:
-            blob = _canonical(data)
-        except (TypeError, ValueError) as exc:
-            raise LineupError("session_data_invalid", f"session data is not JSON: {exc}") from None
-        if len(blob) > MAX_SESSION_DATA:
-            raise LineupError(
-                "session_data_too_large", f"session data is {len(blob)} bytes; the limit is 1 MiB"
-            )
+        blob = session_data_blob(data, expected_revision)  # the runtime's own rules
         with self._lock:
             if self._snap.revision != expected_revision:
                 raise LineupError(
