@@ -358,12 +358,12 @@ def test_a_task_survives_a_restart_of_the_real_server(apps: Path, tmp_path: Path
         second.close()
 
 
-def test_stdio_from_a_regular_file_falls_back_to_the_sdks_transport(
-    apps: Path, tmp_path: Path
-) -> None:
-    # the fast path needs pipes; a file on stdin (or a terminal) goes through the SDK's own
+def test_stdio_from_a_terminal_falls_back_to_the_sdks_transport(apps: Path, tmp_path: Path) -> None:
+    # the fast path needs pipes; a terminal (or a file) on stdin goes through the SDK's own
     # transport, with the same answers
-    requests = tmp_path / "requests.jsonl"
+    import pty
+    import select
+
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -374,23 +374,35 @@ def test_stdio_from_a_regular_file_falls_back_to_the_sdks_transport(
             "clientInfo": {"name": "t", "version": "1"},
         },
     }
-    requests.write_text(
-        json.dumps(init)
-        + "\n"
-        + json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        + "\n"
-        + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        + "\n"
+    lines = [
+        init,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [*LINEUP, "serve", "todo", "--db", str(tmp_path / "f.db")],
+        cwd=apps,
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
-    with requests.open("rb") as stdin:
-        done = subprocess.run(
-            [*LINEUP, "serve", "todo", "--db", str(tmp_path / "f.db")],
-            cwd=apps,
-            stdin=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [a.get("id") for a in answers] == [1, 2], done.stderr
+    os.close(slave)
+    try:
+        for doc in lines:
+            os.write(master, json.dumps(doc).encode() + b"\n")
+        assert proc.stdout is not None
+        answers = []
+        for _ in range(2):  # bounded: a server that never answers fails, it does not hang
+            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            assert ready, "no answer from lineup serve within 60 s"
+            answers.append(json.loads(proc.stdout.readline()))
+    finally:
+        os.close(master)
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert [a.get("id") for a in answers] == [1, 2]
     assert {t["name"] for t in answers[1]["result"]["tools"]} >= {"todo.add", "todo.list"}
