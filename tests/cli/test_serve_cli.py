@@ -386,18 +386,21 @@ def test_stdio_from_a_terminal_falls_back_to_the_sdks_transport(apps: Path, tmp_
         stdin=slave,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        text=True,
+        bufsize=0,
     )
     os.close(slave)
     try:
         for doc in lines:
             os.write(master, json.dumps(doc).encode() + b"\n")
         assert proc.stdout is not None
-        answers = []
-        for _ in range(2):  # bounded: a server that never answers fails, it does not hang
+        out = b""
+        while out.count(b"\n") < 2:  # bounded: a server that never answers fails, not hangs
             ready, _, _ = select.select([proc.stdout], [], [], 60)
-            assert ready, "no answer from lineup serve within 60 s"
-            answers.append(json.loads(proc.stdout.readline()))
+            assert ready, f"no answer from lineup serve within 60 s: {out!r}"
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            assert chunk, f"lineup serve closed its stdout: {out!r}"
+            out += chunk
+        answers = [json.loads(line) for line in out.splitlines()[:2]]
     finally:
         os.close(master)
         proc.kill()
