@@ -6,15 +6,67 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lineup_runtime_lite.clock import format_ts
 from lineup_runtime_lite.messages import error_body, make_message, record
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.core import Core
+    import asyncio
+
     from lineup_runtime_lite.install import Tool
     from lineup_runtime_lite.state import CoreState
+    from lineup_runtime_lite.store import Store
+
+
+class Core(Protocol):
+    """What the Pomodoro handler needs of the runtime core: a small port, so this module
+    never imports the core (no import circle)."""
+
+    store: Store
+    registry: dict[str, Tool]
+
+    def now(self) -> int: ...
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]: ...
+    def kick_host(self) -> None: ...
+    def _publish(self, msgs: list[dict[str, Any]]) -> None: ...
+    def _stop_driving(self, act_id: str) -> None: ...
+    async def drive_activation(self, act_id: str) -> None: ...
+    def _host_intent_row(
+        self, db: sqlite3.Connection, act_id: str, conversation_id: str, scope: str
+    ) -> dict[str, Any]: ...
+    def answer_now_in(
+        self,
+        db: sqlite3.Connection,
+        tool: Tool,
+        call_id: str,
+        conversation_id: str,
+        params: Any,
+        fp: str,
+        msg: dict[str, Any],
+    ) -> dict[str, Any]: ...
+    def accept_starting_in(
+        self,
+        db: sqlite3.Connection,
+        tool: Tool,
+        call_id: str,
+        conversation_id: str,
+        params: Any,
+        fp: str,
+        *,
+        foreground: bool,
+    ) -> tuple[dict[str, Any], str]: ...
+    def end_activation_in(
+        self,
+        db: sqlite3.Connection,
+        act_id: str,
+        state: str,
+        reason: str,
+        *,
+        cause: str | None = None,
+    ) -> list[dict[str, Any]] | None: ...
+
 
 __all__ = ["IMPLEMENTED_KEYS", "accept", "on_ready", "tick"]
 

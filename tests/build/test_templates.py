@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lineup_build.cli import main
 from lineup_build.init import template_names, templates_root
+from tests.cli_kit import run_cli
 
 COMMON_FILES = [
     ".github/workflows/lineup.yml",
@@ -37,15 +37,6 @@ METHODS = {
     "blank": ["my_app.hello"],
     "todo": ["my_app.add", "my_app.complete", "my_app.list"],
 }
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """`lineup ARGS` through the console script's entry function."""
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 0 if code is None else 1), out, err
 
 
 def tree(root: Path) -> list[str]:

@@ -17,15 +17,9 @@ import pytest
 from lineup_build.cli import main
 from lineup_build.init import init_project
 from lineup_build.signing import write_keypair
+from tests.cli_kit import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
 
 
 @pytest.fixture(scope="module")

@@ -10,17 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from lineup_build.cli import main
 from lineup_build.init import init_project
+from tests.cli_kit import run_cli
 
 SCENARIOS = ["happy", "interrupted", "cancelled_while_starting", "restart_while_focusing"]
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,12 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from lineup_build.cli import main
 from lineup_build.init import init_project
 from lineup_runtime_lite.clock import VirtualClock
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
 from lineup_runtime_lite.simulate import build_with_dev_key
+from tests.cli_kit import run_cli
 
 BROKEN = """\
 # a scenario whose third step expects the wrong result
@@ -35,13 +35,6 @@ host = { event = "foreground_confirmed", conversation = "c1" }
 clock = { advance = "5m" }
 expect = [{ call_id = "s1", stage = "result", result = { status = "interrupted" } }]
 """
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return int(exc.value.code or 0), out.out, out.err
 
 
 @pytest.fixture(scope="module")
