@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from typing import Any
 
 from lineup_runtime_lite.clock import format_ts
@@ -14,9 +13,7 @@ __all__ = [
     "FINAL_STAGES",
     "error_body",
     "fingerprint",
-    "latest_message",
     "make_message",
-    "record",
     "reject",
 ]
 
@@ -87,35 +84,3 @@ def make_message(
 def reject(call_id: str, app_scope: str, at_ms: int, error: dict[str, Any]) -> dict[str, Any]:
     """An error answered without persisting anything (unknown method, bad params, conflict)."""
     return make_message(call_id, app_scope, "error", at_ms, error=error)
-
-
-def record(db: sqlite3.Connection, msg: dict[str, Any]) -> bool:
-    """Persist `msg` as its call's next receipt and queue it in the outbox, inside the
-    caller's transaction. Returns False (writing nothing) when that stage already exists."""
-    call_id, stage = msg["call_id"], msg["stage"]
-    body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    n_row = db.execute("SELECT COALESCE(MAX(n), 0) FROM receipts WHERE call_id=?", (call_id,))
-    n = int(n_row.fetchone()[0]) + 1
-    cur = db.execute(
-        "INSERT OR IGNORE INTO receipts (call_id, stage, n, body) VALUES (?,?,?,?)",
-        (call_id, stage, n, body),
-    )
-    if cur.rowcount == 0:
-        return False
-    db.execute(
-        "INSERT INTO outbox (msg_id, call_id, body) VALUES (?,?,?)", (msg["id"], call_id, body)
-    )
-    if stage in FINAL_STAGES:
-        db.execute("UPDATE calls SET state='done' WHERE call_id=?", (call_id,))
-    return True
-
-
-def latest_message(db: sqlite3.Connection, call_id: str) -> dict[str, Any] | None:
-    """The latest persisted message of a call (the final one once there is one)."""
-    row = db.execute(
-        "SELECT body FROM receipts WHERE call_id=? ORDER BY n DESC LIMIT 1", (call_id,)
-    ).fetchone()
-    if row is None:
-        return None
-    out: dict[str, Any] = json.loads(row[0])
-    return out

@@ -1,185 +1,121 @@
 """The runtime-delivered Pomodoro handlers `pomodoro.start` and `pomodoro.interrupt`
-(SPEC 5.4): foreground confirmation starts the focus; deadlines live in the database."""
+(SPEC 5.4): foreground confirmation starts the focus; deadlines live in the database.
+
+The transitions (`start`, `focus_started`, `interrupt`, `end_focus`) are pure; the handler
+reads facts through the `Facts` port and plugs into the core by catalog key (`HANDLERS`).
+"""
 
 from __future__ import annotations
 
 import json
-import secrets
-import sqlite3
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
 
 from lineup_runtime_lite.clock import format_ts
-from lineup_runtime_lite.messages import error_body, make_message, record
+from lineup_runtime_lite.decisions import (
+    CallState,
+    Change,
+    Decision,
+    EndOperation,
+    NewIMRecord,
+    NewOperation,
+    Record,
+)
+from lineup_runtime_lite.handlers import HandlerContext, RuntimeHandler
+from lineup_runtime_lite.install import Tool
+from lineup_runtime_lite.messages import error_body, make_message
+from lineup_runtime_lite.store.facts import Facts
+from lineup_runtime_lite.store.records import Activation, Call, Operation, Session
+from lineup_runtime_lite.transitions import (
+    CallEvent,
+    NewIds,
+    accept_starting,
+    answer_now,
+    end_activation,
+)
 
-if TYPE_CHECKING:
-    import asyncio
-
-    from lineup_runtime_lite.install import Tool
-    from lineup_runtime_lite.state import CoreState
-    from lineup_runtime_lite.store import Store
-
-
-class Core(Protocol):
-    """What the Pomodoro handler needs of the runtime core: a small port, so this module
-    never imports the core (no import circle)."""
-
-    store: Store
-    registry: dict[str, Tool]
-
-    def now(self) -> int: ...
-    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]: ...
-    def kick_host(self) -> None: ...
-    def _publish(self, msgs: list[dict[str, Any]]) -> None: ...
-    def _stop_driving(self, act_id: str) -> None: ...
-    async def drive_activation(self, act_id: str) -> None: ...
-    def _host_intent_row(
-        self, db: sqlite3.Connection, act_id: str, conversation_id: str, scope: str
-    ) -> dict[str, Any]: ...
-    def answer_now_in(
-        self,
-        db: sqlite3.Connection,
-        tool: Tool,
-        call_id: str,
-        conversation_id: str,
-        params: Any,
-        fp: str,
-        msg: dict[str, Any],
-    ) -> dict[str, Any]: ...
-    def accept_starting_in(
-        self,
-        db: sqlite3.Connection,
-        tool: Tool,
-        call_id: str,
-        conversation_id: str,
-        params: Any,
-        fp: str,
-        *,
-        foreground: bool,
-    ) -> tuple[dict[str, Any], str]: ...
-    def end_activation_in(
-        self,
-        db: sqlite3.Connection,
-        act_id: str,
-        state: str,
-        reason: str,
-        *,
-        cause: str | None = None,
-    ) -> list[dict[str, Any]] | None: ...
-
-
-__all__ = ["IMPLEMENTED_KEYS", "accept", "on_ready", "tick"]
+__all__ = [
+    "HANDLERS",
+    "IMPLEMENTED_KEYS",
+    "Pomodoro",
+    "end_focus",
+    "focus_started",
+    "interrupt",
+    "start",
+]
 
 #: The catalog keys this runtime implements (a test compares them with the catalog).
 IMPLEMENTED_KEYS = frozenset({"pomodoro.start", "pomodoro.interrupt"})
 
 
-def _start_methods(core: Core, scope: str) -> list[str]:
-    return [
-        t.method
-        for t in core.registry.values()
-        if t.scope == scope and t.handler_key == "pomodoro.start"
-    ]
-
-
-async def accept(
-    core: Core, tool: Tool, call_id: str, conversation_id: str, params: dict[str, Any], fp: str
-) -> dict[str, Any]:
-    """Accept a runtime-delivered call."""
-    if tool.handler_key == "pomodoro.start":
-        return await _accept_start(core, tool, call_id, conversation_id, params, fp)
-    if tool.handler_key == "pomodoro.interrupt":
-        return await _interrupt(core, tool, call_id, conversation_id, params, fp)
-    raise AssertionError(f"unimplemented runtime handler {tool.handler_key}")
-
-
-def _active(db: sqlite3.Connection, conversation_id: str, methods: list[str]) -> bool:
-    marks = ",".join("?" * len(methods))
-    row = db.execute(
-        f"SELECT 1 FROM calls WHERE conversation_id=? AND method IN ({marks}) "
-        "AND state IN ('queued','running') LIMIT 1",
-        (conversation_id, *methods),
-    ).fetchone()
-    return row is not None
-
-
-async def _accept_start(
-    core: Core, tool: Tool, call_id: str, conversation_id: str, params: dict[str, Any], fp: str
-) -> dict[str, Any]:
-    with core.store.transaction() as db:
-        if _active(db, conversation_id, _start_methods(core, tool.scope)):
-            msg = make_message(
-                call_id,
-                tool.scope,
-                "error",
-                core.now(),
-                error=error_body(
-                    "pomodoro_already_active",
-                    "a Pomodoro is already starting or focusing in this conversation",
-                ),
-            )
-            return core.answer_now_in(db, tool, call_id, conversation_id, params, fp, msg)
-        msg, act_id = core.accept_starting_in(
-            db, tool, call_id, conversation_id, params, fp, foreground=True
-        )
-        core._host_intent_row(db, act_id, conversation_id, tool.scope)
-    core.spawn(core.drive_activation(act_id))
-    core.kick_host()
-    return msg
-
-
-def on_ready(
-    core: CoreState, db: sqlite3.Connection, tool: Tool, call: sqlite3.Row
-) -> list[dict[str, Any]]:
-    """Foreground confirmed: create the focusing operation and emit `started`."""
-    params = json.loads(call["params"])
-    minutes = int(params.get("minutes", 25))
-    now = core.now()
-    ends = now + minutes * 60_000
-    op_id = f"op_{secrets.token_hex(8)}"
-    db.execute(
-        "INSERT INTO operations (operation_id, call_id, conversation_id, app_session_id, kind, "
-        "state, started_ms, ends_ms, params) VALUES (?,?,?,?,?,?,?,?,?)",
-        (
-            op_id,
-            call["call_id"],
-            call["conversation_id"],
-            call["app_session_id"],
-            "pomodoro.focus",
-            "focusing",
+# -- transitions (pure) ---------------------------------------------------------------------
+def start(
+    ev: CallEvent,
+    tool: Tool,
+    session: Session | None,
+    app_version: str,
+    *,
+    already_active: bool,
+    ids: NewIds,
+    now: int,
+    timeout_ms: int,
+) -> Decision:
+    """`pomodoro.start`: one starting or focusing Pomodoro per conversation; the Host must
+    show it before the focus starts."""
+    if already_active:
+        msg = make_message(
+            ev.call_id,
+            tool.scope,
+            "error",
             now,
-            ends,
-            call["params"],
-        ),
+            error=error_body(
+                "pomodoro_already_active",
+                "a Pomodoro is already starting or focusing in this conversation",
+            ),
+        )
+        return answer_now(ev, tool, msg, now)
+    return accept_starting(
+        ev, tool, session, app_version, foreground=True, ids=ids, now=now, timeout_ms=timeout_ms
     )
-    db.execute("UPDATE calls SET state='running' WHERE call_id=?", (call["call_id"],))
+
+
+def focus_started(call: Call, now: int, operation_id: str) -> tuple[Change, ...]:
+    """Foreground confirmed: the focusing operation exists and the call says `started`."""
+    minutes = int(json.loads(call.params).get("minutes", 25))
+    ends = now + minutes * 60_000
+    assert call.app_session_id is not None
     msg = make_message(
-        call["call_id"],
-        call["scope"],
+        call.call_id,
+        call.scope,
         "started",
         now,
         started_at=format_ts(now),
         ends_at=format_ts(ends),
     )
-    record(db, msg)
-    return [msg]
-
-
-def _end_focus(
-    db: sqlite3.Connection, op: sqlite3.Row, state: str, ended_ms: int, scope: str
-) -> list[dict[str, Any]] | None:
-    cur = db.execute(
-        "UPDATE operations SET state=?, ended_ms=? WHERE operation_id=? AND state='focusing'",
-        (state, ended_ms, op["operation_id"]),
+    return (
+        NewOperation(
+            operation_id,
+            call.call_id,
+            call.conversation_id,
+            call.app_session_id,
+            "pomodoro.focus",
+            now,
+            ends,
+            call.params,
+        ),
+        CallState(call.call_id, "queued", "running"),
+        Record(msg),
     )
-    if cur.rowcount == 0:
-        return None  # the other terminal transition committed first
-    params = json.loads(op["params"])
+
+
+def end_focus(op: Operation, state: str, ended_ms: int, scope: str) -> tuple[Change, ...]:
+    """A focus ends (`completed` at its deadline or `interrupted`): its result and its
+    immutable IM record. Guarded: the other terminal transition may have won."""
+    params = json.loads(op.params)
     result = {
         "status": state,
-        "operation_id": op["operation_id"],
-        "started_at": format_ts(op["started_ms"]),
-        "ends_at": format_ts(op["ends_ms"]),
+        "operation_id": op.operation_id,
+        "started_at": format_ts(op.started_ms),
+        "ends_at": format_ts(op.ends_ms),
         "ended_at": format_ts(ended_ms),
     }
     im = {
@@ -189,61 +125,88 @@ def _end_focus(
         "label": params.get("label"),
         **{k: v for k, v in result.items() if k != "status"},
     }
-    db.execute(
-        "INSERT INTO im_records (operation_id, conversation_id, body, created_ms) VALUES (?,?,?,?)",
-        (op["operation_id"], op["conversation_id"], json.dumps(im, sort_keys=True), ended_ms),
+    msg = make_message(op.call_id, scope, "result", ended_ms, result=result)
+    return (
+        EndOperation(op.operation_id, state, ended_ms),
+        NewIMRecord(op.operation_id, op.conversation_id, im, ended_ms),
+        Record(msg),
     )
-    msg = make_message(op["call_id"], scope, "result", ended_ms, result=result)
-    record(db, msg)
-    return [msg]
 
 
-async def _interrupt(
-    core: Core, tool: Tool, call_id: str, conversation_id: str, params: dict[str, Any], fp: str
-) -> dict[str, Any]:
-    """Cancel a starting Pomodoro or interrupt a focus in this conversation; never opens one."""
-    methods = _start_methods(core, tool.scope)
-    marks = ",".join("?" * len(methods))
-    msgs: list[dict[str, Any]] = []
-    with core.store.transaction() as db:
-        starting = db.execute(
-            f"SELECT a.activation_id FROM calls c JOIN activations a ON a.trigger_call_id=c.call_id "
-            f"WHERE c.conversation_id=? AND c.method IN ({marks}) AND c.state='queued' "
-            "AND a.state='starting' LIMIT 1",
-            (conversation_id, *methods),
-        ).fetchone()
-        focusing = db.execute(
-            "SELECT * FROM operations WHERE conversation_id=? AND state='focusing' LIMIT 1",
-            (conversation_id,),
-        ).fetchone()
-        status = "nothing_running"
-        if starting is not None:
-            ended = core.end_activation_in(db, starting[0], "cancelled", "interrupted")
-            if ended is not None:
-                msgs.extend(ended)
-                status = "cancelled_starting"
-        elif focusing is not None:
-            ended = _end_focus(db, focusing, "interrupted", core.now(), tool.scope)
-            if ended is not None:
-                msgs.extend(ended)
-                status = "interrupted"
-        msg = make_message(call_id, tool.scope, "result", core.now(), result={"status": status})
-        core.answer_now_in(db, tool, call_id, conversation_id, params, fp, msg)
-    if status == "cancelled_starting" and starting is not None:
-        core._stop_driving(starting[0])
-    core._publish([*msgs, msg])
-    return msg
+def interrupt(
+    ev: CallEvent,
+    tool: Tool,
+    *,
+    starting: tuple[Activation, Sequence[Call], dict[str, Tool]] | None,
+    focusing: Operation | None,
+    now: int,
+) -> Decision:
+    """`pomodoro.interrupt`: cancel a starting Pomodoro or interrupt a focus in this
+    conversation; never opens one. Answers `cancelled_starting`, `interrupted` or
+    `nothing_running`."""
+    changes: list[Change] = []
+    stop: tuple[str, ...] = ()
+    status = "nothing_running"
+    if starting is not None:
+        act, waiting, tools = starting
+        ended = end_activation(act, waiting, tools, "cancelled", "interrupted", now=now)
+        if ended is not None:
+            changes.extend(ended.changes)
+            stop = ended.stop
+            status = "cancelled_starting"
+    elif focusing is not None:
+        changes.extend(end_focus(focusing, "interrupted", now, tool.scope))
+        status = "interrupted"
+    msg = make_message(ev.call_id, tool.scope, "result", now, result={"status": status})
+    answered = answer_now(ev, tool, msg, now)
+    return Decision((*changes, *answered.changes), answer=msg, stop=stop)
 
 
-async def tick(core: Core, now: int) -> None:
-    """Complete every focus whose deadline passed, at its `ends_at`, once."""
-    for op in core.store.all(
-        "SELECT * FROM operations WHERE state='focusing' AND ends_ms<=? ORDER BY ends_ms", (now,)
-    ):
-        scope = core.store.one(
-            "SELECT scope FROM app_sessions WHERE app_session_id=?", (op["app_session_id"],)
-        )
-        with core.store.transaction() as db:
-            msgs = _end_focus(db, op, "completed", op["ends_ms"], scope[0] if scope else "pomodoro")
-        if msgs:
-            core._publish(msgs)
+# -- the handler ----------------------------------------------------------------------------
+class Pomodoro:
+    """The Pomodoro as a runtime handler (`RuntimeHandler`)."""
+
+    def accept(self, facts: Facts, tool: Tool, ev: CallEvent, ctx: HandlerContext) -> Decision:
+        methods = ctx.methods_for(tool.scope, "pomodoro.start")
+        if tool.handler_key == "pomodoro.start":
+            session = facts.session(ev.conversation_id, tool.scope)
+            version = session.version if session else facts.app_version(tool.scope)
+            assert version is not None
+            return start(
+                ev,
+                tool,
+                session,
+                version,
+                already_active=facts.active_calls(ev.conversation_id, methods),
+                ids=ctx.ids,
+                now=ctx.now,
+                timeout_ms=ctx.activation_timeout_ms,
+            )
+        if tool.handler_key == "pomodoro.interrupt":
+            starting = None
+            act_id = facts.starting_trigger(ev.conversation_id, methods)
+            act = facts.activation(act_id) if act_id is not None else None
+            if act is not None:
+                session = facts.session_by_id(act.app_session_id)
+                assert session is not None
+                tools = dict(ctx.tools_of(session.scope, session.version))
+                starting = (act, facts.waiting_calls(act.activation_id), tools)
+            focusing = facts.focusing(ev.conversation_id) if starting is None else None
+            return interrupt(ev, tool, starting=starting, focusing=focusing, now=ctx.now)
+        raise AssertionError(f"unimplemented runtime handler {tool.handler_key}")
+
+    def on_ready(self, tool: Tool, trigger: Call, now: int, ids: NewIds) -> Sequence[Change]:
+        return focus_started(trigger, now, ids.operation)
+
+    def due(self, facts: Facts, now: int) -> list[Decision]:
+        """Every focus whose deadline passed completes at its `ends_at`, once."""
+        return [
+            Decision(end_focus(op, "completed", op.ends_ms, scope))
+            for op, scope in facts.due_operations(now)
+        ]
+
+
+_POMODORO = Pomodoro()
+
+#: Catalog key -> handler: how the core finds the runtime handler of a tool.
+HANDLERS: dict[str, RuntimeHandler] = {key: _POMODORO for key in IMPLEMENTED_KEYS}

@@ -1,60 +1,19 @@
-"""Session data: per `scope + app_session_id` JSON objects with revision CAS, and the
-Surface's subscriptions (snapshot first, then strictly increasing revisions)."""
+"""The Surface's session-data subscriptions: snapshot first, then strictly increasing
+revisions (the CAS replace itself is `transitions.replace_session_data`)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import sqlite3
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
-from lineup_sdk.context import MAX_SESSION_DATA, Snapshot, session_data_blob
-from lineup_sdk.errors import LineupError
+from lineup_sdk.context import MAX_SESSION_DATA, Snapshot
 
-__all__ = ["MAX_SESSION_DATA", "Listener", "SubscriptionHub", "read", "replace"]
+__all__ = ["MAX_SESSION_DATA", "Listener", "SubscriptionHub"]
 
 log = logging.getLogger("lineup.runtime")
 Listener = Callable[[str, Snapshot], None]
-
-
-def read(db: sqlite3.Connection, scope: str, app_session_id: str) -> Snapshot:
-    """The current snapshot; nothing stored is `Snapshot(None, 0)`."""
-    row = db.execute(
-        "SELECT revision, data FROM session_data WHERE scope=? AND app_session_id=?",
-        (scope, app_session_id),
-    ).fetchone()
-    if row is None:
-        return Snapshot(None, 0)
-    return Snapshot(json.loads(row[1]), int(row[0]))
-
-
-def replace(
-    db: sqlite3.Connection, scope: str, app_session_id: str, data: Any, expected_revision: Any
-) -> Snapshot:
-    """CAS-replace inside the caller's transaction.
-
-    Raises:
-        LineupError: `session_data_invalid`, `session_data_too_large`,
-            `session_data_revision_conflict`.
-    """
-    blob = session_data_blob(data, expected_revision)
-    current = read(db, scope, app_session_id)
-    if current.revision != expected_revision:
-        raise LineupError(
-            "session_data_revision_conflict",
-            f"session data is at revision {current.revision}, not {expected_revision}",
-        )
-    new_rev = current.revision + 1
-    db.execute(
-        "INSERT INTO session_data (scope, app_session_id, revision, data) VALUES (?,?,?,?) "
-        "ON CONFLICT(scope, app_session_id) DO UPDATE SET revision=excluded.revision, "
-        "data=excluded.data",
-        (scope, app_session_id, new_rev, blob.decode("utf-8")),
-    )
-    return Snapshot(json.loads(blob), new_rev)
 
 
 class _Subscription:

@@ -11,7 +11,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
-from lineup_runtime_lite.state import WORKER_START_TRIES
+from lineup_runtime_lite.drivers import WORKER_START_TRIES
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages
 

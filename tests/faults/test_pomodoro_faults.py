@@ -137,13 +137,20 @@ def test_F12_interrupts_race_the_deadline(pomo: Runtime, clock: VirtualClock) ->
 
 @pytest.mark.parametrize("point", ["commit.before", "commit.after_write"])
 def test_F13_crash_between_accepted_and_started(env: Env, point: str) -> None:
-    # the confirmation commits first; crash at (or inside) the commit that starts the focus
-    run = env.drive([START, {"settle": True}, {"arm": [point, "crash", 1]}, CONFIRM])
+    # the confirmation, `ready` and `started` are one decision: crash at (or inside) its
+    # commit, before the Host's event was acknowledged
+    run = env.drive([START, {"settle": True}, {"arm": [point, "crash", 0]}, CONFIRM])
     env.crashed_at(run, point)
-    with env.open() as rt:
+    with env.open() as rt:  # the Host is manual here
         rt.settle()
-        assert stages(rt, "s1") == ["accepted", "started"]  # started once, by recovery
+        assert stages(rt, "s1") == ["accepted"]  # nothing of it was kept: still starting
+        assert rt.store_dump()["operations"] == []
+        # the Host sends the unacknowledged event again: the focus starts, once
+        assert host_event(rt, "foreground_confirmed", "c1", "pomodoro")
+        rt.settle()
+        assert stages(rt, "s1") == ["accepted", "started"]
         assert len(rt.store_dump()["operations"]) == 1
+        assert not host_event(rt, "foreground_confirmed", "c1", "pomodoro")  # stale now
         invariants.check(rt)
     with env.open() as rt:
         rt.settle()
@@ -152,7 +159,7 @@ def test_F13_crash_between_accepted_and_started(env: Env, point: str) -> None:
 
 
 def test_F13_crash_between_accepted_and_started_then_the_activation_timed_out(env: Env) -> None:
-    run = env.drive([START, {"settle": True}, {"arm": ["commit.before", "crash", 1]}, CONFIRM])
+    run = env.drive([START, {"settle": True}, {"arm": ["commit.before", "crash", 0]}, CONFIRM])
     env.crashed_at(run, "commit.before")
     with env.open(clock=VirtualClock(saved_now(env.db) + 2 * MIN)) as rt:
         rt.settle()

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import Runtime, faults
-from lineup_runtime_lite.sessiondata import replace
+from lineup_runtime_lite.decisions import ReplaceSessionData
+from lineup_runtime_lite.store import LostRace
+from lineup_runtime_lite.transitions import replace_session_data
 from lineup_sdk._session import SessionDataSubscriber
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
@@ -68,15 +70,21 @@ def test_F17_the_store_refuses_the_second_replace(probe: Runtime) -> None:
     def both() -> list[str]:
         outcomes = []
         for n in range(2):
-            try:
-                with store.transaction() as db:
-                    replace(db, "probe", sid, {"n": n}, 0)
-                outcomes.append("ok")
-            except LineupError as exc:
-                outcomes.append(exc.code)
+
+            def step(tx: Any, n: int = n) -> None:
+                current = tx.session_data("probe", sid)
+                decision, _ = replace_session_data(current, "probe", sid, {"n": n}, 0)
+                for change in decision.changes:
+                    tx.apply(change)
+
+            [out] = store.batch([step])
+            outcomes.append(out.code if isinstance(out, LineupError) else "ok")
+        # the guard itself: a change decided on revision 0 after another won finds no row
+        [lost] = store.batch([lambda tx: tx.apply(ReplaceSessionData("probe", sid, 0, "{}"))])
+        outcomes.append(type(lost).__name__ if isinstance(lost, LostRace) else "applied")
         return outcomes
 
-    assert probe._call_sync(both) == ["ok", "session_data_revision_conflict"]
+    assert probe._call_sync(both) == ["ok", "session_data_revision_conflict", "LostRace"]
     assert probe.surface("conv", "probe").get() == Snapshot({"n": 0}, 1)
 
 

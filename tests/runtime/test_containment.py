@@ -541,7 +541,7 @@ LIVE_CAPABILITY_GAP = (
     "GAP (design): one worker process serves every conversation of an app version, so while "
     "conversation X has a delivery in flight, a handler serving conversation Y finds X's "
     "live capability and delivery id in process memory (gc) and reads and overwrites X's "
-    "session data; per-delivery capabilities (lineup_runtime_lite/delivery.py:_Grant) only "
+    "session data; per-delivery capabilities (lineup_runtime_lite/drivers/delivery.py:_Grant) only "
     "narrow this to the in-flight window. Needs a worker per App session, or at least the "
     "limit stated in the README's Security model"
 )
@@ -747,7 +747,7 @@ def test_a_planted_file_in_an_installed_app_fails_the_next_activation(
     assert error_code(msg) == "activation_failed"
     assert msg["error"]["details"] == {"reason": "worker_failed", "cause": "install_tampered"}
     with pytest.raises(LineupError) as exc:
-        rt._call_sync(lambda: rt._check_app("probe", VERSION))
+        rt._call_sync(lambda: rt._art._check_app("probe", VERSION))
     assert exc.value.code == "install_tampered"
 
 

@@ -35,20 +35,20 @@ def db_bytes(rt: Runtime) -> int:
 
 
 def state_sizes(rt: Runtime) -> dict[str, int]:
-    core = rt._core
-    return {
-        "pumps": len(core._pumps),
-        "finals": len(core._finals),
-        "driving": len(core._driving),
-        "tasks": len(core._tasks),
-        "canonical_params": len(core.canonical_params),
-        "subscriptions": len(core.subs),
-        "capabilities": len(core._caps),
-    }
+    return rt._core.held()
 
 
 EMPTY = dict.fromkeys(
-    ("pumps", "finals", "driving", "tasks", "canonical_params", "subscriptions", "capabilities"),
+    (
+        "pumps",
+        "claimed",
+        "capabilities",
+        "finals",
+        "driving",
+        "tasks",
+        "subscriptions",
+        "queued_decisions",
+    ),
     0,
 )
 

@@ -158,7 +158,7 @@ def test_a_failed_migration_step_leaves_the_database_at_its_old_version(
     old_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = {**_MIGRATIONS, SCHEMA_VERSION: (*_MIGRATIONS[SCHEMA_VERSION], "SELECT nope")}
-    monkeypatch.setattr("lineup_runtime_lite.store._MIGRATIONS", broken)
+    monkeypatch.setattr("lineup_runtime_lite.store.sqlite._MIGRATIONS", broken)
     with pytest.raises(LineupError) as exc:
         Store(old_db)
     assert exc.value.code == "store_unavailable"

@@ -6,88 +6,18 @@ import contextlib
 import os
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lineup_runtime_lite import faults
+from lineup_runtime_lite.store.facts import LostRace, SqliteFacts
+from lineup_runtime_lite.store.schema import _MIGRATIONS, _SCHEMA, SCHEMA_VERSION
 from lineup_sdk.errors import LineupError
 
-__all__ = ["SCHEMA_VERSION", "Store", "store_error"]
+__all__ = ["LostRace", "Store", "store_error"]
 
-#: The schema a new database gets (`_SCHEMA`) and an older one is migrated to on open.
-SCHEMA_VERSION = 2
-
-#: The whole current schema, for a new database. A change here needs a step in
-#: `_MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/test_store_migrations.py`
-#: checks that a database migrated from the oldest version has exactly this schema.
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE app_versions (
-  scope TEXT NOT NULL, version TEXT NOT NULL, manifest BLOB NOT NULL,
-  manifest_sha256 TEXT NOT NULL, key_id TEXT NOT NULL, dir TEXT NOT NULL,
-  installed_ms INTEGER NOT NULL, PRIMARY KEY (scope, version));
-CREATE TABLE apps (scope TEXT PRIMARY KEY, version TEXT NOT NULL);
-CREATE TABLE app_sessions (
-  app_session_id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, scope TEXT NOT NULL,
-  version TEXT NOT NULL, created_ms INTEGER NOT NULL, next_seq INTEGER NOT NULL DEFAULT 1,
-  UNIQUE (conversation_id, scope));
-CREATE TABLE activations (
-  activation_id TEXT PRIMARY KEY, app_session_id TEXT NOT NULL, trigger_call_id TEXT NOT NULL,
-  state TEXT NOT NULL CHECK (state IN ('starting','ready','failed','cancelled')),
-  requires_foreground INTEGER NOT NULL, worker_ready INTEGER NOT NULL DEFAULT 0,
-  foreground INTEGER NOT NULL DEFAULT 0, reason TEXT, deadline_ms INTEGER NOT NULL,
-  created_ms INTEGER NOT NULL, ended_ms INTEGER);
-CREATE INDEX activations_session ON activations (app_session_id, created_ms);
-CREATE TABLE calls (
-  call_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, conversation_id TEXT NOT NULL,
-  scope TEXT NOT NULL, method TEXT NOT NULL, params TEXT NOT NULL,
-  app_session_id TEXT, activation_id TEXT, seq INTEGER,
-  state TEXT NOT NULL CHECK (state IN ('queued','delivered','running','done')),
-  created_ms INTEGER NOT NULL, UNIQUE (app_session_id, seq));
-CREATE INDEX calls_queue ON calls (app_session_id, state, seq);
-CREATE TABLE receipts (
-  call_id TEXT NOT NULL, stage TEXT NOT NULL, n INTEGER NOT NULL, body TEXT NOT NULL,
-  PRIMARY KEY (call_id, stage));
-CREATE TABLE outbox (
-  id INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL UNIQUE, call_id TEXT NOT NULL,
-  body TEXT NOT NULL, acked INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX outbox_pending ON outbox (acked, id);
-CREATE TABLE session_data (
-  scope TEXT NOT NULL, app_session_id TEXT NOT NULL, revision INTEGER NOT NULL CHECK (revision >= 1),
-  data TEXT NOT NULL, PRIMARY KEY (scope, app_session_id));
-CREATE TABLE operations (
-  operation_id TEXT PRIMARY KEY, call_id TEXT NOT NULL UNIQUE, conversation_id TEXT NOT NULL,
-  app_session_id TEXT NOT NULL, kind TEXT NOT NULL,
-  state TEXT NOT NULL CHECK (state IN ('focusing','completed','interrupted')),
-  started_ms INTEGER NOT NULL, ends_ms INTEGER NOT NULL, ended_ms INTEGER, params TEXT NOT NULL);
-CREATE TABLE im_records (
-  operation_id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, body TEXT NOT NULL,
-  created_ms INTEGER NOT NULL);
-CREATE TABLE host_intents (
-  id INTEGER PRIMARY KEY AUTOINCREMENT, dedup_key TEXT NOT NULL UNIQUE, body TEXT NOT NULL,
-  delivered INTEGER NOT NULL DEFAULT 0, instance TEXT NOT NULL DEFAULT '',
-  superseded INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE host_events (dedup_key TEXT PRIMARY KEY, body TEXT NOT NULL);
-CREATE INDEX host_intents_pending ON host_intents (delivered, superseded, instance, id);
-"""
-
-#: The versioned steps, in one place: `_MIGRATIONS[n]` moves a database from schema n-1 to
-#: n. Each step runs in one transaction with its version bump, so a failed or interrupted
-#: migration leaves the database at the version before it. Never edit a released step; add
-#: the next one.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    # 2: Host intents are ordered per instance (SPEC 5.7): each names its instance (the
-    # activation), and one whose activation ended is marked superseded, never delivered.
-    # Intents of activations that ended before this version are superseded by the relay.
-    2: (
-        "ALTER TABLE host_intents ADD COLUMN instance TEXT NOT NULL DEFAULT ''",
-        "ALTER TABLE host_intents ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0",
-        "UPDATE host_intents SET instance = json_extract(body, '$.instance')",
-        "CREATE INDEX host_intents_pending ON host_intents (delivered, superseded, instance, id)",
-    ),
-}
-assert sorted(_MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"
+T = TypeVar("T")
 
 
 def store_error(exc: BaseException, path: str) -> LineupError | None:
@@ -145,6 +75,7 @@ class Store:
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self.facts = SqliteFacts(self.db)
         except (sqlite3.Error, OSError) as exc:
             self._close_quietly()
             mapped = store_error(exc, self.path)
@@ -286,6 +217,56 @@ class Store:
         if fault_points:
             faults.hit("commit.after")
 
+    def batch(self, steps: Sequence[Callable[[SqliteFacts], T]]) -> list[T | BaseException]:
+        """Group commit: run every step in one `BEGIN IMMEDIATE … COMMIT`, each inside its
+        own savepoint (RUNTIME-NOTES, "Group commit").
+
+        A step that raises (`LostRace` when one of its guards found no row, or a
+        `LineupError` it decided on) is rolled back to its savepoint — it wrote nothing —
+        and gets its exception as its result; the others commit. A database failure (while
+        a step writes, or at COMMIT) rolls the whole batch back and is raised.
+
+        Raises:
+            LineupError: `store_unavailable` / `store_corrupt` (nothing of the batch kept).
+        """
+        db, facts = self.db, self.facts
+        out: list[T | BaseException] = []
+        try:
+            faults.hit("commit.before")
+            db.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, OSError) as exc:
+            raise self._mapped(exc) from None
+        try:
+            single = len(steps) == 1
+            for step in steps:
+                if not single:
+                    db.execute("SAVEPOINT step")
+                try:
+                    out.append(step(facts))
+                except (sqlite3.Error, OSError):
+                    raise  # the disk: the whole batch goes
+                except Exception as exc:
+                    if single:
+                        db.execute("ROLLBACK")
+                        db.execute("BEGIN IMMEDIATE")
+                    else:
+                        db.execute("ROLLBACK TO step")
+                    out.append(exc)
+                if not single:
+                    db.execute("RELEASE step")
+            faults.hit("commit.after_write")
+            db.execute("COMMIT")
+            self.commits += 1
+        except BaseException as exc:
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise self._mapped(exc) from None
+            raise
+        faults.hit("commit.after")
+        return out
+
     def _mapped(self, exc: BaseException) -> BaseException:
         mapped = store_error(exc, self.path)
         return mapped if mapped is not None else exc
@@ -304,6 +285,11 @@ class Store:
             return list(self.db.execute(sql, args).fetchall())
         except sqlite3.Error as exc:
             raise self._mapped(exc) from None
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Write a value of the meta table (its own transaction)."""
+        with self.transaction(fault_points=False):
+            self.facts.set_meta(key, value)
 
     def meta(self, key: str) -> str | None:
         """A value from the meta table."""

@@ -1,0 +1,633 @@
+"""`AsyncRuntime`: the embeddable runtime for asyncio code (SPEC 5.0), the primary API.
+
+It runs on the caller's own event loop: a call is routed, committed and answered there, with
+no thread hop (only a call with large params is checked in the default executor, so it
+never blocks the loop). `Runtime` is a thin synchronous wrapper over it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from lineup_runtime_lite import faults
+from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock, format_ts
+from lineup_runtime_lite.engine import Engine, input_problems
+from lineup_runtime_lite.host import HostSimulator
+from lineup_runtime_lite.install import InstallResult, Tool, install_verified
+from lineup_runtime_lite.messages import error_body, reject
+from lineup_runtime_lite.params import (
+    DEFAULT_MAX_PARAMS_BYTES,
+    Envelope,
+    Rejection,
+    check_envelope,
+    id_problem,
+)
+from lineup_runtime_lite.store.sqlite import Store
+from lineup_runtime_lite.workers import WorkerOptions
+from lineup_sdk.context import Snapshot
+from lineup_sdk.errors import LineupError
+
+__all__ = ["MAX_FETCH", "AsyncRuntime"]
+
+#: The most messages one `outbox_fetch` returns.
+MAX_FETCH = 1000
+
+Prepared = tuple[Envelope, Tool | None, list[dict[str, Any]] | None]
+
+
+class AsyncRuntime:
+    """The reference runtime on the caller's event loop. Create it with
+    `await AsyncRuntime.open(...)`; every method runs on that loop."""
+
+    trust: Any
+    clock: Clock
+    simulator: HostSimulator
+    _engine: Engine
+
+    def __init__(self) -> None:  # use AsyncRuntime.open
+        self._timer: asyncio.TimerHandle | None = None
+        self._tmp: Path | None = None
+        self._trust_path: Path | None = None
+        self._trust_stamp: tuple[int, int, int] | None = None
+        self._sandbox_mode = "best_effort"
+        self._max_params_bytes = DEFAULT_MAX_PARAMS_BYTES
+        self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        trust: Any,
+        clock: Clock | None = None,
+        host: HostSimulator | None = None,
+        apps_dir: str | Path | None = None,
+        activation_timeout_s: float = 60.0,
+        max_params_bytes: int = DEFAULT_MAX_PARAMS_BYTES,
+        sandbox: str = "best_effort",
+        worker_memory_mb: int = 1024,
+        worker_heartbeat_s: float = 5.0,
+        worker_log_max_bytes: int = 10 * 1024 * 1024,
+        worker_env: Mapping[str, str] | None = None,
+        _follow_clock: bool = True,
+    ) -> AsyncRuntime:
+        """Open (or create) the runtime database at `path` (`:memory:` for tests).
+
+        Args:
+            path: SQLite file; one runtime per file (`runtime_locked`).
+            trust: A trust store path or `TrustStore`.
+            clock: `RealClock()` (default) or a `VirtualClock`, whose time persists here.
+            host: The Host simulator (default: `HostSimulator(policy="auto")`).
+            apps_dir: Where installed apps are unpacked (default: next to the database).
+            activation_timeout_s: Runtime-clock seconds before a starting activation fails.
+            max_params_bytes: The largest Agent params accepted, in bytes of canonical
+                JSON (`params_too_large` above it).
+            sandbox: `best_effort` (contain workers as far as the platform allows, and
+                report it in `sandbox`), `required` (refuse to start a worker without
+                file, network and process-tree containment: `sandbox_unavailable`) or
+                `off` (debugging only).
+            worker_memory_mb: Data-memory cap of each worker process.
+            worker_heartbeat_s: A worker whose loop does not answer a heartbeat this long
+                is recycled (real time).
+            worker_log_max_bytes: Each worker log is truncated, with a note, past this size.
+            worker_env: Extra environment variables for every worker (configuration an
+                operator chooses to give MiniApps; nothing of this process's environment
+                reaches a worker otherwise). Names are upper-case identifiers, never
+                `LINEUP_*` or `PYTHON*`.
+
+        Raises:
+            LineupError: `usage_invalid` for a bad option, `trust_store_invalid`,
+                `runtime_locked`, `store_corrupt`, `store_unavailable`,
+                `store_schema_unsupported`.
+        """
+        from lineup_build.trust import TrustStore
+        from lineup_sdk.sandbox import check_mode
+
+        if type(max_params_bytes) is not int or max_params_bytes < 1:
+            raise LineupError(
+                "usage_invalid",
+                f"max_params_bytes must be a positive integer, not {max_params_bytes!r}",
+            )
+        if not isinstance(path, str | os.PathLike) or str(path) == "":
+            raise LineupError("usage_invalid", f"path must be a file path, not {path!r}")
+        if not isinstance(trust, TrustStore | str | os.PathLike):
+            raise LineupError(
+                "usage_invalid", f"trust must be a TrustStore or a file path, not {trust!r}"
+            )
+        if isinstance(activation_timeout_s, bool) or not (
+            isinstance(activation_timeout_s, int | float) and 0 < activation_timeout_s < 10**9
+        ):
+            raise LineupError(
+                "usage_invalid",
+                f"activation_timeout_s must be a positive number, not {activation_timeout_s!r}",
+            )
+        check_mode(sandbox)
+        if worker_memory_mb < 64 or worker_heartbeat_s <= 0 or worker_log_max_bytes < 0:
+            raise LineupError(
+                "usage_invalid",
+                "worker_memory_mb must be at least 64, worker_heartbeat_s positive and "
+                "worker_log_max_bytes not negative",
+            )
+        extra_env = _worker_env(worker_env)
+        rt = cls()
+        rt._loop = asyncio.get_running_loop()
+        rt._max_params_bytes = max_params_bytes
+        if isinstance(trust, TrustStore):
+            rt.trust = trust
+        else:
+            rt._trust_path = Path(trust)
+            rt._trust_stamp = _stamp(rt._trust_path)
+            rt.trust = TrustStore.load(rt._trust_path)
+        rt._sandbox_mode = sandbox
+        rt.clock = clock or RealClock()
+        store = Store(path)
+        try:
+            if str(path) == ":memory:" and apps_dir is None:
+                rt._tmp = Path(tempfile.mkdtemp(prefix="lineup-rt-"))
+                apps = rt._tmp
+            else:
+                apps = Path(apps_dir) if apps_dir else Path(str(path) + ".apps")
+            try:
+                apps.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LineupError(
+                    "store_unavailable", f"cannot create the apps folder {apps}: {exc.strerror}"
+                ) from None
+            if isinstance(rt.clock, VirtualClock):
+                saved = store.meta("virtual_now_ms")
+                if saved is not None:
+                    if not saved.isdigit():
+                        raise LineupError("store_corrupt", f"{path}: a damaged virtual time")
+                    rt.clock.set(int(saved))
+            sim = host or HostSimulator(policy="auto")
+            rt.simulator = sim
+            rt._engine = Engine(
+                store,
+                rt.clock,
+                apps,
+                apps / "_logs",
+                activation_timeout_s=activation_timeout_s,
+                host_intent=sim.on_intent,
+                check_app=rt._check_app,
+                check_trust=rt._check_trust,
+                worker_options=WorkerOptions(
+                    sandbox=sandbox,
+                    memory_mb=worker_memory_mb,
+                    heartbeat_s=worker_heartbeat_s,
+                    log_max_bytes=worker_log_max_bytes,
+                    env=extra_env,
+                ),
+            )
+            sim.bind(rt._engine.host_event)
+            await rt._engine.recover()
+            await rt.settle()
+            if _follow_clock:
+                rt.clock.on_advance(rt._advanced)
+        except BaseException:
+            if hasattr(rt, "_engine"):
+                await rt._engine.close()
+            store.close()
+            if rt._tmp is not None:
+                shutil.rmtree(rt._tmp, ignore_errors=True)
+            raise
+        return rt
+
+    # -- plumbing ------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
+
+    def _arm(self) -> None:
+        """Arm the real-clock timer for the next deadline (on the loop)."""
+        if self.clock.virtual or self._closed:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        due = self._engine.next_deadline()
+        if due is None:
+            return
+        delay = max(0.0, (due - self.clock.now_ms()) / 1000)
+        assert self._loop is not None
+        self._timer = self._loop.call_later(delay, lambda: self._engine.spawn(self._fire()))
+
+    async def _fire(self) -> None:
+        try:
+            await self._engine.tick()
+        finally:  # a failed tick leaves its facts due; the next timer fires them
+            self._arm()
+
+    async def _advance_to(self, now_ms: int) -> None:
+        """The virtual clock moved: persist its time, then fire what fell due."""
+        self._engine.store.set_meta("virtual_now_ms", str(now_ms))
+        await self._engine.tick()
+
+    def _advanced(self, now_ms: int) -> None:
+        # `advance()` may be called on this loop or from another thread: schedule the tick;
+        # `await settle()` waits for it
+        assert self._loop is not None
+        if self._closed:
+            return
+
+        def go() -> None:
+            self._engine.spawn(self._advance_to(now_ms))
+
+        self._loop.call_soon_threadsafe(go)
+
+    def _current_trust(self) -> Any:
+        """The trust store, re-read when its file changed since it was last read."""
+        if self._trust_path is not None:
+            stamp = _stamp(self._trust_path)
+            if stamp != self._trust_stamp:
+                from lineup_build.trust import TrustStore
+
+                self.trust = TrustStore.load(self._trust_path)
+                self._trust_stamp = stamp
+        return self.trust
+
+    def _check_app(self, scope: str, version: str) -> None:
+        from lineup_runtime_lite.install import check_installed
+
+        check_installed(self._engine.store, self._current_trust(), scope, version)
+
+    def _check_trust(self, scope: str, version: str) -> None:
+        """At every activation: the key still trusted for the app, nothing planted."""
+        from lineup_runtime_lite.install import check_no_strays, check_trusted
+
+        check_trusted(self._engine.store, self._current_trust(), scope, version)
+        check_no_strays(self._engine.store, scope, version)
+
+    @property
+    def sandbox(self) -> dict[str, Any]:
+        """What the sandbox enforces for workers here: `files`, `network`, `privileges`,
+        `process_tree`, `memory`, `tmp` (each a description, or None when not enforced),
+        `mode`, and `refused` (why `required` would refuse to start a worker, or None)."""
+        from lineup_sdk.sandbox import probe
+
+        report = self._engine.sandbox_report
+        return dict(report) if report is not None else probe(self._sandbox_mode)
+
+    # -- apps ----------------------------------------------------------------------------
+    def _install_verified(self, verified: Any, dev_build: bool) -> InstallResult:
+        self._check_open()
+        result = install_verified(
+            self._engine.store,
+            self._engine.apps_dir,
+            verified,
+            self.clock.now_ms(),
+            dev_build=dev_build,
+        )
+        self._engine.load_registry()
+        return result
+
+    async def install(self, bundle: str | Path, *, dev_build: bool = False) -> InstallResult:
+        """Verify a bundle against the trust store and install it (SPEC 5.1); the
+        verification runs in the default executor.
+
+        Args:
+            bundle: The `.lineup` file.
+            dev_build: A local dev build of a project folder: when its scope and version
+                are installed with another manifest, it installs beside that build (as
+                `<version>+dev.<manifest sha256 prefix>`) and becomes current instead of
+                `version_conflict`; sessions pinned to the old build keep it.
+        """
+        from lineup_build.verify import verify_bundle
+
+        self._check_open()
+        trust = self._current_trust()
+        verified = await asyncio.get_running_loop().run_in_executor(
+            None, verify_bundle, Path(bundle), trust
+        )
+        return self._install_verified(verified, dev_build)
+
+    async def apps(self) -> list[dict[str, Any]]:
+        """Installed apps: scope, current version, key id, manifest hash, permissions."""
+        import json
+
+        self._check_open()
+        out = []
+        for app in self._engine.facts.app_rows():
+            manifest = json.loads(app.pop("manifest"))
+            app["permissions"] = sorted(manifest["app"].get("permissions", {}))
+            out.append(app)
+        return out
+
+    async def uninstall(self, scope: str) -> None:
+        """Remove a scope from the Registry (its sessions' history stays in the database)."""
+        _usable_id("scope", scope)
+        self._check_open()
+        with self._engine.store.transaction():
+            self._engine.facts.remove_app(scope)
+        self._engine.load_registry()
+
+    async def inventory(self) -> list[dict[str, Any]]:
+        """The Agent Inventory: every installed tool without delivery internals."""
+        self._check_open()
+        return [t.inventory() for t in sorted(self._engine.registry.values(), key=_method)]
+
+    # -- calls ---------------------------------------------------------------------------
+    def _prepare(
+        self, call_id: Any, conversation_id: Any, method: Any, params: Any
+    ) -> dict[str, Any] | Prepared:
+        """The pure part of a call (any thread): the envelope and the input schema.
+        Returns the rejection to answer, or what the engine needs to go on."""
+        self._check_open()
+        checked = check_envelope(
+            call_id, conversation_id, method, params, max_bytes=self._max_params_bytes
+        )
+        registry = self._engine.registry  # swapped whole, never edited in place
+        if isinstance(checked, Rejection):
+            tool = registry.get(method) if type(method) is str else None
+            scope = tool.scope if tool else method.split(".")[0] if type(method) is str else ""
+            body = error_body(checked.code, checked.message, details=checked.details)
+            return reject(checked.call_id, scope, self.clock.now_ms(), body)
+        tool = registry.get(checked.method)
+        problems = input_problems(tool, checked.params) if tool is not None else None
+        return checked, tool, problems
+
+    async def _accept(self, prepared: Prepared) -> dict[str, Any]:
+        self._check_open()
+        msg = await self._engine.call(*prepared)
+        if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
+            self._arm()
+        return msg
+
+    async def call(
+        self, call_id: Any, conversation_id: Any, method: Any, params: Any
+    ) -> dict[str, Any]:
+        """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0).
+
+        Small params (a bounded walk says so) are checked right here; larger ones in the
+        default executor, so a huge call never blocks this loop.
+
+        Raises:
+            LineupError: `store_unavailable` or `store_corrupt` (nothing was persisted or
+                sent; the same call may be retried), `usage_invalid` once closed. Every
+                problem with the call itself is an `error` message, not an exception.
+        """
+        if _small(params):
+            prepared = self._prepare(call_id, conversation_id, method, params)
+        else:
+            prepared = await asyncio.get_running_loop().run_in_executor(
+                None, self._prepare, call_id, conversation_id, method, params
+            )
+        if not isinstance(prepared, tuple):
+            return prepared
+        return await self._accept(prepared)
+
+    async def _accept_many(self, prepared: list[dict[str, Any] | Prepared]) -> list[dict[str, Any]]:
+        self._check_open()
+        # gather schedules the calls as tasks ahead of anything they spawn (FIFO loop), and
+        # their acceptances share one group commit, in the order given
+        accepted = [self._engine.call(*p) for p in prepared if isinstance(p, tuple)]
+        answers = iter(await asyncio.gather(*accepted))
+        msgs = [next(answers) if isinstance(p, tuple) else p for p in prepared]
+        if any(m["kind"] == "receipt" for m in msgs):
+            self._arm()
+        return msgs
+
+    async def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[dict[str, Any]]:
+        """Accept several Agent calls `(call_id, conversation_id, method, params)` in one
+        runtime turn: each is routed, in the order given, before anything they start can
+        progress (so the first that starts an activation answers `starting` and the rest
+        `queued`); returns their messages in that order."""
+        return await self._accept_many([self._prepare(*c) for c in calls])
+
+    async def call_record(self, call_id: str) -> dict[str, Any] | None:
+        """What the runtime keeps of one Agent call: its `method`, `conversation_id` and
+        every persisted `messages` entry, oldest first (receipts, then the final); None for
+        a call_id it never accepted (rejections are not persisted)."""
+        self._check_open()
+        facts = self._engine.facts
+        found = facts.call_summary(call_id)
+        if found is None:
+            return None
+        return {
+            "call_id": call_id,
+            "method": found[0],
+            "conversation_id": found[1],
+            "messages": facts.messages(call_id),
+        }
+
+    async def settle(self) -> None:
+        """Wait until background work (activations, deliveries) and Surface listeners
+        have settled (a listener may start more work)."""
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._engine.idle()
+            pending = self._engine.subs.pending()
+            if not pending:
+                break
+            for sub in pending:
+                await loop.run_in_executor(None, sub.wait)
+        self._arm()
+
+    # -- the Host ------------------------------------------------------------------------
+    async def host_event(
+        self, event: str, *, conversation: str, scope: str, instance: str | None = None
+    ) -> bool:
+        """Send a Host event through the simulator; without `instance`, the latest shown
+        for that conversation. Returns whether the runtime applied it."""
+        self._check_open()
+        inst = instance or self.simulator.instance_for(conversation, scope)
+        if inst is None:
+            return False
+        applied = await self.simulator.send(event, inst, conversation, scope)
+        await self.settle()
+        return applied
+
+    # -- the Agent channel ---------------------------------------------------------------
+    async def outbox_fetch(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Up to `limit` (1–1000) unacknowledged messages, oldest first.
+
+        Raises:
+            LineupError: `usage_invalid` for a limit outside 1–1000.
+        """
+        _check_limit(limit)
+        self._check_open()
+        faults.hit("outbox.fetch")
+        return self._engine.facts.outbox_pending(limit)
+
+    async def outbox_ack(self, ids: list[str]) -> None:
+        """Mark messages (by their `id`) as received.
+
+        Raises:
+            LineupError: `usage_invalid` unless `ids` is a list of strings.
+        """
+        _check_ids(ids)
+        self._check_open()
+        faults.hit("outbox.ack")
+        with self._engine.store.transaction(fault_points=False):
+            self._engine.facts.ack(list(ids))
+
+    async def outbox_all(self) -> list[dict[str, Any]]:
+        """Every message ever written, acked or not (timelines and tests)."""
+        self._check_open()
+        return self._engine.facts.outbox_all()
+
+    # -- the Surface ---------------------------------------------------------------------
+    async def surface_get(self, conversation_id: str, scope: str) -> Snapshot:
+        """The current session data of a conversation's App session for a scope
+        (`Snapshot(None, 0)` when nothing is stored)."""
+        _usable_id("conversation_id", conversation_id)
+        _usable_id("scope", scope)
+        self._check_open()
+        return self._engine.surface_get(conversation_id, scope)
+
+    def _subscribe(
+        self, conversation_id: str, scope: str, listener: Callable[[str, Snapshot], None]
+    ) -> tuple[int, Any]:
+        self._check_open()
+        engine = self._engine
+        key = (scope, conversation_id)
+        token = engine.subs.add(key, listener, engine.surface_get(conversation_id, scope))
+        return token, engine.subs.subscription(key, token)
+
+    def _unsubscribe(self, conversation_id: str, scope: str, token: int) -> None:
+        if not self._closed:  # a closed runtime holds no listeners any more
+            self._engine.subs.remove((scope, conversation_id), token)
+
+    async def subscribe(
+        self, conversation_id: str, scope: str, listener: Callable[[str, Snapshot], None]
+    ) -> Callable[[], None]:
+        """Current snapshot first, then every change with strictly increasing revisions.
+
+        The listener runs on a thread of its own subscription, never on the loop; returns
+        (once the first frame was delivered) a function that unsubscribes, to call on
+        this loop."""
+        _usable_id("conversation_id", conversation_id)
+        _usable_id("scope", scope)
+        if not callable(listener):
+            raise LineupError("usage_invalid", "subscribe(listener) takes a callable")
+        token, sub = self._subscribe(conversation_id, scope, listener)
+        await asyncio.get_running_loop().run_in_executor(None, sub.wait)
+        return lambda: self._unsubscribe(conversation_id, scope, token)
+
+    async def operations(self, conversation_id: str, scope: str) -> list[dict[str, Any]]:
+        """The runtime's operation facts for a session (e.g. a focus and its `ends_at`)."""
+        self._check_open()
+        return [
+            {
+                "kind": r["kind"],
+                "state": r["state"],
+                "started_at": format_ts(r["started_ms"]),
+                "ends_at": format_ts(r["ends_ms"]),
+                "ended_at": format_ts(r["ended_ms"]) if r["ended_ms"] is not None else None,
+            }
+            for r in self._engine.facts.operations_of(conversation_id, scope)
+        ]
+
+    async def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
+        """The immutable IM records written for a conversation, oldest first."""
+        _usable_id("conversation_id", conversation_id)
+        self._check_open()
+        return self._engine.facts.im_records(conversation_id)
+
+    async def store_dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every table's rows (tests and invariant checks)."""
+        self._check_open()
+        return self._engine.store.dump()
+
+    async def close(self) -> None:
+        """Stop workers, close the database and release its lock."""
+        if self._closed:
+            return
+        try:
+            if self._timer is not None:
+                self._timer.cancel()
+            await self._engine.close()
+            self._engine.store.close()
+        finally:
+            self._closed = True
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+
+    async def __aenter__(self) -> AsyncRuntime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _method(tool: Tool) -> str:
+    return tool.method
+
+
+def _check_limit(limit: Any) -> None:
+    if type(limit) is not int or not 1 <= limit <= MAX_FETCH:
+        raise LineupError(
+            "usage_invalid",
+            f"outbox.fetch(limit) takes an integer from 1 to {MAX_FETCH}, not {limit!r}",
+        )
+
+
+def _check_ids(ids: Any) -> None:
+    if not isinstance(ids, list | tuple) or not all(type(i) is str for i in ids):
+        raise LineupError("usage_invalid", "outbox.ack(ids) takes a list of message ids")
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a file is rewritten (atomically or in place)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
+
+
+def _worker_env(env: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
+    out = []
+    for name, value in sorted((env or {}).items()):
+        if (
+            not isinstance(name, str)
+            or not _ENV_NAME.match(name)
+            or name.startswith(("LINEUP_", "PYTHON"))
+            or not isinstance(value, str)
+            or "\0" in value
+        ):
+            raise LineupError(
+                "usage_invalid",
+                f"worker_env: {str(name)[:60]!r} is not an upper-case variable name with a "
+                "string value (LINEUP_* and PYTHON* are never passed to workers)",
+            )
+        out.append((name, value))
+    return tuple(out)
+
+
+def _usable_id(name: str, value: Any) -> None:
+    """A conversation id or scope argument the store can look up (`usage_invalid`)."""
+    why = id_problem(name, value)
+    if why is not None:
+        raise LineupError("usage_invalid", why)
+
+
+def _small(value: Any, *, nodes: int = 256, chars: int = 16_384) -> bool:
+    """Whether `value` is plainly small: at most `nodes` containers and scalars and
+    `chars` characters of strings, found by a walk that stops as soon as it is not."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        nodes -= 1
+        if nodes < 0:
+            return False
+        if isinstance(item, str):
+            chars -= len(item)
+            if chars < 0:
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True

@@ -1,0 +1,160 @@
+"""Drive `starting` activations to `ready`, `failed` or `cancelled` (SPEC 5.2, 5.7), and
+apply Host lifecycle events."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Sequence
+
+from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite.decisions import Change, Decision
+from lineup_runtime_lite.drivers.shell import Shell
+from lineup_runtime_lite.drivers.workers import WorkerPool
+from lineup_runtime_lite.handlers import RuntimeHandler
+from lineup_runtime_lite.store.facts import SqliteFacts
+from lineup_runtime_lite.store.records import Call
+from lineup_runtime_lite.workers import WorkerError
+from lineup_sdk.errors import LineupError
+
+__all__ = ["ActivationDriver"]
+
+
+class ActivationDriver:
+    def __init__(
+        self,
+        shell: Shell,
+        pool: WorkerPool,
+        handlers: dict[str, RuntimeHandler],
+        check_trust: Callable[[str, str], None],
+    ) -> None:
+        self.shell = shell
+        self.pool = pool
+        self.handlers = handlers
+        self.check_trust = check_trust
+        self._driving: dict[str, asyncio.Task[None]] = {}
+
+    async def drive(self, act_id: str) -> None:
+        """Reconcile a `starting` activation: bring up the worker, then check readiness.
+
+        One driver per activation at a time (a retry or a tick may ask again)."""
+        if act_id in self._driving:
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._driving[act_id] = task
+        try:
+            await self._drive(act_id)
+        finally:
+            if self._driving.get(act_id) is task:
+                del self._driving[act_id]
+
+    def stop_driving(self, act_id: str) -> None:
+        """An activation that ended needs no worker start any more: stop its driver (a
+        worker still starting is killed), so `settle()` does not wait out its retries."""
+        task = self._driving.pop(act_id, None)
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+
+    async def _drive(self, act_id: str) -> None:
+        facts = self.shell.facts
+        act = facts.activation(act_id)
+        if act is None or act.state != "starting":
+            return
+        session = facts.session_by_id(act.app_session_id)
+        assert session is not None
+        if act.worker_ready:
+            await self.advance(act_id)
+            return
+        try:  # at every activation: the key, its scopes and `allow` now; nothing planted
+            self.check_trust(session.scope, session.version)
+        except LineupError as exc:
+            reason = "worker_failed" if exc.code == "install_tampered" else "app_untrusted"
+            await self.end(act_id, "failed", reason, cause=exc.code)
+            return
+        tools = self.shell.tools_of(session.scope, session.version)
+        if any(tool.delivery == "miniapp_sdk" for tool in tools.values()):
+            try:
+                await self.pool.ensure(session.scope, session.version)
+            except WorkerError as exc:
+                reason = "method_mismatch" if exc.kind == "method_mismatch" else "worker_failed"
+                cause = "sandbox_unavailable" if exc.kind == "sandbox" else None
+                await self.end(act_id, "failed", reason, cause=cause)
+                return
+            except LineupError as exc:
+                await self.end(act_id, "failed", "worker_failed", cause=exc.code)
+                return
+        await self.advance(act_id, worker_up=True)
+
+    async def advance(
+        self, act_id: str, *, worker_up: bool = False, confirmed: bool = False
+    ) -> bool:
+        """Commit the worker being up / the Host's confirmation, and `ready` once both
+        hold (`transitions.advance_activation`). False when nothing changed."""
+        now = self.shell.now()
+        operation_id = f"op_{secrets.token_hex(8)}"
+        shell, handlers = self.shell, self.handlers
+
+        def step(tx: SqliteFacts) -> Decision | None:
+            act = tx.activation(act_id)
+            if act is None:
+                return None
+            session = tx.session_by_id(act.app_session_id)
+            assert session is not None
+            trigger = tx.call(act.trigger_call_id)
+            on_ready: Callable[[Call], Sequence[Change]] | None = None
+            if trigger is not None:
+                tool = shell.tools_of(trigger.scope, session.version).get(trigger.method)
+                handler = handlers.get(tool.handler_key or "") if tool is not None else None
+                if tool is not None and tool.delivery == "runtime" and handler is not None:
+                    ids = t.NewIds("", "", operation_id)
+                    rt_tool, rt_handler = tool, handler
+
+                    def on_ready(call: Call) -> Sequence[Change]:
+                        return rt_handler.on_ready(rt_tool, call, now, ids)
+
+            return t.advance_activation(
+                act, trigger, now=now, worker_up=worker_up, confirmed=confirmed, on_ready=on_ready
+            )
+
+        return await shell.decide(step) is not None
+
+    async def end(self, act_id: str, state: str, reason: str, *, cause: str | None = None) -> bool:
+        """Fail or cancel a `starting` activation (`transitions.end_activation`); False
+        (writing nothing) when it already left `starting`."""
+        now = self.shell.now()
+        shell = self.shell
+
+        def step(tx: SqliteFacts) -> Decision | None:
+            act = tx.activation(act_id)
+            if act is None:
+                return None
+            session = tx.session_by_id(act.app_session_id)
+            assert session is not None
+            tools = shell.tools_of(session.scope, session.version)
+            waiting = tx.waiting_calls(act_id)
+            return t.end_activation(act, waiting, tools, state, reason, now=now, cause=cause)
+
+        return await shell.decide(step) is not None
+
+    async def host_event(self, event: str, instance: str, conversation_id: str, scope: str) -> bool:
+        """Apply one Host lifecycle event; returns whether it changed anything.
+
+        A stale confirmation (the instance is no longer starting) or a foreign one (it names
+        another conversation or scope) is ignored.
+        """
+        facts = self.shell.facts
+        act = facts.activation(instance)
+        session = facts.session_by_id(act.app_session_id) if act is not None else None
+        action = t.host_event_action(act, session, event, conversation_id, scope)
+        if action is None:
+            return False
+        if action == "confirm":
+            return await self.advance(instance, confirmed=True)
+        if action == "fail":
+            return await self.end(instance, "failed", "host_failed")
+        return await self.end(instance, "cancelled", "user_left")
+
+    def cancel_all(self) -> None:
+        for task in list(self._driving.values()):
+            task.cancel()

@@ -1,0 +1,296 @@
+"""Delivery: the per-session serial pump, at-most-once sends to workers, and the session
+data requests of the handlers they run."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lineup_runtime_lite import faults
+from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite.decisions import Decision
+from lineup_runtime_lite.drivers import STEP_TRIES
+from lineup_runtime_lite.drivers.shell import Shell
+from lineup_runtime_lite.drivers.workers import WorkerPool
+from lineup_runtime_lite.install import Tool
+from lineup_runtime_lite.sessiondata import SubscriptionHub
+from lineup_runtime_lite.store.facts import SqliteFacts
+from lineup_runtime_lite.store.records import Call, Session
+from lineup_runtime_lite.validation import validator_for
+from lineup_runtime_lite.workers import Worker, WorkerError
+from lineup_sdk.context import Snapshot
+from lineup_sdk.errors import LineupError
+
+__all__ = ["DeliveryDriver"]
+
+log = logging.getLogger("lineup.runtime")
+
+
+class DeliveryDriver:
+    """Deliver queued calls to workers one at a time per session; answer each once."""
+
+    def __init__(self, shell: Shell, pool: WorkerPool, subs: SubscriptionHub) -> None:
+        self.shell = shell
+        self.pool = pool
+        self.subs = subs
+        self._pumps: dict[str, asyncio.Task[None]] = {}
+        #: Sessions a decision in the current batch chose to send to at once (their pump
+        #: starts after the commit): no second call of theirs may be sent meanwhile.
+        self._claimed: set[str] = set()
+        self._caps: dict[str, _Grant] = {}  # capability -> what it grants
+
+    # -- the fast path -------------------------------------------------------------------
+    def idle(self, session: Session, method: str) -> bool:
+        """A call of `method` may be sent right after its commit: the session's pump is not
+        sending, its worker is up and its version serves the method from the SDK."""
+        sid = session.app_session_id
+        if sid in self._claimed:
+            return False
+        pump = self._pumps.get(sid)
+        if pump is not None and not pump.done():
+            return False
+        if self.pool.live(session.scope, session.version) is None:
+            return False
+        pinned = self.shell.tools_of(session.scope, session.version).get(method)
+        return pinned is not None and pinned.delivery == "miniapp_sdk"
+
+    def claim(self, session_id: str) -> None:
+        self._claimed.add(session_id)
+
+    def release(self, session_id: str) -> None:
+        self._claimed.discard(session_id)
+
+    def send_claimed(self, session: Session, call: Call) -> None:
+        """After the commit that marked `call` delivered: send it, then pump the rest."""
+        sid = session.app_session_id
+        self._claimed.discard(sid)
+        tool = self.shell.tools_of(session.scope, session.version)[call.method]
+        worker = self.pool.live(session.scope, session.version)
+        self._set_pump(sid, self.shell.spawn(self._send_then_pump(session, tool, call, worker)))
+
+    async def _send_then_pump(
+        self, session: Session, tool: Tool, call: Call, worker: Worker | None
+    ) -> None:
+        try:
+            if worker is None:  # it died between the decision and its commit
+                raise WorkerError("crashed", "the worker stopped")
+            await self._send(session, tool, call, worker)
+        except Exception as exc:  # the pump ends a call left `delivered` (at most once)
+            log.warning("delivery step failed: %s: %s", type(exc).__name__, exc)
+        await self._pump(session.app_session_id)
+
+    # -- the pump ------------------------------------------------------------------------
+    def kick(self, session_id: str) -> None:
+        """Make sure the session's serial delivery pump is running."""
+        if session_id in self._claimed:
+            return  # its send starts the pump after the commit
+        task = self._pumps.get(session_id)
+        if task is None or task.done():
+            self._set_pump(session_id, self.shell.spawn(self._pump(session_id)))
+
+    def _set_pump(self, session_id: str, task: asyncio.Task[Any]) -> None:
+        """Record the session's running pump; its entry goes when it ends (an idle session
+        holds no memory here, however many conversations there were)."""
+        self._pumps[session_id] = task
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            if self._pumps.get(session_id) is finished:
+                del self._pumps[session_id]
+
+        task.add_done_callback(done)
+
+    async def _pump(self, session_id: str) -> None:
+        """Deliver the session's queue in arrival order, one call at a time.
+
+        A step that fails (a commit, a reconcile step) is retried from the saved facts; after
+        `STEP_TRIES` failures in a row the facts wait for the next kick or recovery.
+        """
+        failures = 0
+        while True:
+            try:
+                if not await self._step(session_id):
+                    return
+            except Exception:
+                failures += 1
+                self.shell.wake_waiters()
+                if failures >= STEP_TRIES:
+                    raise
+                await asyncio.sleep(0.01 * (2**failures))
+                continue
+            failures = 0
+
+    async def _step(self, session_id: str) -> bool:
+        """One delivery; False when the queue is empty or its head waits on an activation."""
+        shell = self.shell
+        # Deliveries to a session are serial, so a call still `delivered` here was cut off
+        # by a failed step: at most once, so it ends with `delivery_interrupted`.
+        for call in shell.facts.delivered_calls(session_id):
+            await self.interrupt(call)
+        head = shell.facts.queue_head(session_id)
+        if head is None or head[1] != "ready":
+            return False
+        session = shell.facts.session_by_id(session_id)
+        assert session is not None
+        tools = shell.tools_of(session.scope, session.version)
+        tool = tools.get(head[0].method)
+        if tool is not None and tool.delivery == "miniapp_sdk":
+            try:
+                worker = await self.pool.ensure(session.scope, session.version)
+            except (WorkerError, LineupError):
+                await self._worker_lost(head[0])
+                return True
+        else:
+            worker = None
+        now = shell.now()
+        call = head[0]
+
+        def step(tx: SqliteFacts) -> Decision | None:
+            current = tx.queue_head(session_id)
+            if current is None or current[0].call_id != call.call_id:
+                return None  # it moved on meanwhile: the next step looks again
+            return t.next_delivery(current, tool, now)
+
+        decision = await shell.decide(step)
+        if decision is not None and decision.deliver is not None:
+            assert worker is not None and tool is not None
+            await self._send(session, tool, call, worker)
+        return True
+
+    async def interrupt(self, call: Call) -> None:
+        now = self.shell.now()
+        await self.shell.decide(lambda tx: t.interrupt_delivery(call, now))
+
+    async def _worker_lost(self, call: Call) -> None:
+        """The app cannot run any more: its ready activation fails, its queue is answered."""
+        shell = self.shell
+        now = shell.now()
+        assert call.activation_id is not None
+        act_id = call.activation_id
+
+        def step(tx: SqliteFacts) -> Decision | None:
+            act = tx.activation(act_id)
+            if act is None:
+                return None
+            session = tx.session_by_id(act.app_session_id)
+            assert session is not None
+            tools = shell.tools_of(session.scope, session.version)
+            return t.worker_lost(act, tx.waiting_calls(act_id), tools, now=now)
+
+        await shell.decide(step)
+
+    async def _send(self, session: Session, tool: Tool, call: Call, worker: Worker) -> None:
+        """Send a call already committed as `delivered`; commit its one final answer."""
+        faults.hit("deliver.before_send")
+        cap = secrets.token_urlsafe(24)
+        ctx = {
+            "call_id": call.call_id,
+            "app_scope": session.scope,
+            "app_session_id": session.app_session_id,
+            "conversation_id": session.conversation_id,
+            "cap": cap,
+            "timeout_s": tool.timeout_s,
+        }
+        rid: int | None = None
+        outcome: dict[str, Any]
+        try:
+            # the stored params text goes to the worker as is: never decoded and re-encoded
+            # on the loop (a 1 MiB array would cost other sessions tens of milliseconds)
+            rid, fut = worker.send_delivery(tool.method, call.params, ctx)
+            # the capability names this delivery's App session only, and only until it ends
+            self._caps[cap] = _Grant(
+                session.scope, session.app_session_id, session.conversation_id, worker, rid
+            )
+            # a timer on the loop instead of wait_for(shield(...)): no extra tasks per call
+            timer = asyncio.get_running_loop().call_later(tool.timeout_s, _expire, fut)
+            try:
+                reply = await fut
+            finally:
+                timer.cancel()
+        except TimeoutError:
+            if rid is not None:
+                worker.forget(rid)
+            outcome = {"timed_out": True}
+        except WorkerError as exc:
+            outcome = {"worker_error": (exc.kind, str(exc))}
+        else:
+            faults.hit("deliver.after_reply")
+            problems = None
+            if reply.get("ok"):
+                problems = validator_for(tool.result_schema).problems(reply.get("result"))
+            outcome = {"reply": reply, "result_problems": problems}
+        finally:
+            self._caps.pop(cap, None)
+        now = self.shell.now()
+        await self.shell.decide(lambda tx: t.answer_delivery(call, tool, now=now, **outcome))
+
+    # -- session data from workers -------------------------------------------------------
+    async def session_request(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+        grant = self._caps.get(msg["cap"])
+        if grant is None or grant.worker is not worker or grant.delivery != msg["d"]:
+            # a capability of another delivery, or of one that has ended: the asking
+            # delivery ends now, whatever its handler does next
+            worker.end_delivery(msg["d"], "the handler used a session capability it does not hold")
+            return _refusal("worker_protocol_error", "unknown session capability")
+        scope, sid, conv = grant.scope, grant.session_id, grant.conversation_id
+        op = msg.get("op")
+        store = self.shell.store
+        try:
+            if op == "get":
+                snap = self.shell.facts.session_data(scope, sid)
+            elif op == "replace":
+                made: list[Snapshot] = []
+                data, expected = msg.get("data"), msg.get("expected_revision")
+
+                def step(tx: SqliteFacts) -> Decision:
+                    decision, snapshot = t.replace_session_data(
+                        tx.session_data(scope, sid), scope, sid, data, expected
+                    )
+                    made.append(snapshot)
+                    return decision
+
+                commits = store.commits
+                try:
+                    await self.shell.decide(step)
+                except LineupError:
+                    raise
+                except Exception as exc:
+                    if store.commits == commits:  # rolled back: nothing changed
+                        log.warning("session data commit failed: %s", exc)
+                        return _refusal(
+                            "handler_failed", "the runtime could not store the session data"
+                        )
+                    # committed, then a later step failed: the saved revision stands
+                snap = made[-1]
+                self.subs.changed((scope, conv), snap)
+            else:
+                return _refusal("worker_protocol_error", f"unknown op {op!r}")
+        except LineupError as exc:
+            return _refusal(exc.code, exc.message)
+        return {"ok": True, "revision": snap.revision, "data": snap.data}
+
+    def pending(self) -> Callable[[], bool]:
+        return lambda: bool(self._pumps)
+
+
+def _refusal(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code, "message": message}}
+
+
+@dataclass(frozen=True, slots=True)
+class _Grant:
+    """What one session-data capability allows: one delivery's App session."""
+
+    scope: str
+    session_id: str
+    conversation_id: str
+    worker: Worker
+    delivery: int
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())

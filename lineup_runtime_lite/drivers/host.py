@@ -1,0 +1,92 @@
+"""The Host relay: undelivered Host intents, ordered per instance (SPEC 5.7)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from lineup_runtime_lite import faults
+from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite.decisions import Decision
+from lineup_runtime_lite.drivers import STEP_TRIES
+from lineup_runtime_lite.drivers.shell import Shell
+from lineup_runtime_lite.store.facts import SqliteFacts
+
+__all__ = ["HostRelay"]
+
+log = logging.getLogger("lineup.runtime")
+
+
+class HostRelay:
+    def __init__(
+        self, shell: Shell, host_intent: Callable[[dict[str, Any]], Awaitable[None]] | None
+    ) -> None:
+        self.shell = shell
+        self.host_intent = host_intent
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()  # set when a new intent arrives while relaying
+
+    def kick(self) -> None:
+        """Make sure the relay is sending the undelivered intents."""
+        if self.host_intent is None:
+            return
+        if self._task is None or self._task.done():
+            self._wake.clear()
+            self._task = self.shell.spawn(self._relay())
+        else:
+            self._wake.set()  # a new intent need not wait out another one's backoff
+
+    async def _relay(self) -> None:
+        """Send undelivered Host intents, oldest first but ordered per instance only: an
+        intent the Host refuses is retried with backoff (then left for the next kick: a new
+        intent, a clock tick, a retried call, or recovery) while other instances' intents
+        go on. Each is marked delivered only after the Host acted, so a crash in between
+        sends it again with the same dedup key. An intent whose activation has ended is
+        superseded (never sent): `end_activation` marks it in the decision that ends the
+        activation, `supersede_ended` covers older databases."""
+        assert self.host_intent is not None
+        shell = self.shell
+        loop = asyncio.get_running_loop()
+        failures: dict[str, int] = {}
+        retry_at: dict[str, float] = {}
+        while True:
+            heads = [
+                h for h in shell.facts.intent_heads() if failures.get(h.instance, 0) < STEP_TRIES
+            ]
+            if not heads:
+                return
+            superseded = t.supersede_ended(heads)
+            if superseded is not None:
+                await shell.decide(_const(superseded))
+                continue
+            now = loop.time()
+            due = [h for h in heads if retry_at.get(h.instance, 0.0) <= now]
+            if not due:
+                self._wake.clear()
+                wait = min(retry_at[h.instance] for h in heads) - now
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                continue
+            head = due[0]
+            try:
+                faults.hit("host.reconcile")
+                await self.host_intent(json.loads(head.body))
+                faults.hit("host.after_intent")
+            except Exception as exc:
+                tries = failures[head.instance] = failures.get(head.instance, 0) + 1
+                if tries >= STEP_TRIES:
+                    log.warning("the Host did not take intent %s: %s", head.id, exc)
+                retry_at[head.instance] = loop.time() + 0.01 * (2**tries)
+                continue
+            failures.pop(head.instance, None)
+            retry_at.pop(head.instance, None)
+            await shell.decide(_const(t.intent_delivered(head)))
+
+
+def _const(decision: Decision) -> Callable[[SqliteFacts], Decision]:
+    """A step whose decision was made from facts read before it (its guards re-check)."""
+    return lambda tx: decision

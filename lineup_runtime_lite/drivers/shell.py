@@ -1,0 +1,36 @@
+"""What every driver needs of the engine that composes them (a port: drivers never import
+the engine, and the engine is the only module that knows them all)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from lineup_runtime_lite.decisions import Decision
+from lineup_runtime_lite.install import Tool
+from lineup_runtime_lite.store.facts import SqliteFacts
+from lineup_runtime_lite.store.sqlite import Store
+
+__all__ = ["Shell"]
+
+
+class Shell(Protocol):
+    store: Store
+    #: Reads outside a batch (the loop's own connection; never inside another's step).
+    facts: SqliteFacts
+    activation_timeout_ms: int
+
+    def now(self) -> int: ...
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]: ...
+    def tools_of(self, scope: str, version: str) -> dict[str, Tool]: ...
+    def methods_for(self, scope: str, handler_key: str) -> list[str]: ...
+
+    async def decide(self, step: Callable[[SqliteFacts], Decision | None]) -> Decision | None:
+        """Commit the decision `step` makes (inside its savepoint, in the next group
+        commit) and perform its effects; None when it decided nothing or lost a race."""
+        ...
+
+    def wake_waiters(self) -> None:
+        """Answer in-process waiters whose final is committed."""
+        ...

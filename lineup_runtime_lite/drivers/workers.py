@@ -1,0 +1,104 @@
+"""The running worker of each installed app version, started on demand (with retries)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from lineup_runtime_lite.drivers import WORKER_START_TRIES
+from lineup_runtime_lite.drivers.shell import Shell
+from lineup_runtime_lite.workers import Worker, WorkerError, WorkerOptions
+
+__all__ = ["WorkerPool"]
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        shell: Shell,
+        logs_dir: Path,
+        options: WorkerOptions,
+        check_app: Callable[[str, str], None],
+        on_session_request: Callable[[Worker, dict[str, Any]], Awaitable[dict[str, Any]]],
+    ) -> None:
+        self.shell = shell
+        self.logs_dir = logs_dir
+        self.options = options
+        self.check_app = check_app
+        self.on_session_request = on_session_request
+        self.workers: dict[tuple[str, str], Worker] = {}
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.sandbox_report: dict[str, Any] | None = None  # what the last worker enforced
+
+    def live(self, scope: str, version: str) -> Worker | None:
+        worker = self.workers.get((scope, version))
+        return worker if worker is not None and not worker.dead else None
+
+    async def ensure(self, scope: str, version: str) -> Worker:
+        """The running worker of an app version, started (with retries) if needed.
+
+        Raises:
+            WorkerError: the worker cannot start (`sandbox` when the mode refuses).
+            LineupError: the installed app fails its checks (`install_tampered`, trust).
+        """
+        key = (scope, version)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            worker = self.workers.get(key)
+            if worker is not None and not worker.dead:
+                return worker
+            if worker is not None:  # a recycled worker: its whole tree goes first
+                await worker.kill()
+                del self.workers[key]
+            self.check_app(scope, version)
+            row = self.shell.facts.version_row(scope, version)
+            assert row is not None
+            manifest = json.loads(row["manifest"])
+            network = bool(manifest["app"].get("permissions", {}).get("network"))
+            last: WorkerError | None = None
+            for _ in range(WORKER_START_TRIES):
+                worker = Worker(
+                    scope,
+                    version,
+                    Path(row["dir"]),
+                    manifest["app"]["entry"],
+                    self.logs_dir / f"{scope}-{version}.log",
+                    self.on_session_request,
+                    options=self.options,
+                    network=network,
+                )
+                try:
+                    methods = await worker.start()
+                except WorkerError as exc:
+                    if exc.kind == "sandbox":
+                        raise  # the platform will not change on a retry
+                    last = exc
+                    continue
+                except asyncio.CancelledError:  # nobody waits for it: no orphan process
+                    await asyncio.shield(worker.kill())
+                    raise
+                if worker.sandbox is not None:
+                    self.sandbox_report = worker.sandbox
+                expected = sorted(
+                    t.method
+                    for t in self.shell.tools_of(scope, version).values()
+                    if t.delivery == "miniapp_sdk"
+                )
+                if methods != expected:
+                    await worker.kill()
+                    raise WorkerError(
+                        "method_mismatch",
+                        f"the worker serves {methods}, the manifest declares {expected}",
+                    )
+                self.workers[key] = worker
+                return worker
+            assert last is not None
+            raise last
+
+    async def close(self) -> None:
+        for worker in list(self.workers.values()):
+            await worker.kill()
+        self.workers.clear()

@@ -1,0 +1,387 @@
+"""The runtime's engine on one asyncio loop: the composition root of the drivers.
+
+It routes Agent calls (reading facts and asking `transitions.accept_call` inside one
+savepoint of a group commit), performs every decision's effects after its COMMIT, and owns
+the Registry, the waiters for final answers and the background tasks (SPEC 5.2, 5.6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite.clock import Clock
+from lineup_runtime_lite.decisions import Decision
+from lineup_runtime_lite.drivers.activation import ActivationDriver
+from lineup_runtime_lite.drivers.commit import GroupCommit
+from lineup_runtime_lite.drivers.delivery import DeliveryDriver
+from lineup_runtime_lite.drivers.host import HostRelay
+from lineup_runtime_lite.drivers.timers import Timers
+from lineup_runtime_lite.drivers.workers import WorkerPool
+from lineup_runtime_lite.handlers import HandlerContext, RuntimeHandler
+from lineup_runtime_lite.install import Tool, load_tools
+from lineup_runtime_lite.messages import FINAL_STAGES, error_body
+from lineup_runtime_lite.params import Envelope, schema_rejection
+from lineup_runtime_lite.pomodoro import HANDLERS
+from lineup_runtime_lite.sessiondata import SubscriptionHub
+from lineup_runtime_lite.store.facts import LostRace, SqliteFacts
+from lineup_runtime_lite.store.records import Session
+from lineup_runtime_lite.store.sqlite import Store
+from lineup_runtime_lite.validation import clip, validator_for
+from lineup_runtime_lite.workers import WorkerOptions
+from lineup_sdk.context import Snapshot
+
+__all__ = ["Engine", "input_problems", "new_id"]
+
+log = logging.getLogger("lineup.runtime")
+
+
+def new_id(prefix: str) -> str:
+    """A fresh, unguessable id such as `ses_…` or `inst_…`."""
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+class Engine:
+    """Everything on the runtime's loop. Methods run on that loop only."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        apps_dir: Path,
+        logs_dir: Path,
+        *,
+        activation_timeout_s: float,
+        host_intent: Callable[[dict[str, Any]], Awaitable[None]] | None,
+        check_app: Callable[[str, str], None],
+        check_trust: Callable[[str, str], None],
+        worker_options: WorkerOptions,
+        handlers: dict[str, RuntimeHandler] | None = None,
+    ) -> None:
+        self.store = store
+        self.facts = store.facts
+        self.clock = clock
+        self.apps_dir = apps_dir
+        self.logs_dir = logs_dir
+        self.activation_timeout_ms = int(activation_timeout_s * 1000)
+        self.handlers = dict(HANDLERS if handlers is None else handlers)
+        self.registry: dict[str, Tool] = {}
+        self._versions: dict[tuple[str, str], dict[str, Tool]] = {}
+        self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.subs = SubscriptionHub()
+        self.commits = GroupCommit(store)
+        self.pool = WorkerPool(self, logs_dir, worker_options, check_app, self._session_request)
+        self.delivery = DeliveryDriver(self, self.pool, self.subs)
+        self.activations = ActivationDriver(self, self.pool, self.handlers, check_trust)
+        self.host = HostRelay(self, host_intent)
+        self.timers = Timers(self, self.activations, self.delivery, self.host, self.handlers)
+        self.load_registry()
+
+    # -- plumbing ------------------------------------------------------------------------
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            # A reconcile step failed after its commit: the saved facts stay pending and the
+            # next reconcile re-drives them; whoever waits on a final that did commit is
+            # answered now.
+            log.warning("background step failed: %s: %s", type(exc).__name__, exc)
+            self.wake_waiters()
+
+    async def idle(self) -> None:
+        """Wait until no background work is pending."""
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    async def _session_request(self, worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
+        return await self.delivery.session_request(worker, msg)
+
+    # -- the Registry --------------------------------------------------------------------
+    def load_registry(self) -> None:
+        """Project installed manifests into the Registry."""
+        registry: dict[str, Tool] = {}
+        for scope, version in self.facts.installed():
+            for tool in self.tools_of(scope, version).values():
+                registry[tool.method] = tool
+        self.registry = registry  # one swap: callers' threads read it without a lock
+
+    def tools_of(self, scope: str, version: str) -> dict[str, Tool]:
+        key = (scope, version)
+        tools = self._versions.get(key)
+        if tools is None:
+            import json
+
+            row = self.facts.version_row(scope, version)
+            if row is None:
+                raise KeyError(key)
+            manifest = json.loads(row["manifest"])
+            tools = self._versions[key] = {
+                tool.method: tool for tool in load_tools(scope, version, manifest)
+            }
+        return tools
+
+    def methods_for(self, scope: str, handler_key: str) -> list[str]:
+        return [
+            tool.method
+            for tool in self.registry.values()
+            if tool.scope == scope and tool.handler_key == handler_key
+        ]
+
+    # -- decisions -----------------------------------------------------------------------
+    async def decide(self, step: Callable[[SqliteFacts], Decision | None]) -> Decision | None:
+        """Commit the decision `step` makes inside its savepoint of the next group commit,
+        then perform its effects. None when it decided nothing or lost a race."""
+        try:
+            decision = await self.commits.submit(_applying(step))
+        except LostRace:
+            return None
+        if decision is not None:
+            self.perform(decision)
+        return decision  # type: ignore[no-any-return]
+
+    def perform(self, decision: Decision) -> None:
+        """A committed decision's effects: answer waiters, stop ended activations' drivers,
+        pump sessions, drive activations, relay Host intents."""
+        for msg in decision.finals:
+            for fut in self._finals.pop(msg["call_id"], []):
+                if not fut.done():
+                    fut.set_result(msg)
+        for act_id in decision.stop:
+            self.activations.stop_driving(act_id)
+        for session_id in decision.kick:
+            self.delivery.kick(session_id)
+        for act_id in decision.drive:
+            self.spawn(self.activations.drive(act_id))
+        if decision.host:
+            self.host.kick()
+
+    def _wait_final(self, call_id: str) -> asyncio.Future[dict[str, Any]]:
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._finals.setdefault(call_id, []).append(fut)
+        return fut
+
+    def _drop_waiter(self, call_id: str, fut: asyncio.Future[dict[str, Any]]) -> None:
+        waiters = self._finals.get(call_id)
+        if waiters is not None:
+            if fut in waiters:
+                waiters.remove(fut)
+            if not waiters:
+                del self._finals[call_id]
+
+    def wake_waiters(self) -> None:
+        """Answer every in-process waiter whose call already has a committed final (its
+        publication was lost to a failure between COMMIT and the next step)."""
+        for call_id in list(self._finals):
+            msg = self.facts.latest_message(call_id)
+            if msg is not None and msg["stage"] in FINAL_STAGES:
+                for fut in self._finals.pop(call_id, []):
+                    if not fut.done():
+                        fut.set_result(msg)
+
+    # -- Agent calls ---------------------------------------------------------------------
+    async def call(
+        self,
+        env: Envelope,
+        checked_tool: Tool | None = None,
+        problems: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Accept one Agent call (SPEC 5.2) and return the message for this step.
+
+        `env` passed the envelope checks in the caller's thread; `problems` are the input
+        schema's findings against `checked_tool`, also computed there (validation never
+        runs on this loop unless the registry changed in between).
+        """
+        now = self.now()
+        call_id = env.call_id
+        tool = self.registry.get(env.method)
+        scope = tool.scope if tool else env.method.split(".")[0]
+        ev = t.CallEvent(call_id, env.conversation_id, env.method, env.params_json, env.fingerprint)
+        if tool is not None and (problems is None or checked_tool is not tool):
+            problems = input_problems(tool, env.params)  # installed in between: check here
+        fast: list[Session] = []
+        fut = self._wait_final(call_id)
+
+        def step(tx: SqliteFacts) -> Decision:
+            existing = tx.call(call_id)
+            if existing is not None:
+                return t.retried_call(existing, ev, scope, now)
+            if tool is None:
+                body = error_body("unknown_method", f"no installed app declares {env.method!r}")
+                return t.reject_call(call_id, scope, body, now)
+            if problems:
+                message, details = schema_rejection(env.method, problems)
+                body = error_body("invalid_params", message, details=details)
+                return t.reject_call(call_id, tool.scope, body, now)
+            ids = t.NewIds(new_id("ses"), new_id("inst"), new_id("op"))
+            if tool.delivery == "runtime":
+                handler = self.handlers[tool.handler_key or ""]
+                ctx = HandlerContext(
+                    now, ids, self.activation_timeout_ms, self.tools_of, self.methods_for
+                )
+                return handler.accept(tx, tool, ev, ctx)
+            session = tx.session(env.conversation_id, tool.scope)
+            act = tx.current_activation(session.app_session_id) if session else None
+            idle = (
+                session is not None
+                and act is not None
+                and act.state == "ready"
+                and self.delivery.idle(session, tool.method)
+            )
+            version = session.version if session else tx.app_version(tool.scope)
+            assert version is not None
+            decision = t.accept_call(
+                ev,
+                tool,
+                session,
+                act,
+                app_version=version,
+                idle=idle,
+                ids=ids,
+                now=now,
+                timeout_ms=self.activation_timeout_ms,
+            )
+            if decision.deliver is not None:
+                assert session is not None
+                self.delivery.claim(session.app_session_id)
+                fast.append(session)
+            return decision
+
+        try:
+            decision = await self.decide(step)
+        except BaseException:
+            self._drop_waiter(call_id, fut)
+            for session in fast:
+                self.delivery.release(session.app_session_id)
+            raise
+        assert decision is not None
+        if decision.replay:
+            self._drop_waiter(call_id, fut)
+            self.timers.reconcile_call(call_id)
+            latest = self.facts.latest_message(call_id)
+            if latest is not None:
+                return latest
+            return await self._wait_final(call_id)
+        if decision.answer is not None:
+            self._drop_waiter(call_id, fut)
+            return decision.answer
+        if fast:
+            assert tool is not None
+            session = fast[0]
+            self.delivery.send_claimed(session, _delivered(ev, tool, session))
+        return await fut
+
+    # -- reads ---------------------------------------------------------------------------
+    def surface_get(self, conversation_id: str, scope: str) -> Snapshot:
+        session = self.facts.session(conversation_id, scope)
+        if session is None:
+            return Snapshot(None, 0)
+        return self.facts.session_data(scope, session.app_session_id)
+
+    # -- clock, recovery, close ----------------------------------------------------------
+    async def tick(self) -> None:
+        await self.timers.tick()
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    async def recover(self) -> None:
+        await self.timers.recover()
+
+    async def host_event(self, event: str, instance: str, conversation_id: str, scope: str) -> bool:
+        return await self.activations.host_event(event, instance, conversation_id, scope)
+
+    def held(self) -> dict[str, int]:
+        """How much per-session and per-call state the engine holds right now (an idle
+        runtime holds none, however many conversations it served)."""
+        return {
+            "pumps": len(self.delivery._pumps),
+            "claimed": len(self.delivery._claimed),
+            "capabilities": len(self.delivery._caps),
+            "finals": len(self._finals),
+            "driving": len(self.activations._driving),
+            "tasks": len(self._tasks),
+            "subscriptions": len(self.subs),
+            "queued_decisions": len(self.commits._queue),
+        }
+
+    @property
+    def workers(self) -> dict[tuple[str, str], Any]:
+        """The running workers by `(scope, version)`."""
+        return self.pool.workers
+
+    @property
+    def sandbox_report(self) -> dict[str, Any] | None:
+        return self.pool.sandbox_report
+
+    async def close(self) -> None:
+        self.subs.close()
+        await self.pool.close()
+        pending = [task for task in self._tasks if task is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        if pending:  # cancelled background steps leave their facts for the next open
+            await asyncio.wait(pending, timeout=5)
+
+
+def _applying(
+    step: Callable[[SqliteFacts], Decision | None],
+) -> Callable[[SqliteFacts], Decision | None]:
+    """The batch step: decide, then write the decision's changes (a guard that finds no
+    row raises `LostRace`, so the savepoint is rolled back and the decision dropped)."""
+
+    def run(tx: SqliteFacts) -> Decision | None:
+        decision = step(tx)
+        if decision is not None:
+            for change in decision.changes:
+                tx.apply(change)
+        return decision
+
+    return run
+
+
+def _delivered(ev: t.CallEvent, tool: Tool, session: Session) -> Any:
+    from lineup_runtime_lite.store.records import Call
+
+    return Call(
+        ev.call_id,
+        ev.fingerprint,
+        ev.conversation_id,
+        tool.scope,
+        tool.method,
+        ev.params,
+        session.app_session_id,
+        None,
+        None,
+        "delivered",
+    )
+
+
+def input_problems(tool: Tool, params: Any) -> list[dict[str, Any]]:
+    """The input schema's problems with strict-JSON `params` (pure; any thread)."""
+    if not isinstance(params, dict):
+        return [
+            {
+                "path": "",
+                "message": "params must be a JSON object",
+                "expected": 'type "object"',
+                "value": clip(params),
+            }
+        ]
+    return validator_for(tool.input_schema).problems(params)

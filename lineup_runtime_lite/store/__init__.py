@@ -1,0 +1,24 @@
+"""The runtime's facts: the SQLite store (connection, lock, migrations, group commit), the
+`Facts` port with every SQL statement, and the typed records it returns."""
+
+from __future__ import annotations
+
+from lineup_runtime_lite.store.facts import Facts, LostRace, SqliteFacts
+from lineup_runtime_lite.store.records import Activation, Call, Intent, Operation, Session
+from lineup_runtime_lite.store.schema import _MIGRATIONS, SCHEMA_VERSION
+from lineup_runtime_lite.store.sqlite import Store, store_error
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "_MIGRATIONS",
+    "Activation",
+    "Call",
+    "Facts",
+    "Intent",
+    "LostRace",
+    "Operation",
+    "Session",
+    "SqliteFacts",
+    "Store",
+    "store_error",
+]

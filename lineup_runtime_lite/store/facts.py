@@ -1,0 +1,601 @@
+"""Every SQL statement the runtime runs on its facts, behind one narrow port.
+
+`Facts` is the port (a second store, say PostgreSQL, would implement it); `SqliteFacts` is
+the SQLite implementation. Reads return typed records (`store.records`); writes are the
+guarded changes of `decisions` (`apply`), so nothing outside this package writes SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Protocol
+
+from lineup_runtime_lite.decisions import (
+    ActivationUpdate,
+    CallState,
+    Change,
+    EndOperation,
+    IntentDelivered,
+    NewActivation,
+    NewCall,
+    NewIMRecord,
+    NewIntent,
+    NewOperation,
+    NewSession,
+    Record,
+    ReopenActivation,
+    ReplaceSessionData,
+    SupersedeIntents,
+)
+from lineup_runtime_lite.store.records import Activation, Call, Intent, Operation, Session
+from lineup_sdk.context import Snapshot
+
+__all__ = ["Facts", "LostRace", "SqliteFacts"]
+
+_FINAL = ("result", "error")
+
+
+class LostRace(Exception):
+    """A guarded change found no row in the state it expected: another decision won."""
+
+
+class Facts(Protocol):
+    """What the drivers read and how decisions are written (one implementation per store)."""
+
+    def call(self, call_id: str) -> Call | None: ...
+    def latest_message(self, call_id: str) -> dict[str, Any] | None: ...
+    def messages(self, call_id: str) -> list[dict[str, Any]]: ...
+    def session(self, conversation_id: str, scope: str) -> Session | None: ...
+    def session_by_id(self, app_session_id: str) -> Session | None: ...
+    def app_version(self, scope: str) -> str | None: ...
+    def activation(self, activation_id: str) -> Activation | None: ...
+    def current_activation(self, app_session_id: str) -> Activation | None: ...
+    def waiting_calls(self, activation_id: str) -> list[Call]: ...
+    def delivered_calls(self, app_session_id: str | None = None) -> list[Call]: ...
+    def queue_head(self, app_session_id: str) -> tuple[Call, str] | None: ...
+    def call_activation(self, call_id: str) -> tuple[Call, Activation] | None: ...
+    def active_calls(self, conversation_id: str, methods: list[str]) -> bool: ...
+    def starting_trigger(self, conversation_id: str, methods: list[str]) -> str | None: ...
+    def focusing(self, conversation_id: str) -> Operation | None: ...
+    def due_activations(self, now_ms: int) -> list[str]: ...
+    def due_operations(self, now_ms: int) -> list[tuple[Operation, str]]: ...
+    def next_deadline(self) -> int | None: ...
+    def intent_heads(self) -> list[Intent]: ...
+    def intents_pending(self) -> bool: ...
+    def activations_to_drive(self) -> list[str]: ...
+    def sessions_to_pump(self) -> list[str]: ...
+    def session_data(self, scope: str, app_session_id: str) -> Snapshot: ...
+    def apply(self, change: Change) -> None: ...
+
+
+class SqliteFacts:
+    """`Facts` on one SQLite connection (the loop thread's)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    # -- calls and messages --------------------------------------------------------------
+    def call(self, call_id: str) -> Call | None:
+        row = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,)).fetchone()
+        return _call(row) if row is not None else None
+
+    def latest_message(self, call_id: str) -> dict[str, Any] | None:
+        row = self.db.execute(
+            "SELECT body FROM receipts WHERE call_id=? ORDER BY n DESC LIMIT 1", (call_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        out: dict[str, Any] = json.loads(row[0])
+        return out
+
+    def messages(self, call_id: str) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT body FROM receipts WHERE call_id=? ORDER BY n", (call_id,)
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def finals(self, call_ids: list[str]) -> list[dict[str, Any]]:
+        """The committed final messages among `call_ids`."""
+        out = []
+        for call_id in call_ids:
+            msg = self.latest_message(call_id)
+            if msg is not None and msg["stage"] in _FINAL:
+                out.append(msg)
+        return out
+
+    # -- sessions and activations --------------------------------------------------------
+    def session(self, conversation_id: str, scope: str) -> Session | None:
+        row = self.db.execute(
+            "SELECT * FROM app_sessions WHERE conversation_id=? AND scope=?",
+            (conversation_id, scope),
+        ).fetchone()
+        return _session(row) if row is not None else None
+
+    def session_by_id(self, app_session_id: str) -> Session | None:
+        row = self.db.execute(
+            "SELECT * FROM app_sessions WHERE app_session_id=?", (app_session_id,)
+        ).fetchone()
+        return _session(row) if row is not None else None
+
+    def app_version(self, scope: str) -> str | None:
+        row = self.db.execute("SELECT version FROM apps WHERE scope=?", (scope,)).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def activation(self, activation_id: str) -> Activation | None:
+        row = self.db.execute(
+            "SELECT * FROM activations WHERE activation_id=?", (activation_id,)
+        ).fetchone()
+        return _activation(row) if row is not None else None
+
+    def current_activation(self, app_session_id: str) -> Activation | None:
+        row = self.db.execute(
+            "SELECT * FROM activations WHERE app_session_id=? "
+            "ORDER BY created_ms DESC, rowid DESC LIMIT 1",
+            (app_session_id,),
+        ).fetchone()
+        return _activation(row) if row is not None else None
+
+    def waiting_calls(self, activation_id: str) -> list[Call]:
+        rows = self.db.execute(
+            "SELECT * FROM calls WHERE activation_id=? AND state='queued' ORDER BY seq",
+            (activation_id,),
+        ).fetchall()
+        return [_call(r) for r in rows]
+
+    def delivered_calls(self, app_session_id: str | None = None) -> list[Call]:
+        """Calls left `delivered` (of one session, or all, oldest first)."""
+        if app_session_id is None:
+            rows = self.db.execute(
+                "SELECT * FROM calls WHERE state='delivered' ORDER BY created_ms, rowid"
+            ).fetchall()
+        else:
+            rows = self.db.execute(
+                "SELECT * FROM calls WHERE app_session_id=? AND state='delivered' ORDER BY seq",
+                (app_session_id,),
+            ).fetchall()
+        return [_call(r) for r in rows]
+
+    def queue_head(self, app_session_id: str) -> tuple[Call, str] | None:
+        """The session's oldest queued call and its activation's state."""
+        row = self.db.execute(
+            "SELECT c.*, a.state AS act_state FROM calls c JOIN activations a "
+            "ON a.activation_id = c.activation_id WHERE c.app_session_id=? AND c.state='queued' "
+            "ORDER BY c.seq LIMIT 1",
+            (app_session_id,),
+        ).fetchone()
+        return (_call(row), str(row["act_state"])) if row is not None else None
+
+    def call_activation(self, call_id: str) -> tuple[Call, Activation] | None:
+        row = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,)).fetchone()
+        if row is None or row["activation_id"] is None:
+            return None
+        act = self.activation(row["activation_id"])
+        return (_call(row), act) if act is not None else None
+
+    # -- runtime operations (Pomodoro) ---------------------------------------------------
+    def active_calls(self, conversation_id: str, methods: list[str]) -> bool:
+        """Whether a call of one of `methods` is queued or running in the conversation."""
+        if not methods:
+            return False
+        marks = ",".join("?" * len(methods))
+        row = self.db.execute(
+            f"SELECT 1 FROM calls WHERE conversation_id=? AND method IN ({marks}) "
+            "AND state IN ('queued','running') LIMIT 1",
+            (conversation_id, *methods),
+        ).fetchone()
+        return row is not None
+
+    def starting_trigger(self, conversation_id: str, methods: list[str]) -> str | None:
+        """The starting activation a queued call of `methods` triggered, if any."""
+        if not methods:
+            return None
+        marks = ",".join("?" * len(methods))
+        row = self.db.execute(
+            "SELECT a.activation_id FROM calls c JOIN activations a "
+            f"ON a.trigger_call_id=c.call_id WHERE c.conversation_id=? AND c.method IN ({marks}) "
+            "AND c.state='queued' AND a.state='starting' LIMIT 1",
+            (conversation_id, *methods),
+        ).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def focusing(self, conversation_id: str) -> Operation | None:
+        row = self.db.execute(
+            "SELECT * FROM operations WHERE conversation_id=? AND state='focusing' LIMIT 1",
+            (conversation_id,),
+        ).fetchone()
+        return _operation(row) if row is not None else None
+
+    def operation(self, operation_id: str) -> Operation | None:
+        row = self.db.execute(
+            "SELECT * FROM operations WHERE operation_id=?", (operation_id,)
+        ).fetchone()
+        return _operation(row) if row is not None else None
+
+    def operations_of(self, conversation_id: str, scope: str) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT o.kind, o.state, o.started_ms, o.ends_ms, o.ended_ms FROM operations o "
+            "JOIN app_sessions s ON s.app_session_id=o.app_session_id "
+            "WHERE s.conversation_id=? AND s.scope=? ORDER BY o.started_ms",
+            (conversation_id, scope),
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+    def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT body FROM im_records WHERE conversation_id=? ORDER BY created_ms, operation_id",
+            (conversation_id,),
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    # -- clock ---------------------------------------------------------------------------
+    def due_activations(self, now_ms: int) -> list[str]:
+        rows = self.db.execute(
+            "SELECT activation_id FROM activations WHERE state='starting' AND deadline_ms<=? "
+            "ORDER BY deadline_ms, rowid",
+            (now_ms,),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def due_operations(self, now_ms: int) -> list[tuple[Operation, str]]:
+        """Focusing operations whose deadline passed, with their session's scope."""
+        rows = self.db.execute(
+            "SELECT o.*, COALESCE(s.scope, 'pomodoro') AS scope FROM operations o "
+            "LEFT JOIN app_sessions s ON s.app_session_id=o.app_session_id "
+            "WHERE o.state='focusing' AND o.ends_ms<=? ORDER BY o.ends_ms",
+            (now_ms,),
+        ).fetchall()
+        return [(_operation(r), str(r["scope"])) for r in rows]
+
+    def next_deadline(self) -> int | None:
+        row = self.db.execute(
+            "SELECT MIN(d) FROM (SELECT MIN(deadline_ms) AS d FROM activations "
+            "WHERE state='starting' UNION ALL SELECT MIN(ends_ms) FROM operations "
+            "WHERE state='focusing')"
+        ).fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else None
+
+    # -- Host intents --------------------------------------------------------------------
+    def intent_heads(self) -> list[Intent]:
+        """The lowest pending intent of each instance, oldest first (SPEC 5.7)."""
+        rows = self.db.execute(
+            "SELECT h.id, h.instance, h.body, a.state AS act_state FROM host_intents h "
+            "LEFT JOIN activations a ON a.activation_id = h.instance "
+            "WHERE h.id IN (SELECT MIN(id) FROM host_intents WHERE delivered=0 AND superseded=0 "
+            "GROUP BY instance) ORDER BY h.id"
+        ).fetchall()
+        return [Intent(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows]
+
+    def intents_pending(self) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM host_intents WHERE delivered=0 AND superseded=0 LIMIT 1"
+        ).fetchone()
+        return row is not None
+
+    # -- reconcile -----------------------------------------------------------------------
+    def activations_to_drive(self) -> list[str]:
+        """Starting activations that are not just waiting for the Host."""
+        rows = self.db.execute(
+            "SELECT activation_id FROM activations WHERE state='starting' "
+            "AND (worker_ready=0 OR requires_foreground=0 OR foreground=1) "
+            "ORDER BY created_ms, rowid"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def sessions_to_pump(self) -> list[str]:
+        """Sessions with queued calls of a ready activation, or a call left `delivered`."""
+        rows = self.db.execute(
+            "SELECT DISTINCT c.app_session_id FROM calls c JOIN activations a "
+            "ON a.activation_id = c.activation_id "
+            "WHERE (c.state='queued' AND a.state='ready') OR c.state='delivered'"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    # -- session data --------------------------------------------------------------------
+    def session_data(self, scope: str, app_session_id: str) -> Snapshot:
+        row = self.db.execute(
+            "SELECT revision, data FROM session_data WHERE scope=? AND app_session_id=?",
+            (scope, app_session_id),
+        ).fetchone()
+        if row is None:
+            return Snapshot(None, 0)
+        return Snapshot(json.loads(row[1]), int(row[0]))
+
+    # -- the Agent channel ---------------------------------------------------------------
+    def outbox_pending(self, limit: int) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT body FROM outbox WHERE acked=0 ORDER BY id LIMIT ?", (limit,)
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def outbox_all(self) -> list[dict[str, Any]]:
+        rows = self.db.execute("SELECT body FROM outbox ORDER BY id").fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def ack(self, ids: list[str]) -> None:
+        self.db.executemany("UPDATE outbox SET acked=1 WHERE msg_id=?", [(i,) for i in ids])
+
+    def call_summary(self, call_id: str) -> tuple[str, str] | None:
+        row = self.db.execute(
+            "SELECT method, conversation_id FROM calls WHERE call_id=?", (call_id,)
+        ).fetchone()
+        return (str(row[0]), str(row[1])) if row is not None else None
+
+    # -- installed apps ------------------------------------------------------------------
+    def installed(self) -> list[tuple[str, str]]:
+        """Every current `(scope, version)`."""
+        rows = self.db.execute("SELECT scope, version FROM apps ORDER BY scope").fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def app_rows(self) -> list[dict[str, Any]]:
+        rows = self.db.execute(
+            "SELECT a.scope, a.version, v.key_id, v.manifest_sha256, v.manifest FROM apps a "
+            "JOIN app_versions v ON v.scope=a.scope AND v.version=a.version ORDER BY a.scope"
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+    def version_row(self, scope: str, version: str) -> dict[str, Any] | None:
+        """An installed version: `manifest` (bytes), `manifest_sha256`, `key_id`, `dir`."""
+        row = self.db.execute(
+            "SELECT manifest, manifest_sha256, key_id, dir FROM app_versions "
+            "WHERE scope=? AND version=?",
+            (scope, version),
+        ).fetchone()
+        return dict(row) if row is not None else None
+
+    def add_version(
+        self,
+        scope: str,
+        version: str,
+        manifest: bytes,
+        digest: str,
+        key_id: str,
+        folder: str,
+        now_ms: int,
+    ) -> None:
+        self.db.execute(
+            "INSERT INTO app_versions VALUES (?,?,?,?,?,?,?)",
+            (scope, version, manifest, digest, key_id, folder, now_ms),
+        )
+
+    def make_current(self, scope: str, version: str) -> None:
+        self.db.execute(
+            "INSERT INTO apps (scope, version) VALUES (?, ?) "
+            "ON CONFLICT(scope) DO UPDATE SET version=excluded.version",
+            (scope, version),
+        )
+
+    def remove_app(self, scope: str) -> None:
+        self.db.execute("DELETE FROM apps WHERE scope=?", (scope,))
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    # -- writes --------------------------------------------------------------------------
+    def apply(self, change: Change) -> None:
+        """Write one guarded change.
+
+        Raises:
+            LostRace: its guard found no row in the expected state.
+        """
+        db = self.db
+        if isinstance(change, Record):
+            self._record(change.message)
+        elif isinstance(change, NewCall):
+            if change.app_session_id is not None:
+                cur = db.execute(
+                    "UPDATE app_sessions SET next_seq=next_seq+1 "
+                    "WHERE app_session_id=? AND next_seq=?",
+                    (change.app_session_id, change.seq),
+                )
+                _guard(cur)
+            db.execute(
+                "INSERT INTO calls (call_id, fingerprint, conversation_id, scope, method, "
+                "params, app_session_id, activation_id, seq, state, created_ms) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    change.call_id,
+                    change.fingerprint,
+                    change.conversation_id,
+                    change.scope,
+                    change.method,
+                    change.params,
+                    change.app_session_id,
+                    change.activation_id,
+                    change.seq,
+                    change.state,
+                    change.created_ms,
+                ),
+            )
+        elif isinstance(change, CallState):
+            cur = db.execute(
+                "UPDATE calls SET state=? WHERE call_id=? AND state=?",
+                (change.to, change.call_id, change.expect),
+            )
+            _guard(cur)
+        elif isinstance(change, ActivationUpdate):
+            sets, args = [], []
+            for column in (
+                "state",
+                "reason",
+                "ended_ms",
+                "worker_ready",
+                "foreground",
+                "requires_foreground",
+            ):
+                value = getattr(change, column)
+                if value is not None:
+                    sets.append(f"{column}=?")
+                    args.append(int(value) if isinstance(value, bool) else value)
+            cur = db.execute(
+                f"UPDATE activations SET {', '.join(sets)} "
+                "WHERE activation_id=? AND state='starting'",
+                (*args, change.activation_id),
+            )
+            _guard(cur)
+        elif isinstance(change, ReopenActivation):
+            cur = db.execute(
+                "UPDATE activations SET state='starting' WHERE activation_id=? AND state='ready'",
+                (change.activation_id,),
+            )
+            _guard(cur)
+        elif isinstance(change, NewSession):
+            db.execute(
+                "INSERT INTO app_sessions (app_session_id, conversation_id, scope, version, "
+                "created_ms) VALUES (?,?,?,?,?)",
+                (
+                    change.app_session_id,
+                    change.conversation_id,
+                    change.scope,
+                    change.version,
+                    change.created_ms,
+                ),
+            )
+        elif isinstance(change, NewActivation):
+            db.execute(
+                "INSERT INTO activations (activation_id, app_session_id, trigger_call_id, state, "
+                "requires_foreground, deadline_ms, created_ms) VALUES (?,?,?,'starting',?,?,?)",
+                (
+                    change.activation_id,
+                    change.app_session_id,
+                    change.trigger_call_id,
+                    int(change.requires_foreground),
+                    change.deadline_ms,
+                    change.created_ms,
+                ),
+            )
+        elif isinstance(change, NewIntent):
+            db.execute(
+                "INSERT OR IGNORE INTO host_intents (dedup_key, body, instance) VALUES (?, ?, ?)",
+                (change.dedup_key, json.dumps(change.body, sort_keys=True), change.instance),
+            )
+        elif isinstance(change, IntentDelivered):
+            db.execute("UPDATE host_intents SET delivered=1 WHERE id=?", (change.id,))
+        elif isinstance(change, SupersedeIntents):
+            db.execute(
+                "UPDATE host_intents SET superseded=1 WHERE instance=? AND delivered=0",
+                (change.instance,),
+            )
+        elif isinstance(change, NewOperation):
+            db.execute(
+                "INSERT INTO operations (operation_id, call_id, conversation_id, app_session_id, "
+                "kind, state, started_ms, ends_ms, params) VALUES (?,?,?,?,?,'focusing',?,?,?)",
+                (
+                    change.operation_id,
+                    change.call_id,
+                    change.conversation_id,
+                    change.app_session_id,
+                    change.kind,
+                    change.started_ms,
+                    change.ends_ms,
+                    change.params,
+                ),
+            )
+        elif isinstance(change, EndOperation):
+            cur = db.execute(
+                "UPDATE operations SET state=?, ended_ms=? "
+                "WHERE operation_id=? AND state='focusing'",
+                (change.state, change.ended_ms, change.operation_id),
+            )
+            _guard(cur)
+        elif isinstance(change, NewIMRecord):
+            db.execute(
+                "INSERT INTO im_records (operation_id, conversation_id, body, created_ms) "
+                "VALUES (?,?,?,?)",
+                (
+                    change.operation_id,
+                    change.conversation_id,
+                    json.dumps(change.body, sort_keys=True),
+                    change.created_ms,
+                ),
+            )
+        elif isinstance(change, ReplaceSessionData):
+            if change.expected_revision == 0:
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO session_data (scope, app_session_id, revision, data) "
+                    "VALUES (?,?,1,?)",
+                    (change.scope, change.app_session_id, change.data),
+                )
+            else:
+                cur = db.execute(
+                    "UPDATE session_data SET revision=revision+1, data=? "
+                    "WHERE scope=? AND app_session_id=? AND revision=?",
+                    (change.data, change.scope, change.app_session_id, change.expected_revision),
+                )
+            _guard(cur)
+        else:  # pragma: no cover - the union is closed
+            raise TypeError(f"unknown change {change!r}")
+
+    def _record(self, msg: dict[str, Any]) -> None:
+        call_id, stage = msg["call_id"], msg["stage"]
+        body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        n_row = self.db.execute(
+            "SELECT COALESCE(MAX(n), 0) FROM receipts WHERE call_id=?", (call_id,)
+        ).fetchone()
+        cur = self.db.execute(
+            "INSERT OR IGNORE INTO receipts (call_id, stage, n, body) VALUES (?,?,?,?)",
+            (call_id, stage, int(n_row[0]) + 1, body),
+        )
+        _guard(cur)
+        self.db.execute(
+            "INSERT INTO outbox (msg_id, call_id, body) VALUES (?,?,?)", (msg["id"], call_id, body)
+        )
+        if stage in _FINAL:
+            self.db.execute("UPDATE calls SET state='done' WHERE call_id=?", (call_id,))
+
+
+def _guard(cur: sqlite3.Cursor) -> None:
+    if cur.rowcount == 0:
+        raise LostRace()
+
+
+def _call(row: sqlite3.Row) -> Call:
+    return Call(
+        row["call_id"],
+        row["fingerprint"],
+        row["conversation_id"],
+        row["scope"],
+        row["method"],
+        row["params"],
+        row["app_session_id"],
+        row["activation_id"],
+        row["seq"],
+        row["state"],
+    )
+
+
+def _session(row: sqlite3.Row) -> Session:
+    return Session(
+        row["app_session_id"],
+        row["conversation_id"],
+        row["scope"],
+        row["version"],
+        int(row["next_seq"]),
+    )
+
+
+def _activation(row: sqlite3.Row) -> Activation:
+    return Activation(
+        row["activation_id"],
+        row["app_session_id"],
+        row["trigger_call_id"],
+        row["state"],
+        bool(row["requires_foreground"]),
+        bool(row["worker_ready"]),
+        bool(row["foreground"]),
+        int(row["deadline_ms"]),
+    )
+
+
+def _operation(row: sqlite3.Row) -> Operation:
+    return Operation(
+        row["operation_id"],
+        row["call_id"],
+        row["conversation_id"],
+        row["app_session_id"],
+        row["kind"],
+        row["state"],
+        int(row["started_ms"]),
+        int(row["ends_ms"]),
+        row["params"],
+    )

@@ -1,0 +1,79 @@
+"""The store's schema and its versioned migrations (the only DDL in the runtime)."""
+
+from __future__ import annotations
+
+__all__ = ["SCHEMA_VERSION", "_MIGRATIONS", "_SCHEMA"]
+
+#: The schema a new database gets (`_SCHEMA`) and an older one is migrated to on open.
+SCHEMA_VERSION = 2
+
+#: The whole current schema, for a new database. A change here needs a step in
+#: `_MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/test_store_migrations.py`
+#: checks that a database migrated from the oldest version has exactly this schema.
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE app_versions (
+  scope TEXT NOT NULL, version TEXT NOT NULL, manifest BLOB NOT NULL,
+  manifest_sha256 TEXT NOT NULL, key_id TEXT NOT NULL, dir TEXT NOT NULL,
+  installed_ms INTEGER NOT NULL, PRIMARY KEY (scope, version));
+CREATE TABLE apps (scope TEXT PRIMARY KEY, version TEXT NOT NULL);
+CREATE TABLE app_sessions (
+  app_session_id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, scope TEXT NOT NULL,
+  version TEXT NOT NULL, created_ms INTEGER NOT NULL, next_seq INTEGER NOT NULL DEFAULT 1,
+  UNIQUE (conversation_id, scope));
+CREATE TABLE activations (
+  activation_id TEXT PRIMARY KEY, app_session_id TEXT NOT NULL, trigger_call_id TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('starting','ready','failed','cancelled')),
+  requires_foreground INTEGER NOT NULL, worker_ready INTEGER NOT NULL DEFAULT 0,
+  foreground INTEGER NOT NULL DEFAULT 0, reason TEXT, deadline_ms INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL, ended_ms INTEGER);
+CREATE INDEX activations_session ON activations (app_session_id, created_ms);
+CREATE TABLE calls (
+  call_id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, conversation_id TEXT NOT NULL,
+  scope TEXT NOT NULL, method TEXT NOT NULL, params TEXT NOT NULL,
+  app_session_id TEXT, activation_id TEXT, seq INTEGER,
+  state TEXT NOT NULL CHECK (state IN ('queued','delivered','running','done')),
+  created_ms INTEGER NOT NULL, UNIQUE (app_session_id, seq));
+CREATE INDEX calls_queue ON calls (app_session_id, state, seq);
+CREATE TABLE receipts (
+  call_id TEXT NOT NULL, stage TEXT NOT NULL, n INTEGER NOT NULL, body TEXT NOT NULL,
+  PRIMARY KEY (call_id, stage));
+CREATE TABLE outbox (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, msg_id TEXT NOT NULL UNIQUE, call_id TEXT NOT NULL,
+  body TEXT NOT NULL, acked INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX outbox_pending ON outbox (acked, id);
+CREATE TABLE session_data (
+  scope TEXT NOT NULL, app_session_id TEXT NOT NULL, revision INTEGER NOT NULL CHECK (revision >= 1),
+  data TEXT NOT NULL, PRIMARY KEY (scope, app_session_id));
+CREATE TABLE operations (
+  operation_id TEXT PRIMARY KEY, call_id TEXT NOT NULL UNIQUE, conversation_id TEXT NOT NULL,
+  app_session_id TEXT NOT NULL, kind TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('focusing','completed','interrupted')),
+  started_ms INTEGER NOT NULL, ends_ms INTEGER NOT NULL, ended_ms INTEGER, params TEXT NOT NULL);
+CREATE TABLE im_records (
+  operation_id TEXT PRIMARY KEY, conversation_id TEXT NOT NULL, body TEXT NOT NULL,
+  created_ms INTEGER NOT NULL);
+CREATE TABLE host_intents (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, dedup_key TEXT NOT NULL UNIQUE, body TEXT NOT NULL,
+  delivered INTEGER NOT NULL DEFAULT 0, instance TEXT NOT NULL DEFAULT '',
+  superseded INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE host_events (dedup_key TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE INDEX host_intents_pending ON host_intents (delivered, superseded, instance, id);
+"""
+
+#: The versioned steps, in one place: `_MIGRATIONS[n]` moves a database from schema n-1 to
+#: n. Each step runs in one transaction with its version bump, so a failed or interrupted
+#: migration leaves the database at the version before it. Never edit a released step; add
+#: the next one.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # 2: Host intents are ordered per instance (SPEC 5.7): each names its instance (the
+    # activation), and one whose activation ended is marked superseded, never delivered.
+    # Intents of activations that ended before this version are superseded by the relay.
+    2: (
+        "ALTER TABLE host_intents ADD COLUMN instance TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE host_intents ADD COLUMN superseded INTEGER NOT NULL DEFAULT 0",
+        "UPDATE host_intents SET instance = json_extract(body, '$.instance')",
+        "CREATE INDEX host_intents_pending ON host_intents (delivered, superseded, instance, id)",
+    ),
+}
+assert sorted(_MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"

@@ -1,0 +1,536 @@
+"""Every state transition of the runtime core, as pure functions (SPEC 5.2–5.7).
+
+`(facts, event, now) -> Decision`: each takes the typed records a driver read inside the
+savepoint that will apply the decision, the event, the runtime-clock time and any fresh
+ids (drawn by the driver), and returns what to write and what to do after COMMIT. No IO,
+no clock reads, no randomness: `tests/runtime/test_transitions.py` checks them against a
+model, and the conformance fixtures replay through them.
+
+Index (by name): calls — `accept_call`, `retried_call`, `reject_call`, `answer_now`,
+`accept_starting`, `enqueue_ready`; activations — `advance_activation`, `end_activation`,
+`worker_lost`, `host_event_action`; delivery — `next_delivery`, `answer_delivery`,
+`interrupt_delivery`; session data — `replace_session_data`; Host relay —
+`supersede_ended`, `intent_delivered`. The Pomodoro's own transitions are in `pomodoro.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lineup_runtime_lite.decisions import (
+    ActivationUpdate,
+    CallState,
+    Change,
+    Decision,
+    IntentDelivered,
+    NewActivation,
+    NewCall,
+    NewIntent,
+    NewSession,
+    Record,
+    ReopenActivation,
+    ReplaceSessionData,
+    SupersedeIntents,
+)
+from lineup_runtime_lite.install import Tool
+from lineup_runtime_lite.messages import error_body, make_message
+from lineup_runtime_lite.store.records import Activation, Call, Intent, Session
+from lineup_sdk.context import Snapshot, session_data_blob
+from lineup_sdk.errors import LineupError
+
+__all__ = [
+    "CallEvent",
+    "NewIds",
+    "accept_call",
+    "accept_starting",
+    "advance_activation",
+    "answer_delivery",
+    "answer_now",
+    "end_activation",
+    "enqueue_ready",
+    "host_event_action",
+    "intent_delivered",
+    "interrupt_delivery",
+    "next_delivery",
+    "reject_call",
+    "replace_session_data",
+    "retried_call",
+    "show_surface",
+    "supersede_ended",
+    "worker_lost",
+]
+
+#: Error codes a handler may answer with as they are; anything else is `handler_failed`.
+_HANDLER_CODES = ("handler_failed", "invalid_params", "handler_result_invalid")
+
+
+@dataclass(frozen=True, slots=True)
+class CallEvent:
+    """An Agent call that passed the envelope checks: `params` is canonical JSON text."""
+
+    call_id: str
+    conversation_id: str
+    method: str
+    params: str
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewIds:
+    """Fresh ids a transition may use (drawn by the driver: transitions draw nothing)."""
+
+    session: str
+    activation: str
+    operation: str
+
+
+# -- calls ----------------------------------------------------------------------------------
+def reject_call(call_id: str, scope: str, error: dict[str, Any], now: int) -> Decision:
+    """An answer that persists nothing (unknown method, bad params, conflict)."""
+    return Decision(answer=make_message(call_id, scope, "error", now, error=error))
+
+
+def retried_call(existing: Call, ev: CallEvent, scope: str, now: int) -> Decision:
+    """A call_id seen before: the stored answer if it is the same call, else a conflict."""
+    if existing.fingerprint != ev.fingerprint:
+        return reject_call(
+            ev.call_id,
+            scope,
+            error_body(
+                "call_id_conflict",
+                f"call_id {ev.call_id!r} was already used with another conversation, "
+                "method or params",
+            ),
+            now,
+        )
+    return Decision(replay=True)
+
+
+def _new_call(
+    ev: CallEvent,
+    tool: Tool,
+    now: int,
+    *,
+    session: str | None = None,
+    activation: str | None = None,
+    seq: int | None = None,
+    state: str = "queued",
+) -> NewCall:
+    return NewCall(
+        ev.call_id,
+        ev.fingerprint,
+        ev.conversation_id,
+        tool.scope,
+        tool.method,
+        ev.params,
+        session,
+        activation,
+        seq,
+        state,
+        now,
+    )
+
+
+def answer_now(ev: CallEvent, tool: Tool, msg: dict[str, Any], now: int) -> Decision:
+    """A call answered at once (it needs no session), persisted with its final message."""
+    return Decision((_new_call(ev, tool, now), Record(msg)), answer=msg)
+
+
+def show_surface(activation_id: str, conversation_id: str, scope: str) -> NewIntent:
+    """The Host intent that asks to show an instance's Surface."""
+    body = {
+        "intent": "show_surface",
+        "instance": activation_id,
+        "conversation": conversation_id,
+        "scope": scope,
+    }
+    return NewIntent(f"show_surface:{activation_id}", body, activation_id)
+
+
+def accept_starting(
+    ev: CallEvent,
+    tool: Tool,
+    session: Session | None,
+    app_version: str,
+    *,
+    foreground: bool,
+    ids: NewIds,
+    now: int,
+    timeout_ms: int,
+) -> Decision:
+    """Queue a call as the trigger of a new `starting` activation (a new App session when
+    the conversation has none for the scope): `accepted/starting`."""
+    changes: list[Change] = []
+    if session is None:
+        sid, seq = ids.session, 1
+        changes.append(NewSession(sid, ev.conversation_id, tool.scope, app_version, now))
+    else:
+        sid, seq = session.app_session_id, session.next_seq
+    act_id = ids.activation
+    changes.append(NewActivation(act_id, sid, ev.call_id, foreground, now + timeout_ms, now))
+    changes.append(_new_call(ev, tool, now, session=sid, activation=act_id, seq=seq))
+    msg = make_message(ev.call_id, tool.scope, "accepted", now, activation="starting")
+    changes.append(Record(msg))
+    if foreground:
+        changes.append(show_surface(act_id, ev.conversation_id, tool.scope))
+    return Decision(tuple(changes), answer=msg, drive=(act_id,), host=foreground)
+
+
+def enqueue_ready(
+    ev: CallEvent, tool: Tool, session: Session, act: Activation, *, send_now: bool, now: int
+) -> Decision:
+    """A call for a ready session: `delivered` at once when the session is idle (the commit
+    that says so precedes the send: at most once), else queued behind the others. The
+    caller waits for the final answer."""
+    sid = session.app_session_id
+    row = _new_call(
+        ev,
+        tool,
+        now,
+        session=sid,
+        activation=act.activation_id,
+        seq=session.next_seq,
+        state="delivered" if send_now else "queued",
+    )
+    if send_now:
+        return Decision((row,), deliver=ev.call_id)
+    return Decision((row,), kick=(sid,))
+
+
+def accept_call(
+    ev: CallEvent,
+    tool: Tool,
+    session: Session | None,
+    act: Activation | None,
+    *,
+    app_version: str,
+    idle: bool,
+    ids: NewIds,
+    now: int,
+    timeout_ms: int,
+) -> Decision:
+    """Route an SDK-delivered call (SPEC 5.2): deliver now, queue, start an activation, or
+    answer `app_not_running`.
+
+    `idle`: the session's pump is not sending and its worker is up, with this method
+    pinned as SDK-delivered (a call may then be sent right after its commit).
+    """
+    if tool.activation == "activation_not_required":
+        if session is None or act is None or act.state != "ready":
+            msg = make_message(
+                ev.call_id,
+                tool.scope,
+                "error",
+                now,
+                error=error_body(
+                    "app_not_running", f"{tool.scope} is not running in this conversation"
+                ),
+            )
+            return answer_now(ev, tool, msg, now)
+        return enqueue_ready(ev, tool, session, act, send_now=idle, now=now)
+    needs_fg = tool.activation == "foreground_required"
+    if (
+        session is not None
+        and act is not None
+        and act.state == "ready"
+        and (not needs_fg or act.foreground)
+    ):
+        return enqueue_ready(ev, tool, session, act, send_now=idle, now=now)
+    if session is not None and act is not None and act.state == "starting":  # join its queue
+        act_id = act.activation_id
+        # a foreground call raises the starting activation's bar: the Host must show it
+        raise_bar = needs_fg and not act.requires_foreground
+        changes: list[Change] = []
+        if raise_bar:
+            changes.append(ActivationUpdate(act_id, requires_foreground=True))
+        changes.append(
+            _new_call(
+                ev,
+                tool,
+                now,
+                session=session.app_session_id,
+                activation=act_id,
+                seq=session.next_seq,
+            )
+        )
+        msg = make_message(ev.call_id, tool.scope, "accepted", now, activation="queued")
+        changes.append(Record(msg))
+        if raise_bar:
+            changes.append(show_surface(act_id, ev.conversation_id, tool.scope))
+        return Decision(
+            tuple(changes), answer=msg, drive=(act_id,) if raise_bar else (), host=raise_bar
+        )
+    return accept_starting(
+        ev,
+        tool,
+        session,
+        app_version,
+        foreground=needs_fg,
+        ids=ids,
+        now=now,
+        timeout_ms=timeout_ms,
+    )
+
+
+# -- activations ----------------------------------------------------------------------------
+def advance_activation(
+    act: Activation,
+    trigger: Call | None,
+    *,
+    now: int,
+    worker_up: bool = False,
+    confirmed: bool = False,
+    on_ready: Callable[[Call], Sequence[Change]] | None = None,
+) -> Decision | None:
+    """A starting activation's worker came up and/or the Host confirmed the foreground:
+    commit that, and `ready` once both conditions hold (the trigger gets
+    `activation_ready`, or what its runtime handler's `on_ready` decides). None when
+    nothing changes (the activation is no longer starting)."""
+    if act.state != "starting":
+        return None
+    worker_ready = act.worker_ready or worker_up
+    foreground = act.foreground or confirmed
+    ready = worker_ready and (not act.requires_foreground or foreground)
+    update = ActivationUpdate(
+        act.activation_id,
+        state="ready" if ready else None,
+        ended_ms=now if ready else None,
+        worker_ready=True if worker_up and not act.worker_ready else None,
+        foreground=True if confirmed and not act.foreground else None,
+    )
+    if update == ActivationUpdate(act.activation_id):
+        return None
+    if not ready:
+        return Decision((update,))
+    changes: list[Change] = [update]
+    if trigger is not None and trigger.state == "queued":
+        if on_ready is not None:
+            changes.extend(on_ready(trigger))
+        else:
+            changes.append(
+                Record(make_message(trigger.call_id, trigger.scope, "activation_ready", now))
+            )
+    return Decision(tuple(changes), kick=(act.app_session_id,))
+
+
+def end_activation(
+    act: Activation,
+    waiting: Sequence[Call],
+    tools: Mapping[str, Tool],
+    state: str,
+    reason: str,
+    *,
+    now: int,
+    cause: str | None = None,
+) -> Decision | None:
+    """Fail or cancel a starting activation: each waiting call gets its one answer, its
+    Host intents are superseded. None (writing nothing) when it already left `starting`.
+
+    `cause` is the stable code behind a failure (say `install_tampered`), given to the
+    waiting calls in their error details.
+    """
+    if act.state != "starting":
+        return None
+    act_id = act.activation_id
+    stage = "activation_failed" if state == "failed" else "activation_cancelled"
+    changes: list[Change] = [
+        ActivationUpdate(act_id, state=state, reason=reason, ended_ms=now),
+        SupersedeIntents(act_id),
+    ]
+    for call in waiting:
+        tool = tools.get(call.method)
+        if call.call_id == act.trigger_call_id:
+            changes.append(
+                Record(make_message(call.call_id, call.scope, stage, now, reason=reason))
+            )
+        if tool is not None and tool.delivery == "runtime" and tool.long_running:
+            final = make_message(
+                call.call_id,
+                call.scope,
+                "result",
+                now,
+                result={"status": "not_started", "reason": reason},
+            )
+        else:
+            final = make_message(
+                call.call_id,
+                call.scope,
+                "error",
+                now,
+                error=error_body(
+                    stage,
+                    f"the app's activation was {state} ({reason}); the call did not run",
+                    details={"reason": reason, **({"cause": cause} if cause else {})},
+                ),
+            )
+        changes.append(Record(final))
+    return Decision(tuple(changes), stop=(act_id,))
+
+
+def worker_lost(
+    act: Activation, waiting: Sequence[Call], tools: Mapping[str, Tool], *, now: int
+) -> Decision | None:
+    """A ready session's app cannot run any more: re-open its gate and fail it
+    (`worker_failed`); every queued call gets its error."""
+    if act.state != "ready":
+        return None
+    reopened = Activation(
+        act.activation_id,
+        act.app_session_id,
+        act.trigger_call_id,
+        "starting",
+        act.requires_foreground,
+        act.worker_ready,
+        act.foreground,
+        act.deadline_ms,
+    )
+    ended = end_activation(reopened, waiting, tools, "failed", "worker_failed", now=now)
+    assert ended is not None
+    return Decision((ReopenActivation(act.activation_id), *ended.changes), stop=ended.stop)
+
+
+def host_event_action(
+    act: Activation | None, session: Session | None, event: str, conversation_id: str, scope: str
+) -> str | None:
+    """What a Host lifecycle event does: `confirm`, `fail`, `leave`, or None (ignored: a
+    stale or foreign instance, or loading, which is never confirmation).
+
+    Raises:
+        LineupError: `scenario_invalid` for an unknown event.
+    """
+    if act is None or session is None:
+        return None
+    if session.conversation_id != conversation_id or session.scope != scope:
+        return None
+    if event in ("preload", "surface_loaded") or act.state != "starting":
+        return None
+    actions = {"foreground_confirmed": "confirm", "activation_failed": "fail", "user_left": "leave"}
+    if event not in actions:
+        raise LineupError("scenario_invalid", f"unknown Host event {event!r}")
+    return actions[event]
+
+
+# -- delivery -------------------------------------------------------------------------------
+def interrupt_delivery(call: Call, now: int) -> Decision:
+    """A call left `delivered` with nobody sending it ends `delivery_interrupted` (at most
+    once: it is never delivered again)."""
+    return _final(
+        call,
+        now,
+        error=error_body(
+            "delivery_interrupted",
+            f"{call.method} was delivered but the runtime stopped before it answered",
+        ),
+    )
+
+
+def next_delivery(head: tuple[Call, str] | None, tool: Tool | None, now: int) -> Decision | None:
+    """The session's next step: mark its oldest queued call `delivered` (then send it),
+    answer it `handler_failed` when its version does not serve it, or None when the queue
+    is empty or its head waits on an activation."""
+    if head is None or head[1] != "ready":
+        return None
+    call = head[0]
+    if tool is None or tool.delivery != "miniapp_sdk":
+        return _final(
+            call,
+            now,
+            error=error_body("handler_failed", f"{call.method} is not served by this app version"),
+        )
+    return Decision((CallState(call.call_id, "queued", "delivered"),), deliver=call.call_id)
+
+
+def answer_delivery(
+    call: Call,
+    tool: Tool,
+    *,
+    now: int,
+    reply: Mapping[str, Any] | None = None,
+    result_problems: list[dict[str, Any]] | None = None,
+    timed_out: bool = False,
+    worker_error: tuple[str, str] | None = None,
+) -> Decision:
+    """The one final answer of a delivered call: its result, the handler's error, a
+    timeout, or the worker's failure (`(kind, message)`)."""
+    if timed_out:
+        return _final(
+            call,
+            now,
+            error=error_body(
+                "handler_timeout", f"{tool.method} did not answer within {tool.timeout_s:g} s"
+            ),
+        )
+    if worker_error is not None:
+        kind, text = worker_error
+        code = "worker_protocol_error" if kind == "protocol" else "delivery_interrupted"
+        return _final(call, now, error=error_body(code, f"{tool.method}: {text}"))
+    assert reply is not None
+    if reply.get("ok"):
+        if result_problems:
+            return _final(
+                call,
+                now,
+                error=error_body(
+                    "handler_result_invalid",
+                    f"{tool.method} returned a result that does not match its result schema",
+                    details=result_problems,
+                ),
+            )
+        return _final(call, now, result=reply.get("result"), stage="result")
+    err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+    assert isinstance(err, dict)
+    code = str(err.get("code", "handler_failed"))
+    if not (code.startswith("app.") or code in _HANDLER_CODES or code.startswith("session_data_")):
+        code = "handler_failed"
+    body = error_body(code, str(err.get("message", ""))[:2000], details=err.get("details"))
+    return _final(call, now, error=body)
+
+
+def _final(
+    call: Call,
+    now: int,
+    *,
+    error: dict[str, Any] | None = None,
+    result: Any = None,
+    stage: str = "error",
+) -> Decision:
+    msg = make_message(call.call_id, call.scope, stage, now, result=result, error=error)
+    return Decision((Record(msg),))
+
+
+# -- session data ---------------------------------------------------------------------------
+def replace_session_data(
+    current: Snapshot, scope: str, app_session_id: str, data: Any, expected_revision: Any
+) -> tuple[Decision, Snapshot]:
+    """A CAS replace (SPEC 5.5): the decision and the snapshot it makes.
+
+    Raises:
+        LineupError: `session_data_invalid`, `session_data_too_large`,
+            `session_data_revision_conflict`.
+    """
+    blob = session_data_blob(data, expected_revision)
+    if current.revision != expected_revision:
+        raise LineupError(
+            "session_data_revision_conflict",
+            f"session data is at revision {current.revision}, not {expected_revision}",
+        )
+    text = blob.decode("utf-8")
+    change = ReplaceSessionData(scope, app_session_id, expected_revision, text)
+    return Decision((change,)), Snapshot(json.loads(text), expected_revision + 1)
+
+
+# -- the Host relay -------------------------------------------------------------------------
+def supersede_ended(heads: Sequence[Intent]) -> Decision | None:
+    """Head intents whose activation has ended are superseded, never delivered."""
+    ended = [h.instance for h in heads if h.activation_state in ("failed", "cancelled")]
+    if not ended:
+        return None
+    return Decision(tuple(SupersedeIntents(i) for i in ended))
+
+
+def intent_delivered(intent: Intent) -> Decision:
+    """The Host acted on an intent: it is not sent again."""
+    return Decision((IntentDelivered(intent.id),))
