@@ -143,26 +143,16 @@ def test_d_the_runtime_rejects_each_format_and_pattern_it_claims(
     msg = rt.call("bad", "conv", method, {"value": bad})
     took = time.perf_counter() - t0
     assert msg["kind"] == "error" and msg["error"]["code"] == "invalid_params", msg
+    # the runtime's own rejection: nothing persisted (a worker-side rejection would be)
+    assert rt.call_record("bad") is None
+    assert rt.store_dump() == before
     (problem,) = msg["error"]["details"]
     assert problem["path"] == "/value"
     assert problem["expected"].startswith(keyword)
     assert bad[:100] in problem["value"]
-    # the runtime's own rejection: nothing persisted (a worker-side rejection would be)
-    assert rt.call_record("bad") is None
-    assert rt.store_dump() == before
     assert took < 2.0, f"{method} took {took:.2f} s to reject {bad[:40]!r}"
     ok = rt.call("good", "conv", method, {"value": good})
     assert ok["kind"] == "result", ok
-
-
-def test_d_a_backtracking_pattern_on_a_long_near_match_stays_fast(formats: Runtime) -> None:
-    # the same trap, 4,000 characters long: linear time, and the validator compiles the
-    # pattern once (the cache) rather than per call
-    for n in range(20):
-        t0 = time.perf_counter()
-        msg = formats.call(f"t{n}", "conv", "formats.trap", {"value": "a" * 4000 + "!"})
-        assert msg["error"]["code"] == "invalid_params"
-        assert time.perf_counter() - t0 < 0.5
 
 
 # -- e. handler timeout -----------------------------------------------------------------
