@@ -21,7 +21,7 @@ Every variant runs `concurrency_driver.py` in a fresh subprocess that uses only 
 API and prints JSON. The workload is deterministic (no randomness); its parameters and the
 bench key seed are printed.
 
-Run: python benchmarks/bench_concurrency.py [--rounds 3] [--threads 50] [--calls 30]
+Run: python benchmarks/bench_concurrency.py [--rounds 5] [--threads 50] [--calls 30]
          [--seq-calls 1000] [--groups 1,16,50] [--baseline e258c37]
          [--baseline-dir DIR] [--no-baseline] [--json]
 """
@@ -118,7 +118,7 @@ def med(rows: list[dict[str, Any]], key: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=50)
     parser.add_argument("--calls", type=int, default=30, help="sequential calls per thread")
     parser.add_argument("--warm-calls", type=int, default=3, help="untimed calls per session")
