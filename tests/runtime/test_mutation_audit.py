@@ -101,7 +101,7 @@ def test_c_foreground_call_on_an_app_ready_session_starts_and_waits_for_the_host
 # -- d. formats and patterns ---------------------------------------------------------------
 TRAP = "a" * 28 + "!"  # Python `re` needs ~2^28 steps for ^(a+)+$ (seconds); linear: µs
 
-# (method, declared schema keyword, a rejected value, an accepted value, its answer).
+# (method, the schema keyword and value it declares, a rejected value, an accepted value).
 # Each row catches deleting its own line in `_build_validator_class` (validation.py):
 #   checker.checks("date-time", raises=ValueError)(_dt)   (and "date", "time", "uuid",
 #   "email"); the `pattern` rows catch  `if isinstance(instance, str) and not _pattern_...`
