@@ -46,6 +46,10 @@ def run_step(rt: Runtime, clock: VirtualClock, step: dict[str, Any], i: int) -> 
         call_id, conv, method, params = step["call"]
         msg = rt.call(call_id, conv, method, params)
         emit(i=i, kind="call", call_id=call_id, msg=msg)
+    elif "call_many" in step:  # accepted in one runtime turn: the first starts, the rest queue
+        msgs = rt.call_many([tuple(c) for c in step["call_many"]])
+        for (call_id, *_), msg in zip(step["call_many"], msgs, strict=True):
+            emit(i=i, kind="call", call_id=call_id, msg=msg)
     elif "host" in step:
         event, conv, scope = step["host"]
         inst = latest_instance(rt, conv, scope)

@@ -1,0 +1,1 @@
+"""Formats: one tool per string format and pattern the runtime validates."""
