@@ -76,12 +76,12 @@ def measure(rt: Any, n: int, rounds: int) -> None:
             ) -> None:
                 # `Runtime.call` in its two halves, to tell validation from delivery
                 t0 = time.perf_counter()
-                prepared = rt._prepare(
+                prepared = rt._art._prepare(
                     f"big-{kind}-{r}", f"other-{kind}-{r}", "bulk.total", {"numbers": numbers}
                 )
                 checked_at.append(time.perf_counter())
                 if isinstance(prepared, tuple):
-                    rt._run(rt._core.call(*prepared))
+                    rt._run(rt._art._accept(prepared))
                 took.append(time.perf_counter() - t0)
 
             thread = threading.Thread(target=slow)

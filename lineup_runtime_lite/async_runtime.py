@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ class AsyncRuntime:
         self._max_params_bytes = DEFAULT_MAX_PARAMS_BYTES
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread_id = 0
 
     @classmethod
     async def open(
@@ -139,6 +141,7 @@ class AsyncRuntime:
         extra_env = _worker_env(worker_env)
         rt = cls()
         rt._loop = asyncio.get_running_loop()
+        rt._thread_id = threading.get_ident()
         rt._max_params_bytes = max_params_bytes
         if isinstance(trust, TrustStore):
             rt.trust = trust
@@ -230,16 +233,16 @@ class AsyncRuntime:
         await self._engine.tick()
 
     def _advanced(self, now_ms: int) -> None:
-        # `advance()` may be called on this loop or from another thread: schedule the tick;
-        # `await settle()` waits for it
-        assert self._loop is not None
+        """The virtual clock moved (`advance()` on this loop, or from another thread):
+        schedule the tick; `await settle()` waits for it."""
+        loop = self._loop
+        assert loop is not None
         if self._closed:
             return
-
-        def go() -> None:
+        if threading.get_ident() == self._thread_id:
             self._engine.spawn(self._advance_to(now_ms))
-
-        self._loop.call_soon_threadsafe(go)
+        else:
+            loop.call_soon_threadsafe(lambda: self._engine.spawn(self._advance_to(now_ms)))
 
     def _current_trust(self) -> Any:
         """The trust store, re-read when its file changed since it was last read."""
@@ -421,6 +424,7 @@ class AsyncRuntime:
         have settled (a listener may start more work)."""
         self._check_open()
         loop = asyncio.get_running_loop()
+        await asyncio.sleep(0)  # what other threads scheduled on this loop starts first
         while True:
             await self._engine.idle()
             pending = self._engine.subs.pending()

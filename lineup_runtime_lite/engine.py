@@ -29,7 +29,7 @@ from lineup_runtime_lite.messages import FINAL_STAGES, error_body
 from lineup_runtime_lite.params import Envelope, schema_rejection
 from lineup_runtime_lite.pomodoro import HANDLERS
 from lineup_runtime_lite.sessiondata import SubscriptionHub
-from lineup_runtime_lite.store.facts import LostRace, SqliteFacts
+from lineup_runtime_lite.store.facts import Facts, LostRace
 from lineup_runtime_lite.store.records import Session
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import clip, validator_for
@@ -64,7 +64,7 @@ class Engine:
         handlers: dict[str, RuntimeHandler] | None = None,
     ) -> None:
         self.store = store
-        self.facts = store.facts
+        self.facts: Facts = store.facts
         self.clock = clock
         self.apps_dir = apps_dir
         self.logs_dir = logs_dir
@@ -145,7 +145,7 @@ class Engine:
         ]
 
     # -- decisions -----------------------------------------------------------------------
-    async def decide(self, step: Callable[[SqliteFacts], Decision | None]) -> Decision | None:
+    async def decide(self, step: Callable[[Facts], Decision | None]) -> Decision | None:
         """Commit the decision `step` makes inside its savepoint of the next group commit,
         then perform its effects. None when it decided nothing or lost a race."""
         try:
@@ -218,7 +218,7 @@ class Engine:
         fast: list[Session] = []
         fut = self._wait_final(call_id)
 
-        def step(tx: SqliteFacts) -> Decision:
+        def step(tx: Facts) -> Decision:
             existing = tx.call(call_id)
             if existing is not None:
                 return t.retried_call(existing, ev, scope, now)
@@ -236,8 +236,7 @@ class Engine:
                     now, ids, self.activation_timeout_ms, self.tools_of, self.methods_for
                 )
                 return handler.accept(tx, tool, ev, ctx)
-            session = tx.session(env.conversation_id, tool.scope)
-            act = tx.current_activation(session.app_session_id) if session else None
+            session, act = tx.session_and_activation(env.conversation_id, tool.scope)
             idle = (
                 session is not None
                 and act is not None
@@ -313,6 +312,7 @@ class Engine:
         return {
             "pumps": len(self.delivery._pumps),
             "claimed": len(self.delivery._claimed),
+            "dirty": len(self.delivery._dirty),
             "capabilities": len(self.delivery._caps),
             "finals": len(self._finals),
             "driving": len(self.activations._driving),
@@ -341,12 +341,12 @@ class Engine:
 
 
 def _applying(
-    step: Callable[[SqliteFacts], Decision | None],
-) -> Callable[[SqliteFacts], Decision | None]:
+    step: Callable[[Facts], Decision | None],
+) -> Callable[[Facts], Decision | None]:
     """The batch step: decide, then write the decision's changes (a guard that finds no
     row raises `LostRace`, so the savepoint is rolled back and the decision dropped)."""
 
-    def run(tx: SqliteFacts) -> Decision | None:
+    def run(tx: Facts) -> Decision | None:
         decision = step(tx)
         if decision is not None:
             for change in decision.changes:

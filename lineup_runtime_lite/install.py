@@ -180,29 +180,25 @@ def install_verified(
     manifest = bundle.manifest
     scope, version = manifest["app"]["scope"], manifest["app"]["version"]
     digest = hashlib.sha256(bundle.manifest_bytes).hexdigest()
-    same = store.one(
-        "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?", (scope, version)
-    )
+    facts = store.facts
+    same = facts.version_row(scope, version)
     if dev_build and same is not None and same["manifest_sha256"] != digest:
         version = f"{version}{'.' if '+' in version else '+'}dev.{digest[:12]}"
-        same = store.one(
-            "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?",
-            (scope, version),
-        )
+        same = facts.version_row(scope, version)
     if same is not None:
         if same["manifest_sha256"] != digest:
             raise LineupError(
                 "version_conflict",
                 f"{scope} {version} is already installed with a different manifest",
             )
-        current = store.one("SELECT version FROM apps WHERE scope=?", (scope,))
-        if current is not None and current["version"] == version:
+        current = facts.app_version(scope)
+        if current == version:
             return InstallResult(scope, version, "unchanged", bundle.key_id, _permissions(manifest))
-    current = store.one("SELECT version FROM apps WHERE scope=?", (scope,))
-    if current is not None and compare_versions(version, current["version"]) < 0:
+    current = facts.app_version(scope)
+    if current is not None and compare_versions(version, current) < 0:
         raise LineupError(
             "downgrade_refused",
-            f"{scope} {current['version']} is installed; refusing to install {version}",
+            f"{scope} {current} is installed; refusing to install {version}",
         )
     _check_sdk(manifest)
     _check_dependencies(manifest)
@@ -218,17 +214,12 @@ def install_verified(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    with store.transaction() as db:
+    with store.transaction():
         if same is None:
-            db.execute(
-                "INSERT INTO app_versions VALUES (?,?,?,?,?,?,?)",
-                (scope, version, bundle.manifest_bytes, digest, bundle.key_id, str(target), now_ms),
+            facts.add_version(
+                scope, version, bundle.manifest_bytes, digest, bundle.key_id, str(target), now_ms
             )
-        db.execute(
-            "INSERT INTO apps (scope, version) VALUES (?, ?) "
-            "ON CONFLICT(scope) DO UPDATE SET version=excluded.version",
-            (scope, version),
-        )
+        facts.make_current(scope, version)
     action = "upgraded" if current else "installed"
     return InstallResult(scope, version, action, bundle.key_id, _permissions(manifest))
 
@@ -239,9 +230,7 @@ def _permissions(manifest: dict[str, Any]) -> tuple[str, ...]:
 
 def installed_manifest(store: Store, scope: str, version: str) -> dict[str, Any]:
     """The stored manifest of an installed version."""
-    row = store.one(
-        "SELECT manifest FROM app_versions WHERE scope=? AND version=?", (scope, version)
-    )
+    row = store.facts.version_row(scope, version)
     if row is None:
         raise KeyError((scope, version))
     out: dict[str, Any] = json.loads(row["manifest"])
@@ -255,10 +244,7 @@ def check_trusted(store: Store, trust: Any, scope: str, version: str) -> None:
         LineupError: `key_revoked`, `untrusted_key`, `scope_not_allowed`,
             `permission_not_allowed`, or `install_tampered` when it is not installed.
     """
-    row = store.one(
-        "SELECT manifest, key_id FROM app_versions WHERE scope=? AND version=?",
-        (scope, version),
-    )
+    row = store.facts.version_row(scope, version)
     if row is None:
         raise LineupError("install_tampered", f"{scope} {version} is not installed")
     trust.lookup(row["key_id"]).check_manifest(json.loads(row["manifest"]))
@@ -286,9 +272,7 @@ def check_no_strays(store: Store, scope: str, version: str) -> None:
     Raises:
         LineupError: `install_tampered`.
     """
-    row = store.one(
-        "SELECT manifest, dir FROM app_versions WHERE scope=? AND version=?", (scope, version)
-    )
+    row = store.facts.version_row(scope, version)
     if row is None:
         raise LineupError("install_tampered", f"{scope} {version} is not installed")
     listed = {e["path"] for e in json.loads(row["manifest"])["files"]}
@@ -311,9 +295,7 @@ def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
     """
     check_trusted(store, trust, scope, version)
     check_no_strays(store, scope, version)
-    row = store.one(
-        "SELECT manifest, dir FROM app_versions WHERE scope=? AND version=?", (scope, version)
-    )
+    row = store.facts.version_row(scope, version)
     assert row is not None
     manifest = json.loads(row["manifest"])
     root = Path(row["dir"])

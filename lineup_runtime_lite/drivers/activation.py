@@ -12,7 +12,7 @@ from lineup_runtime_lite.decisions import Change, Decision
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool
 from lineup_runtime_lite.handlers import RuntimeHandler
-from lineup_runtime_lite.store.facts import SqliteFacts
+from lineup_runtime_lite.store.facts import Facts
 from lineup_runtime_lite.store.records import Call
 from lineup_runtime_lite.workers import WorkerError
 from lineup_sdk.errors import LineupError
@@ -95,7 +95,7 @@ class ActivationDriver:
         operation_id = f"op_{secrets.token_hex(8)}"
         shell, handlers = self.shell, self.handlers
 
-        def step(tx: SqliteFacts) -> Decision | None:
+        def step(tx: Facts) -> Decision | None:
             act = tx.activation(act_id)
             if act is None:
                 return None
@@ -125,7 +125,7 @@ class ActivationDriver:
         now = self.shell.now()
         shell = self.shell
 
-        def step(tx: SqliteFacts) -> Decision | None:
+        def step(tx: Facts) -> Decision | None:
             act = tx.activation(act_id)
             if act is None:
                 return None

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from lineup_runtime_lite.store.facts import SqliteFacts
+from lineup_runtime_lite.store.facts import Facts
 from lineup_runtime_lite.store.sqlite import Store
 
 __all__ = ["MAX_BATCH", "GroupCommit"]
@@ -15,7 +15,7 @@ __all__ = ["MAX_BATCH", "GroupCommit"]
 #: The most decisions one transaction carries (the rest go in the next turn's).
 MAX_BATCH = 256
 
-Step = Callable[[SqliteFacts], Any]
+Step = Callable[[Facts], Any]
 
 
 class GroupCommit:

@@ -18,7 +18,7 @@ from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool
 from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.sessiondata import SubscriptionHub
-from lineup_runtime_lite.store.facts import SqliteFacts
+from lineup_runtime_lite.store.facts import Facts
 from lineup_runtime_lite.store.records import Call, Session
 from lineup_runtime_lite.validation import validator_for
 from lineup_runtime_lite.workers import Worker, WorkerError
@@ -42,6 +42,9 @@ class DeliveryDriver:
         #: starts after the commit): no second call of theirs may be sent meanwhile.
         self._claimed: set[str] = set()
         self._caps: dict[str, _Grant] = {}  # capability -> what it grants
+        #: Sessions kicked since their pump last looked at the queue: a fast send is
+        #: followed by a pump step only when something may be waiting behind it.
+        self._dirty: set[str] = set()
 
     # -- the fast path -------------------------------------------------------------------
     def idle(self, session: Session, method: str) -> bool:
@@ -81,11 +84,14 @@ class DeliveryDriver:
             await self._send(session, tool, call, worker)
         except Exception as exc:  # the pump ends a call left `delivered` (at most once)
             log.warning("delivery step failed: %s: %s", type(exc).__name__, exc)
-        await self._pump(session.app_session_id)
+            self._dirty.add(session.app_session_id)
+        if session.app_session_id in self._dirty:
+            await self._pump(session.app_session_id)
 
     # -- the pump ------------------------------------------------------------------------
     def kick(self, session_id: str) -> None:
         """Make sure the session's serial delivery pump is running."""
+        self._dirty.add(session_id)
         if session_id in self._claimed:
             return  # its send starts the pump after the commit
         task = self._pumps.get(session_id)
@@ -126,6 +132,7 @@ class DeliveryDriver:
     async def _step(self, session_id: str) -> bool:
         """One delivery; False when the queue is empty or its head waits on an activation."""
         shell = self.shell
+        self._dirty.discard(session_id)  # what is queued from here on kicks again
         # Deliveries to a session are serial, so a call still `delivered` here was cut off
         # by a failed step: at most once, so it ends with `delivery_interrupted`.
         for call in shell.facts.delivered_calls(session_id):
@@ -148,7 +155,7 @@ class DeliveryDriver:
         now = shell.now()
         call = head[0]
 
-        def step(tx: SqliteFacts) -> Decision | None:
+        def step(tx: Facts) -> Decision | None:
             current = tx.queue_head(session_id)
             if current is None or current[0].call_id != call.call_id:
                 return None  # it moved on meanwhile: the next step looks again
@@ -171,7 +178,7 @@ class DeliveryDriver:
         assert call.activation_id is not None
         act_id = call.activation_id
 
-        def step(tx: SqliteFacts) -> Decision | None:
+        def step(tx: Facts) -> Decision | None:
             act = tx.activation(act_id)
             if act is None:
                 return None
@@ -245,7 +252,7 @@ class DeliveryDriver:
                 made: list[Snapshot] = []
                 data, expected = msg.get("data"), msg.get("expected_revision")
 
-                def step(tx: SqliteFacts) -> Decision:
+                def step(tx: Facts) -> Decision:
                     decision, snapshot = t.replace_session_data(
                         tx.session_data(scope, sid), scope, sid, data, expected
                     )

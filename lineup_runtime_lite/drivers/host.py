@@ -14,7 +14,7 @@ from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Decision
 from lineup_runtime_lite.drivers import STEP_TRIES
 from lineup_runtime_lite.drivers.shell import Shell
-from lineup_runtime_lite.store.facts import SqliteFacts
+from lineup_runtime_lite.store.facts import Facts
 
 __all__ = ["HostRelay"]
 
@@ -87,6 +87,6 @@ class HostRelay:
             await shell.decide(_const(t.intent_delivered(head)))
 
 
-def _const(decision: Decision) -> Callable[[SqliteFacts], Decision]:
+def _const(decision: Decision) -> Callable[[Facts], Decision]:
     """A step whose decision was made from facts read before it (its guards re-check)."""
     return lambda tx: decision

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from lineup_runtime_lite.decisions import Decision
 from lineup_runtime_lite.install import Tool
-from lineup_runtime_lite.store.facts import SqliteFacts
+from lineup_runtime_lite.store.facts import Facts
 from lineup_runtime_lite.store.sqlite import Store
 
 __all__ = ["Shell"]
@@ -18,7 +18,7 @@ __all__ = ["Shell"]
 class Shell(Protocol):
     store: Store
     #: Reads outside a batch (the loop's own connection; never inside another's step).
-    facts: SqliteFacts
+    facts: Facts
     activation_timeout_ms: int
 
     def now(self) -> int: ...
@@ -26,7 +26,7 @@ class Shell(Protocol):
     def tools_of(self, scope: str, version: str) -> dict[str, Tool]: ...
     def methods_for(self, scope: str, handler_key: str) -> list[str]: ...
 
-    async def decide(self, step: Callable[[SqliteFacts], Decision | None]) -> Decision | None:
+    async def decide(self, step: Callable[[Facts], Decision | None]) -> Decision | None:
         """Commit the decision `step` makes (inside its savepoint, in the next group
         commit) and perform its effects; None when it decided nothing or lost a race."""
         ...

@@ -13,7 +13,7 @@ from lineup_runtime_lite.drivers.delivery import DeliveryDriver
 from lineup_runtime_lite.drivers.host import HostRelay
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.handlers import RuntimeHandler
-from lineup_runtime_lite.store.facts import SqliteFacts
+from lineup_runtime_lite.store.facts import Facts
 
 __all__ = ["Timers"]
 
@@ -91,5 +91,5 @@ class Timers:
         await self.tick()  # deadlines that passed while down fire at their own times
 
 
-def _const(decision: Decision) -> Callable[[SqliteFacts], Decision]:
+def _const(decision: Decision) -> Callable[[Facts], Decision]:
     return lambda tx: decision

@@ -47,6 +47,9 @@ class Facts(Protocol):
     def latest_message(self, call_id: str) -> dict[str, Any] | None: ...
     def messages(self, call_id: str) -> list[dict[str, Any]]: ...
     def session(self, conversation_id: str, scope: str) -> Session | None: ...
+    def session_and_activation(
+        self, conversation_id: str, scope: str
+    ) -> tuple[Session | None, Activation | None]: ...
     def session_by_id(self, app_session_id: str) -> Session | None: ...
     def app_version(self, scope: str) -> str | None: ...
     def activation(self, activation_id: str) -> Activation | None: ...
@@ -66,7 +69,31 @@ class Facts(Protocol):
     def activations_to_drive(self) -> list[str]: ...
     def sessions_to_pump(self) -> list[str]: ...
     def session_data(self, scope: str, app_session_id: str) -> Snapshot: ...
+    def operations_of(self, conversation_id: str, scope: str) -> list[dict[str, Any]]: ...
+    def im_records(self, conversation_id: str) -> list[dict[str, Any]]: ...
+    def outbox_pending(self, limit: int) -> list[dict[str, Any]]: ...
+    def outbox_all(self) -> list[dict[str, Any]]: ...
+    def call_summary(self, call_id: str) -> tuple[str, str] | None: ...
+    def installed(self) -> list[tuple[str, str]]: ...
+    def app_rows(self) -> list[dict[str, Any]]: ...
+    def version_row(self, scope: str, version: str) -> dict[str, Any] | None: ...
+
+    # writes: the guarded changes of a decision, then the few outside any decision
     def apply(self, change: Change) -> None: ...
+    def ack(self, ids: list[str]) -> None: ...
+    def add_version(
+        self,
+        scope: str,
+        version: str,
+        manifest: bytes,
+        digest: str,
+        key_id: str,
+        folder: str,
+        now_ms: int,
+    ) -> None: ...
+    def make_current(self, scope: str, version: str) -> None: ...
+    def remove_app(self, scope: str) -> None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
 
 
 class SqliteFacts:
@@ -95,15 +122,6 @@ class SqliteFacts:
         ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
-    def finals(self, call_ids: list[str]) -> list[dict[str, Any]]:
-        """The committed final messages among `call_ids`."""
-        out = []
-        for call_id in call_ids:
-            msg = self.latest_message(call_id)
-            if msg is not None and msg["stage"] in _FINAL:
-                out.append(msg)
-        return out
-
     # -- sessions and activations --------------------------------------------------------
     def session(self, conversation_id: str, scope: str) -> Session | None:
         row = self.db.execute(
@@ -111,6 +129,30 @@ class SqliteFacts:
             (conversation_id, scope),
         ).fetchone()
         return _session(row) if row is not None else None
+
+    def session_and_activation(
+        self, conversation_id: str, scope: str
+    ) -> tuple[Session | None, Activation | None]:
+        """A conversation's App session for a scope and its current activation (one read)."""
+        row = self.db.execute(
+            "SELECT s.app_session_id, s.conversation_id, s.scope, s.version, s.next_seq, "
+            "a.activation_id, a.trigger_call_id, a.state, a.requires_foreground, "
+            "a.worker_ready, a.foreground, a.deadline_ms FROM app_sessions s "
+            "LEFT JOIN activations a ON a.activation_id = (SELECT activation_id FROM "
+            "activations WHERE app_session_id = s.app_session_id "
+            "ORDER BY created_ms DESC, rowid DESC LIMIT 1) "
+            "WHERE s.conversation_id=? AND s.scope=?",
+            (conversation_id, scope),
+        ).fetchone()
+        if row is None:
+            return None, None
+        session = Session(row[0], row[1], row[2], row[3], int(row[4]))
+        if row[5] is None:
+            return session, None
+        act = Activation(
+            row[5], row[0], row[6], row[7], bool(row[8]), bool(row[9]), bool(row[10]), int(row[11])
+        )
+        return session, act
 
     def session_by_id(self, app_session_id: str) -> Session | None:
         row = self.db.execute(
@@ -203,12 +245,6 @@ class SqliteFacts:
         row = self.db.execute(
             "SELECT * FROM operations WHERE conversation_id=? AND state='focusing' LIMIT 1",
             (conversation_id,),
-        ).fetchone()
-        return _operation(row) if row is not None else None
-
-    def operation(self, operation_id: str) -> Operation | None:
-        row = self.db.execute(
-            "SELECT * FROM operations WHERE operation_id=?", (operation_id,)
         ).fetchone()
         return _operation(row) if row is not None else None
 
@@ -529,12 +565,10 @@ class SqliteFacts:
     def _record(self, msg: dict[str, Any]) -> None:
         call_id, stage = msg["call_id"], msg["stage"]
         body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        n_row = self.db.execute(
-            "SELECT COALESCE(MAX(n), 0) FROM receipts WHERE call_id=?", (call_id,)
-        ).fetchone()
         cur = self.db.execute(
-            "INSERT OR IGNORE INTO receipts (call_id, stage, n, body) VALUES (?,?,?,?)",
-            (call_id, stage, int(n_row[0]) + 1, body),
+            "INSERT OR IGNORE INTO receipts (call_id, stage, n, body) "
+            "SELECT ?, ?, COALESCE(MAX(n), 0) + 1, ? FROM receipts WHERE call_id=?",
+            (call_id, stage, body, call_id),
         )
         _guard(cur)
         self.db.execute(

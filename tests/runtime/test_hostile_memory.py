@@ -42,6 +42,7 @@ EMPTY = dict.fromkeys(
     (
         "pumps",
         "claimed",
+        "dirty",
         "capabilities",
         "finals",
         "driving",

@@ -1,0 +1,195 @@
+"""Group commit (issue 12, RUNTIME-NOTES "Group commit"): decisions ready in one loop turn
+share one transaction, each in its own savepoint; a lost race is dropped without undoing
+the others; a failed COMMIT leaves the whole batch unapplied; nothing is sent before the
+commit that records it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lineup_build.trust import TrustStore
+from lineup_runtime_lite import AsyncRuntime, Runtime, faults
+from lineup_runtime_lite.decisions import Decision, NewIntent, SupersedeIntents
+from lineup_runtime_lite.drivers.commit import MAX_BATCH, GroupCommit
+from lineup_runtime_lite.store import LostRace, Store
+from lineup_runtime_lite.store.facts import Facts
+from lineup_sdk.errors import LineupError
+from tests.runtime.conftest import ready
+
+
+@pytest.fixture(autouse=True)
+def _disarm() -> Any:
+    yield
+    faults.disarm()
+
+
+def _intent(n: int) -> NewIntent:
+    return NewIntent(f"k{n}", {"n": n}, f"inst{n}")
+
+
+def _writes(n: int) -> Any:
+    def step(tx: Facts) -> int:
+        tx.apply(_intent(n))
+        return n
+
+    return step
+
+
+def _intents(store: Store) -> list[str]:
+    return sorted(r[1] for r in store.dump()["host_intents"])
+
+
+def test_steps_of_one_loop_turn_share_one_commit(tmp_path: Path) -> None:
+    store = Store(tmp_path / "rt.db")
+    try:
+
+        async def go() -> list[Any]:
+            gc = GroupCommit(store)
+            return await asyncio.gather(*(gc.submit(_writes(n)) for n in range(20)))
+
+        before = store.commits
+        assert asyncio.run(go()) == list(range(20))
+        assert store.commits - before == 1  # one COMMIT (one fsync) for twenty decisions
+        assert _intents(store) == sorted(f"k{n}" for n in range(20))
+    finally:
+        store.close()
+
+
+def test_a_batch_is_bounded(tmp_path: Path) -> None:
+    store = Store(":memory:")
+    try:
+
+        async def go() -> GroupCommit:
+            gc = GroupCommit(store)
+            await asyncio.gather(*(gc.submit(_writes(n)) for n in range(MAX_BATCH + 10)))
+            return gc
+
+        gc = asyncio.run(go())
+        assert gc.batches == 2 and gc.steps == MAX_BATCH + 10
+    finally:
+        store.close()
+
+
+def test_a_lost_race_is_dropped_without_undoing_the_others() -> None:
+    store = Store(":memory:")
+    try:
+
+        def loser(tx: Facts) -> None:
+            tx.apply(_intent(99))  # written first, then rolled back to its savepoint
+            raise LostRace()
+
+        def refused(tx: Facts) -> None:
+            tx.apply(_intent(98))
+            raise LineupError("session_data_revision_conflict", "at revision 2, not 1")
+
+        async def go() -> list[Any]:
+            gc = GroupCommit(store)
+            futures = [gc.submit(_writes(1)), gc.submit(loser), gc.submit(refused)]
+            futures.append(gc.submit(_writes(2)))
+            return await asyncio.gather(*futures, return_exceptions=True)
+
+        out = asyncio.run(go())
+        assert out[0] == 1 and out[3] == 2
+        assert isinstance(out[1], LostRace)
+        assert isinstance(out[2], LineupError)
+        assert out[2].code == "session_data_revision_conflict"
+        assert _intents(store) == ["k1", "k2"]  # neither the loser's nor the refused write
+    finally:
+        store.close()
+
+
+def test_a_single_step_that_loses_writes_nothing() -> None:
+    store = Store(":memory:")
+    try:
+
+        def loser(tx: Facts) -> None:
+            tx.apply(_intent(7))
+            raise LostRace()
+
+        [out] = store.batch([loser])
+        assert isinstance(out, LostRace)
+        assert _intents(store) == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("mode", ["full", "ioerror"])
+def test_a_failed_commit_leaves_the_whole_batch_unapplied(tmp_path: Path, mode: str) -> None:
+    store = Store(tmp_path / "rt.db")
+    try:
+        before = store.dump()
+
+        async def go() -> list[Any]:
+            gc = GroupCommit(store)
+            faults.arm("commit.after_write", mode)
+            futures = [gc.submit(_writes(n)) for n in range(5)]
+            return await asyncio.gather(*futures, return_exceptions=True)
+
+        out = asyncio.run(go())
+        assert all(isinstance(e, LineupError) and e.code == "store_unavailable" for e in out)
+        assert store.dump() == before  # nothing of any decision was kept
+        assert store.batch([_writes(1)]) == [1]  # and the next batch commits
+    finally:
+        store.close()
+
+
+def test_guards_make_a_stale_decision_lose(tmp_path: Path) -> None:
+    """A decision computed from facts read before another one committed loses its race."""
+    store = Store(":memory:")
+    try:
+        store.batch([_writes(1)])
+        stale = Decision((SupersedeIntents("inst1"),))
+        assert store.batch([lambda tx: [tx.apply(c) for c in stale.changes]]) == [[None]]
+        from lineup_runtime_lite.decisions import ActivationUpdate
+
+        [lost] = store.batch([lambda tx: tx.apply(ActivationUpdate("nope", state="ready"))])
+        assert isinstance(lost, LostRace)  # no starting activation `nope`: guard found no row
+    finally:
+        store.close()
+
+
+def test_concurrent_calls_of_many_sessions_share_commits(
+    trust: TrustStore, probe_bundle: Path, tmp_path: Path
+) -> None:
+    async def go() -> tuple[int, int, list[dict[str, Any]]]:
+        art = await AsyncRuntime.open(tmp_path / "rt.db", trust=trust)
+        try:
+            await art.install(probe_bundle)
+            for c in range(10):
+                await art.call(f"w{c}", f"c{c}", "probe.echo", {"text": "up"})
+                await art.settle()
+            gc = art._engine.commits
+            batches, steps = gc.batches, gc.steps
+            msgs = await asyncio.gather(
+                *(art.call(f"x{c}", f"c{c}", "probe.echo", {"text": str(c)}) for c in range(10))
+            )
+            return gc.batches - batches, gc.steps - steps, msgs
+        finally:
+            await art.close()
+
+    batches, steps, msgs = asyncio.run(go())
+    assert [m["result"] for m in msgs] == [str(c) for c in range(10)]
+    assert steps == 20  # two decisions per call: `delivered`, then its result
+    assert batches <= 6, (batches, steps)  # not one commit per decision
+
+
+def test_nothing_is_sent_before_the_commit_that_records_it(probe: Runtime) -> None:
+    """The acceptance commit fails: the handler never ran (its session data is unchanged),
+    and the same call later runs exactly once."""
+    ready(probe)
+    before = probe.surface("conv", "probe").get()
+    faults.arm("commit.after_write", "full")
+    with pytest.raises(LineupError) as exc:
+        probe.call("a1", "conv", "probe.append", {"item": "x"})
+    assert exc.value.code == "store_unavailable"
+    probe.settle()
+    assert probe.surface("conv", "probe").get() == before  # not delivered
+    assert probe.call_record("a1") is None
+    assert probe.call("a1", "conv", "probe.append", {"item": "x"})["result"] == (
+        before.revision + 1
+    )
+    assert probe.surface("conv", "probe").get().data == {"items": ["x"]}
