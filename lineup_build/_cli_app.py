@@ -9,7 +9,7 @@ import typer
 
 from lineup_build._cli_common import envelope, find_project, output, projects_for
 from lineup_build._cli_fast import GLOBAL_FLAGS
-from lineup_sdk._version import __version__
+from lineup_sdk import __version__
 
 app = typer.Typer(
     name="lineup",
@@ -170,11 +170,9 @@ def build(
         _render.emit_json(envelope(**result.to_dict()))
     else:
         _render.diagnostics(result.diagnostics)
-        if result.ok and result.manifest is not None:
-            _render.tools_table(
-                result.manifest["tools"],
-                f"{result.manifest['app']['scope']} {result.manifest['app']['version']}",
-            )
+        if result.ok and result.model is not None:
+            app_info = result.model.app
+            _render.tools_table(result.model.tools, f"{app_info.scope} {app_info.version}")
             _render.line(f"[green]built[/] {result.bundle}")
             _render.line(f"manifest sha256 {result.manifest_sha256} · key {result.key_id}")
         else:

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI with `argv` (default: the process arguments) and exit."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args in (["--version"], ["-V"]):
-        from lineup_sdk._version import __version__
+        from lineup_sdk import __version__
 
         sys.stdout.write(f"lineup {__version__}\n")
         sys.exit(0)

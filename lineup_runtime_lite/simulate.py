@@ -278,10 +278,10 @@ def build_with_dev_key(
 
     root = target.resolve()
     result, key = build_dev(root, out_dir=out_dir or root / ".lineup" / "run", sandbox=sandbox)
-    assert result.bundle is not None and result.manifest is not None
+    assert result.bundle is not None and result.model is not None
     # the project's own dev key: trusted for its scope and what it asks for
-    trust = dev_trust(key.public_raw, result.manifest)
-    return DevBuild(result.bundle, trust, result.manifest["app"]["scope"])
+    trust = dev_trust(key.public_raw, result.model)
+    return DevBuild(result.bundle, trust, result.model.app.scope)
 
 
 def open_simulation(
@@ -321,8 +321,8 @@ def open_simulation(
             if not report.ok:
                 raise report.problems[0]
             bundle = target
-            assert report.manifest is not None
-            scope = report.manifest["app"]["scope"]
+            assert report.model is not None
+            scope = report.model.app.scope
         sim = Simulation(
             db or tmp / "runtime.db", trust_obj, bundle, scope, effective_policy, sandbox
         )

@@ -25,9 +25,9 @@ def _build(folder: Path, trust: Any, sandbox: str) -> Prepared:
     from lineup_build.build import build_dev
 
     result, key = build_dev(folder, out_dir=folder.resolve() / ".lineup" / "serve", sandbox=sandbox)
-    assert result.bundle is not None and result.manifest is not None
-    app = result.manifest["app"]
-    scope = app["scope"]
+    assert result.bundle is not None and result.model is not None
+    app = result.model.app
+    scope = app.scope
     # the project's own dev key: trusted for its scope and what it asks for; a --trust
     # file may already trust that key, so its scopes and grants are only widened
     known = trust.keys.get(key.key_id)
@@ -35,7 +35,7 @@ def _build(folder: Path, trust: Any, sandbox: str) -> Prepared:
         key.public_raw,
         sorted({*(known.scopes if known else ()), scope}),
         known.label if known else "lineup serve dev key",
-        sorted({*(known.allow if known else ()), *app.get("permissions", {})}),
+        sorted({*(known.allow if known else ()), *app.permissions}),
     )
     return Prepared(result.bundle, scope, True)
 
@@ -71,9 +71,9 @@ def prepare_targets(
                     exit_code=2,
                 )
             report = check_bundle(target, trust)
-            if not report.ok or report.manifest is None:
+            if not report.ok or report.model is None:
                 raise report.problems[0]
-            prepared.append(Prepared(target, report.manifest["app"]["scope"], False))
+            prepared.append(Prepared(target, report.model.app.scope, False))
         else:
             raise LineupError(
                 "usage_invalid", f"{target} is neither a MiniApp folder nor a bundle", exit_code=2

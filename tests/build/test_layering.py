@@ -113,6 +113,20 @@ def test_imports_flow_one_way() -> None:
     assert _violations() == []
 
 
+def test_no_package_imports_another_packages_private_modules() -> None:
+    """`_`-prefixed modules are private to their package (`lineup_sdk.codes`, not
+    `lineup_sdk._codes`; `lineup_sdk.__version__`, not `lineup_sdk._version`)."""
+    found = []
+    for package in RANK:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for target, line, _ in _imports(path):
+                parts = target.split(".")
+                private = any(p.startswith("_") and p != "__init__" for p in parts[1:])
+                if parts[0] in RANK and parts[0] != package and private:
+                    found.append(f"{path.relative_to(ROOT)}:{line}: {target}")
+    assert found == []
+
+
 def test_the_layering_check_sees_violations() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
