@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lineup_build import _render
+from lineup_build.cli import _render
 from lineup_build.model import Tool
 
 

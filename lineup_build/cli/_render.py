@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from lineup_build._cli_common import output, write_json
+from lineup_build.cli._common import output, write_json
 from lineup_build.diagnostics import Diagnostic
 from lineup_sdk.errors import LineupError
 
