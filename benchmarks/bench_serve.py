@@ -118,8 +118,9 @@ async def _over_stdio(
 
 def _entries(app: Path, db: Path) -> list[dict[str, Any]]:
     """The `tools/list` entries `lineup serve` builds for an app."""
+    from lineup_build.cli.compose import prepare_targets
     from lineup_runtime_lite import Runtime
-    from lineup_runtime_lite.serve import Bridge, install_targets, prepare_targets
+    from lineup_runtime_lite.serve import Bridge, install_targets
 
     trust, prepared = prepare_targets([app], None)
     with Runtime.open(db, trust=trust) as rt:
@@ -129,8 +130,9 @@ def _entries(app: Path, db: Path) -> list[dict[str, Any]]:
 
 def _open_direct(app: Path, db: Path) -> Any:
     """A runtime in this process with the ping app installed and its session ready."""
+    from lineup_build.cli.compose import prepare_targets
     from lineup_runtime_lite import Runtime
-    from lineup_runtime_lite.serve import install_targets, prepare_targets
+    from lineup_runtime_lite.serve import install_targets
 
     trust, prepared = prepare_targets([app], None)
     rt = Runtime.open(db, trust=trust)

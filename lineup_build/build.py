@@ -16,8 +16,9 @@ from lineup_build.config import ProjectConfig, load_config
 from lineup_build.diagnostics import Diagnostic, Where, has_errors
 from lineup_build.files import IncludedFile, collect_files
 from lineup_build.fsutil import check_out_dir, read_regular
-from lineup_build.manifest import build_manifest, serialize_manifest
+from lineup_build.manifest import build_manifest, build_model, serialize_manifest
 from lineup_build.manifest_checks import parse_manifest
+from lineup_build.model import Manifest
 from lineup_build.reader import Limits
 from lineup_build.signing import (
     KEY_ENV,
@@ -64,7 +65,12 @@ class CheckResult:
 
 @dataclass
 class BuildResult:
-    """What `lineup build` produced."""
+    """What `lineup build` produced.
+
+    Attributes:
+        manifest: The signed manifest as JSON data (None when nothing was built).
+        model: The same manifest as the typed `Manifest`.
+    """
 
     ok: bool
     bundle: Path | None
@@ -72,6 +78,7 @@ class BuildResult:
     manifest: dict[str, Any] | None
     key_id: str | None
     check: CheckResult
+    model: Manifest | None = None
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -284,7 +291,8 @@ def build_project(
             check.diagnostics.append(Diagnostic(exc.code, exc.message, hint=exc.hint))
     if not check.ok(strict=strict) or key is None or check.config is None:
         return BuildResult(False, None, None, None, None, check)
-    manifest = build_manifest(check.config, check.tools, check.files)
+    model = build_model(check.config, check.tools, check.files)
+    manifest = model.to_json()
     manifest_bytes = serialize_manifest(manifest)
     try:  # the limits `verify` enforces: never write a bundle its own verify refuses
         parse_manifest(manifest_bytes, Limits())
@@ -298,9 +306,8 @@ def build_project(
     ]
     target = out / bundle_name(check.config)
     write_bundle(target, entries, epoch=epoch)
-    return BuildResult(
-        True, target, hashlib.sha256(manifest_bytes).hexdigest(), manifest, key.key_id, check
-    )
+    digest = hashlib.sha256(manifest_bytes).hexdigest()
+    return BuildResult(True, target, digest, manifest, key.key_id, check, model)
 
 
 def build_dev(
@@ -308,14 +315,14 @@ def build_dev(
 ) -> tuple[BuildResult, SigningKey]:
     """Build a project folder with its dev key, for `lineup run` / `test` / `serve`.
 
-    Returns the successful build (bundle and manifest set) and the key.
+    Returns the successful build (bundle, manifest and model set) and the key.
 
     Raises:
         LineupError: the first error diagnostic's code, every diagnostic in `details`.
     """
     key = ensure_dev_key(root.resolve())
     result = build_project(root, signing_key=key, out_dir=out_dir, sandbox=sandbox)
-    if not result.ok or result.bundle is None or result.manifest is None:
+    if not result.ok or result.bundle is None or result.model is None:
         first = next((d for d in result.diagnostics if d.severity == "error"), None)
         detail = f"{first.code}: {first.message}" if first else "the build failed"
         raise LineupError(

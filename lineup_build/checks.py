@@ -1,19 +1,27 @@
-"""Checks over the extracted registry data: names, schemas, catalog contract, warnings."""
+"""`lineup build`'s checks over the extracted registry data: the tool rules of `tool_rules`
+worded as diagnostics with locations, plus the build-only warnings and field bounds."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lineup_build.diagnostics import Diagnostic, Where
-from lineup_build.schemas import canonical_json, check_schema
-from lineup_sdk._registry import method_name_problem
-from lineup_sdk.catalog import CATALOG, key_allowed_for_scope
+from lineup_build.schemas import canonical_json
+from lineup_build.tool_rules import (
+    MAX_DESCRIPTION,
+    MAX_TIMEOUT_S,
+    SCHEMA_FIELDS,
+    ContractFinding,
+    contract_findings,
+    description_ok,
+    method_problem,
+    schema_findings,
+    timeout_ok,
+)
 
 __all__ = ["LARGE_SCHEMA_BYTES", "check_tools", "diagnostics_from_problems"]
 
 LARGE_SCHEMA_BYTES = 64 * 1024
-MAX_DESCRIPTION = 4096  # characters, as in the manifest schema
-MAX_TIMEOUT_S = 3600
 
 
 def _where(loc: dict[str, Any] | None) -> Where | None:
@@ -52,20 +60,11 @@ def _has_description(prop: Any, root: dict[str, Any]) -> bool:
 
 
 def _schema_diags(tool: dict[str, Any], where: Where | None) -> list[Diagnostic]:
-    out: list[Diagnostic] = []
     method = tool["method"]
-    for field, code, require_object in (
-        ("input_schema", "invalid_input_schema", True),
-        ("result_schema", "invalid_result_schema", False),
-    ):
-        schema = tool[field]
-        for p in check_schema(schema, require_object=require_object):
-            the_code = "remote_ref" if p.kind == "remote_ref" else code
-            out.append(
-                Diagnostic(the_code, f"{method}: {field} at {p.pointer}: {p.message}", where=where)
-            )
+    out = [Diagnostic(f.code, f.message, where=where) for f in schema_findings(method, tool)]
+    for field, _, _ in SCHEMA_FIELDS:
         try:
-            size = len(canonical_json(schema))
+            size = len(canonical_json(tool[field]))
         except (TypeError, ValueError):
             continue
         if size > LARGE_SCHEMA_BYTES:
@@ -80,44 +79,42 @@ def _schema_diags(tool: dict[str, Any], where: Where | None) -> list[Diagnostic]
     return out
 
 
+def _contract_message(method: str, f: ContractFinding) -> tuple[str, str | None]:
+    """How the build words a catalog finding: `(message, hint)`."""
+    if f.kind == "unknown_key":
+        return f"{method}: handler key {f.key!r} is not in the runtime handler catalog", None
+    if f.kind == "scope":
+        return (
+            f"{method}: handler key {f.key!r} belongs to scope {f.expected!r}, not {f.actual!r}",
+            None,
+        )
+    if f.kind in ("activation", "long_running"):
+        return (
+            f"{method}: {f.kind} {f.actual!r} differs from the catalog's {f.expected!r} "
+            f"for {f.key!r}",
+            f"declare it with {f.kind}={f.expected!r}" if f.kind == "activation" else None,
+        )
+    return (
+        f"{method}: its {f.kind} differs from the frozen catalog schema of {f.key!r}",
+        "omit the schema; runtime tools take theirs from the catalog",
+    )
+
+
 def _runtime_diags(tool: dict[str, Any], scope: str, where: Where | None) -> list[Diagnostic]:
-    method, key = tool["method"], tool["handler_key"]
-    entry = CATALOG[key]
+    # the build takes a runtime tool's schemas from the catalog; what the author declared
+    # (if anything) is what must agree with it
+    findings = contract_findings(
+        tool["handler_key"],
+        scope,
+        activation=tool["activation"],
+        long_running=tool["long_running"],
+        input_schema=tool.get("declared_input_schema"),
+        result_schema=tool.get("declared_result_schema"),
+    )
     out = []
-    if not key_allowed_for_scope(key, scope):
-        out.append(
-            Diagnostic(
-                "runtime_contract_mismatch",
-                f"{method}: handler key {key!r} belongs to scope {key.split('.')[0]!r}, "
-                f"not {scope!r}",
-                where=where,
-            )
-        )
-    if tool["activation"] != entry.activation:
-        out.append(
-            Diagnostic(
-                "runtime_contract_mismatch",
-                f"{method}: activation {tool['activation']!r} differs from the catalog's "
-                f"{entry.activation!r} for {key!r}",
-                where=where,
-                hint=f"declare it with activation={entry.activation!r}",
-            )
-        )
-    for field, frozen in (
-        ("declared_input_schema", entry.input_schema),
-        ("declared_result_schema", entry.result_schema),
-    ):
-        declared = tool.get(field)
-        if declared is not None and declared != frozen:
-            out.append(
-                Diagnostic(
-                    "runtime_contract_mismatch",
-                    f"{method}: its {field.removeprefix('declared_')} differs from the frozen "
-                    f"catalog schema of {key!r}",
-                    where=where,
-                    hint="omit the schema; runtime tools take theirs from the catalog",
-                )
-            )
+    for f in findings:
+        message, hint = _contract_message(tool["method"], f)
+        out.append(Diagnostic(f.code, message, where=where, hint=hint))
     return out
 
 
@@ -125,7 +122,7 @@ def _field_diags(tool: dict[str, Any], where: Where | None) -> list[Diagnostic]:
     """`description` and `timeout_s` within the manifest schema's bounds."""
     out = []
     method, description = tool["method"], tool.get("description")
-    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+    if not description_ok(description):
         out.append(
             Diagnostic(
                 "config_invalid",
@@ -135,11 +132,7 @@ def _field_diags(tool: dict[str, Any], where: Where | None) -> list[Diagnostic]:
             )
         )
     timeout = tool.get("timeout_s", 1)
-    if (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or not 0 < timeout <= MAX_TIMEOUT_S
-    ):
+    if not timeout_ok(timeout):
         out.append(
             Diagnostic(
                 "config_invalid",
@@ -157,7 +150,7 @@ def check_tools(tools: list[dict[str, Any]], scope: str) -> list[Diagnostic]:
     for tool in tools:
         where = _where(tool.get("location"))
         method = tool["method"]
-        bad = method_name_problem(method, scope)
+        bad = method_problem(method, scope)
         if bad:
             out.append(Diagnostic(bad[0], bad[1], where=where))
         if tool["delivery"] == "runtime":

@@ -8,6 +8,7 @@ import json
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from lineup_build.model import AppInfo, FileEntry, Manifest, SdkInfo, Tool
 from lineup_build.schemas import canonical_json
 from lineup_sdk import __version__ as SDK_VERSION
 
@@ -18,62 +19,41 @@ if TYPE_CHECKING:  # the verify path reads the schema and never builds
 __all__ = [
     "MANIFEST_VERSION",
     "build_manifest",
+    "build_model",
     "manifest_schema",
     "manifest_schema_errors",
     "serialize_manifest",
 ]
 
 MANIFEST_VERSION = 1
-_SDK_TOOL_KEYS = (
-    "method",
-    "description",
-    "delivery",
-    "activation",
-    "long_running",
-    "timeout_s",
-    "input_schema",
-    "result_schema",
-)
-_RUNTIME_TOOL_KEYS = (
-    "method",
-    "description",
-    "delivery",
-    "activation",
-    "long_running",
-    "handler_key",
-    "input_schema",
-    "result_schema",
-)
+
+
+def build_model(
+    config: ProjectConfig, tools: list[dict[str, Any]], files: list[IncludedFile]
+) -> Manifest:
+    """The manifest of checked declarations: tools sorted by method, files as collected
+    (sorted by path); permissions and hints only when set, so older bundles are unchanged."""
+    return Manifest(
+        manifest_version=MANIFEST_VERSION,
+        app=AppInfo(
+            scope=config.scope,
+            name=config.name,
+            version=config.version,
+            entry=config.entry,
+            dependencies=tuple(config.dependencies),
+            permissions=tuple(sorted(config.permissions)),
+        ),
+        sdk=SdkInfo(SDK_VERSION),
+        tools=tuple(Tool.from_json(t) for t in sorted(tools, key=lambda t: t["method"])),
+        files=tuple(FileEntry(f.path, f.sha256, f.size) for f in files),
+    )
 
 
 def build_manifest(
     config: ProjectConfig, tools: list[dict[str, Any]], files: list[IncludedFile]
 ) -> dict[str, Any]:
-    """The manifest as data: tools sorted by method, files sorted by path."""
-    app: dict[str, Any] = {
-        "scope": config.scope,
-        "name": config.name,
-        "version": config.version,
-        "entry": config.entry,
-    }
-    if config.dependencies:
-        app["dependencies"] = list(config.dependencies)
-    if config.permissions:  # written only when something is granted: older bundles unchanged
-        app["permissions"] = dict.fromkeys(config.permissions, True)
-    out_tools = []
-    for tool in sorted(tools, key=lambda t: t["method"]):
-        keys = _RUNTIME_TOOL_KEYS if tool["delivery"] == "runtime" else _SDK_TOOL_KEYS
-        entry = {k: tool[k] for k in keys}
-        if tool.get("hints"):
-            entry["hints"] = dict(tool["hints"])
-        out_tools.append(entry)
-    return {
-        "manifest_version": MANIFEST_VERSION,
-        "app": app,
-        "sdk": {"version": SDK_VERSION},
-        "tools": out_tools,
-        "files": [{"path": f.path, "sha256": f.sha256, "size": f.size} for f in files],
-    }
+    """The manifest as data (`build_model(...).to_json()`)."""
+    return build_model(config, tools, files).to_json()
 
 
 def serialize_manifest(manifest: dict[str, Any]) -> bytes:

@@ -1,6 +1,7 @@
 """Checks on a bundle's manifest as data: strict JSON, the schema, tools against the catalog.
 
-Pure functions over bytes and dicts; `verify` calls them in SPEC 4 order. Nothing here
+Pure functions over bytes, dicts and the `Manifest` model; `verify` calls them in SPEC 4
+order. The tool rules themselves live in `tool_rules`, shared with the build. Nothing here
 imports or runs bundle code: a tool is a name, schemas and flags, never a function.
 """
 
@@ -15,10 +16,16 @@ from typing import Any
 
 from lineup_build.fsutil import no_duplicate_keys, reject_constant
 from lineup_build.manifest import manifest_schema
+from lineup_build.model import Manifest, Tool
 from lineup_build.reader import Limits
-from lineup_build.schemas import canonical_json, check_schema
-from lineup_sdk._names import method_name_problem
-from lineup_sdk.catalog import CATALOG, key_allowed_for_scope
+from lineup_build.schemas import canonical_json
+from lineup_build.tool_rules import (
+    SCHEMA_FIELDS,
+    ContractFinding,
+    contract_findings,
+    method_problem,
+    schema_findings,
+)
 from lineup_sdk.errors import LineupError
 
 __all__ = ["json_depth", "parse_manifest", "schema_problems", "tool_problems"]
@@ -236,28 +243,43 @@ def schema_problems(manifest: Any) -> list[LineupError]:
     return out
 
 
-def _schema_checks(method: str, tool: dict[str, Any]) -> list[LineupError]:
+def _schema_checks(tool: Tool) -> list[LineupError]:
+    method = tool.method
+    schemas = {"input_schema": tool.input_schema, "result_schema": tool.result_schema}
+    findings = schema_findings(method, schemas)
     out = []
-    for field, code, require_object in (
-        ("input_schema", "invalid_input_schema", True),
-        ("result_schema", "invalid_result_schema", False),
-    ):
-        problems = check_schema(tool[field], require_object=require_object)
-        for p in problems[:_MAX_SCHEMA_REPORTS]:
+    for field, _, _ in SCHEMA_FIELDS:  # at most so many reports per schema
+        for f in [f for f in findings if f.field == field][:_MAX_SCHEMA_REPORTS]:
             out.append(
                 LineupError(
-                    "remote_ref" if p.kind == "remote_ref" else code,
-                    f"{method}: {field} at {p.pointer}: {p.message}",
-                    details={"method": method, "field": field, "pointer": p.pointer},
+                    f.code,
+                    f.message,
+                    details={"method": method, "field": field, "pointer": f.pointer},
                 )
             )
     return out
 
 
-def _catalog_checks(method: str, tool: dict[str, Any], scope: str) -> list[LineupError]:
-    key = tool["handler_key"]
-    entry = CATALOG.get(key)
-    if entry is None:
+def _contract_text(f: ContractFinding, scope: str) -> str:
+    """How verify words a catalog finding (after `<method>: `)."""
+    if f.kind == "scope":
+        return f"key {f.key!r} belongs to another scope than {scope!r}"
+    if f.kind in ("activation", "long_running"):
+        return f"{f.kind} {f.actual!r} is not {f.expected!r}"
+    return f"{f.kind} differs from the catalog"
+
+
+def _catalog_checks(tool: Tool, scope: str) -> list[LineupError]:
+    key, method = tool.handler_key or "", tool.method
+    findings = contract_findings(
+        key,
+        scope,
+        activation=tool.activation,
+        long_running=tool.long_running,
+        input_schema=tool.input_schema,
+        result_schema=tool.result_schema,
+    )
+    if findings and findings[0].kind == "unknown_key":
         return [
             LineupError(
                 "unknown_runtime_handler",
@@ -265,38 +287,28 @@ def _catalog_checks(method: str, tool: dict[str, Any], scope: str) -> list[Lineu
                 details={"method": method, "handler_key": key},
             )
         ]
-    diffs = []
-    if not key_allowed_for_scope(key, scope):
-        diffs.append(f"key {key!r} belongs to another scope than {scope!r}")
-    if tool["activation"] != entry.activation:
-        diffs.append(f"activation {tool['activation']!r} is not {entry.activation!r}")
-    if tool["long_running"] != entry.long_running:
-        diffs.append(f"long_running {tool['long_running']!r} is not {entry.long_running!r}")
-    if tool["input_schema"] != entry.input_schema:
-        diffs.append("input_schema differs from the catalog")
-    if tool["result_schema"] != entry.result_schema:
-        diffs.append("result_schema differs from the catalog")
     return [
         LineupError(
-            "runtime_contract_mismatch",
-            f"{method}: {d}",
+            f.code,
+            f"{method}: {_contract_text(f, scope)}",
             details={"method": method, "handler_key": key},
         )
-        for d in diffs
+        for f in findings
     ]
 
 
-def tool_problems(manifest: dict[str, Any]) -> list[LineupError]:
-    """Method names, each tool schema, then runtime tools against the catalog.
+def tool_problems(manifest: Manifest) -> list[LineupError]:
+    """Method names, each tool schema, then runtime tools against the catalog (the rules
+    of `tool_rules`, worded as verify reports them).
 
-    `manifest` must already match the manifest schema.
+    `manifest` is the model of a manifest that matched the manifest schema.
     """
-    scope = manifest["app"]["scope"]
+    scope = manifest.app.scope
     out: list[LineupError] = []
     seen: set[str] = set()
-    for tool in manifest["tools"]:
-        method = tool["method"]
-        bad = method_name_problem(method, scope)
+    for tool in manifest.tools:
+        method = tool.method
+        bad = method_problem(method, scope)
         if bad:
             out.append(LineupError(bad[0], bad[1], details={"method": method}))
         if method in seen:
@@ -308,8 +320,8 @@ def tool_problems(manifest: dict[str, Any]) -> list[LineupError]:
                 )
             )
         seen.add(method)
-        out.extend(_schema_checks(method, tool))
-    for tool in manifest["tools"]:
-        if tool["delivery"] == "runtime":
-            out.extend(_catalog_checks(tool["method"], tool, scope))
+        out.extend(_schema_checks(tool))
+    for tool in manifest.tools:
+        if tool.is_runtime:
+            out.extend(_catalog_checks(tool, scope))
     return out

@@ -8,10 +8,12 @@ short summary of what changed.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from lineup_build.manifest import serialize_manifest
+from lineup_build.model import Manifest
 from lineup_sdk.errors import LineupError
 
 __all__ = ["manifest_diff", "staleness_problem"]
@@ -19,11 +21,12 @@ __all__ = ["manifest_diff", "staleness_problem"]
 _SHOWN = 5
 
 
-def _by(items: Any, key: str) -> dict[str, Any]:
-    return {i[key]: i for i in items} if isinstance(items, list) else {}
+def _changed(old: Any, new: Any) -> list[str]:
+    """The names of the fields (of two model objects of one kind) that differ, sorted."""
+    return sorted(f.name for f in fields(old) if getattr(old, f.name) != getattr(new, f.name))
 
 
-def manifest_diff(bundle: dict[str, Any], fresh: dict[str, Any]) -> dict[str, list[str]]:
+def manifest_diff(bundle: Manifest, fresh: Manifest) -> dict[str, list[str]]:
     """What changed from the bundle's manifest to a fresh build's, as lists of names.
 
     Keys (each present only when non-empty): `app` (changed app fields), `sdk`,
@@ -31,25 +34,21 @@ def manifest_diff(bundle: dict[str, Any], fresh: dict[str, Any]) -> dict[str, li
     `files_added`, `files_removed`, `files_changed`.
     """
     out: dict[str, list[str]] = {}
-    old_app, new_app = bundle.get("app", {}), fresh.get("app", {})
-    app = sorted(k for k in set(old_app) | set(new_app) if old_app.get(k) != new_app.get(k))
+    app = _changed(bundle.app, fresh.app)
     if app:
         out["app"] = app
-    if bundle.get("sdk") != fresh.get("sdk"):
-        out["sdk"] = [f"{bundle.get('sdk')} -> {fresh.get('sdk')}"]
-    for kind, key in (("tools", "method"), ("files", "path")):
-        old, new = _by(bundle.get(kind), key), _by(fresh.get(kind), key)
+    if bundle.sdk != fresh.sdk:
+        out["sdk"] = [f"{ {'version': bundle.sdk.version} } -> { {'version': fresh.sdk.version} }"]
+    tools = ({t.method: t for t in bundle.tools}, {t.method: t for t in fresh.tools})
+    files = ({f.path: f for f in bundle.files}, {f.path: f for f in fresh.files})
+    for kind, (old, new) in (("tools", tools), ("files", files)):
         added = sorted(set(new) - set(old))
         removed = sorted(set(old) - set(new))
         changed = []
         for name in sorted(set(old) & set(new)):
             if old[name] != new[name]:
-                fields = sorted(
-                    f
-                    for f in set(old[name]) | set(new[name])
-                    if old[name].get(f) != new[name].get(f)
-                )
-                changed.append(f"{name}: {', '.join(fields)}" if kind == "tools" else name)
+                what = _changed(old[name], new[name])
+                changed.append(f"{name}: {', '.join(what)}" if kind == "tools" else name)
         for label, values in (("added", added), ("removed", removed), ("changed", changed)):
             if values:
                 out[f"{kind}_{label}"] = values
@@ -66,7 +65,7 @@ def _summary(diff: dict[str, list[str]]) -> str:
 
 
 def staleness_problem(
-    bundle_manifest: dict[str, Any],
+    bundle_manifest: Manifest,
     bundle_bytes: bytes,
     source: Path,
     *,
@@ -90,7 +89,7 @@ def staleness_problem(
         )
     if serialize_manifest(fresh) == bundle_bytes:
         return None
-    diff = manifest_diff(bundle_manifest, fresh)
+    diff = manifest_diff(bundle_manifest, Manifest.from_json(fresh))
     return LineupError(
         "stale_bundle",
         f"the bundle is stale against {source}: {_summary(diff)}",

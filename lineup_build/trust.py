@@ -19,11 +19,14 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lineup_build.fsutil import TomlTooDeep, atomic_write, parse_toml, read_regular
 from lineup_build.signing import b64decode_canonical, b64encode, is_weak_public_key, key_id_of
 from lineup_sdk.errors import LineupError
+
+if TYPE_CHECKING:
+    from lineup_build.model import Manifest
 
 __all__ = [
     "PERMISSIONS",
@@ -78,21 +81,20 @@ class TrustedKey:
         """Whether this key may sign bundles for `scope`."""
         return "*" in self.scopes or scope in self.scopes
 
-    def check_manifest(self, manifest: dict[str, Any]) -> None:
+    def check_manifest(self, manifest: Manifest) -> None:
         """The key may sign this manifest: its scope and every permission it asks for.
 
         Raises:
             LineupError: `scope_not_allowed` or `permission_not_allowed`.
         """
-        scope = manifest["app"]["scope"]
+        scope = manifest.app.scope
         if not self.allows(scope):
             raise LineupError(
                 "scope_not_allowed",
                 f"key {self.key_id} may not sign for scope {scope!r} "
                 f"(allowed: {', '.join(self.scopes)})",
             )
-        asked = sorted(k for k, v in manifest["app"].get("permissions", {}).items() if v)
-        refused = [p for p in asked if p not in self.allow]
+        refused = [p for p in manifest.app.permissions if p not in self.allow]
         if refused:
             raise LineupError(
                 "permission_not_allowed",
@@ -363,12 +365,11 @@ def read_public_key(arg: str) -> bytes:
     return parse_public_key(arg)
 
 
-def dev_trust(public_raw: bytes, manifest: dict[str, Any]) -> TrustStore:
+def dev_trust(public_raw: bytes, manifest: Manifest) -> TrustStore:
     """The trust `lineup run`/`test`/`serve` give a project folder's own dev key: its app's
     scope, and the permissions the project asks for (SPEC 8)."""
-    app = manifest["app"]
     store = TrustStore()
-    store.add(public_raw, [app["scope"]], "project dev key", sorted(app.get("permissions", {})))
+    store.add(public_raw, [manifest.app.scope], "project dev key", list(manifest.app.permissions))
     return store
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from lineup_build.model import Manifest
 from lineup_build.reader import CHUNK, entry_name_problem, iter_entry_chunks
 from lineup_sdk.errors import LineupError
 
@@ -35,15 +36,17 @@ class VerifiedBundle:
 
     Attributes:
         path: The bundle file.
-        manifest: The parsed, schema-valid manifest.
+        manifest: The parsed, schema-valid manifest, as JSON data.
         manifest_bytes: The exact signed manifest bytes.
         key_id: The trusted key that signed them.
+        model: The same manifest as the typed `Manifest` (what install reads).
     """
 
     path: Path
     manifest: dict[str, Any]
     manifest_bytes: bytes
     key_id: str
+    model: Manifest
     _files: tuple[FileSlice, ...] = field(default=(), repr=False, compare=False)
 
     def extract_to(self, target: Path) -> None:

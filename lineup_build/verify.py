@@ -19,6 +19,7 @@ from lineup_build.canonical import MANIFEST_NAME, SIGNATURE_NAME, canonical_prob
 from lineup_build.canonical import layout_problems as _layout_problems
 from lineup_build.fsutil import open_regular
 from lineup_build.manifest_checks import parse_manifest, schema_problems, tool_problems
+from lineup_build.model import Manifest, Tool
 from lineup_build.reader import (
     CHUNK,
     Archive,
@@ -75,7 +76,9 @@ class VerifyReport:
     Attributes:
         bundle: The bundle file.
         problems: Every problem, the first fatal one first (empty when it verified).
-        manifest: The manifest when it parsed and matched the schema (trusted or not).
+        manifest: The manifest when it parsed and matched the schema (trusted or not), as
+            JSON data.
+        model: The same manifest as the typed `Manifest`, with `manifest`.
         manifest_bytes: The raw manifest bytes, with `manifest`.
         key_id: The key id `manifest.sig` names, when it parsed.
         signature: `valid`, `invalid`, `missing`, `untrusted` or `unchecked` (no store).
@@ -85,6 +88,7 @@ class VerifyReport:
     bundle: Path
     problems: list[LineupError] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
+    model: Manifest | None = None
     manifest_bytes: bytes | None = None
     key_id: str | None = None
     signature: str = "unchecked"
@@ -97,7 +101,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The same facts as data (for `--json`)."""
-        m = self.manifest
+        m = self.model
         return {
             "ok": self.ok,
             "bundle": str(self.bundle),
@@ -107,24 +111,26 @@ class VerifyReport:
             "manifest_sha256": (
                 hashlib.sha256(self.manifest_bytes).hexdigest() if self.manifest_bytes else None
             ),
-            "app": m["app"] if m else None,
-            "tools": [_tool_summary(t) for t in m["tools"]] if m else [],
-            "files": [{"path": f["path"], "size": f["size"]} for f in m["files"]] if m else [],
+            "app": m.app.to_json() if m else None,
+            "tools": [_tool_summary(t) for t in m.tools] if m else [],
+            "files": [{"path": f.path, "size": f.size} for f in m.files] if m else [],
             "diagnostics": [p.to_dict() for p in self.problems],
         }
 
 
-def _tool_summary(tool: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "method",
-        "activation",
-        "delivery",
-        "long_running",
-        "handler_key",
-        "description",
-        "hints",
-    )
-    return {k: tool[k] for k in keys if k in tool}
+def _tool_summary(tool: Tool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "method": tool.method,
+        "activation": tool.activation,
+        "delivery": tool.delivery,
+        "long_running": tool.long_running,
+    }
+    if tool.handler_key is not None:
+        out["handler_key"] = tool.handler_key
+    out["description"] = tool.description
+    if tool.hints:
+        out["hints"] = tool.hint_map
+    return out
 
 
 def _read_entry(fh: BinaryIO, entry: ArchiveEntry) -> bytes:
@@ -184,9 +190,9 @@ def _check_signature(
 
 
 def _check_files(
-    report: VerifyReport, fh: BinaryIO, archive: Archive, manifest: dict[str, Any], limits: Limits
+    report: VerifyReport, fh: BinaryIO, archive: Archive, manifest: Manifest, limits: Limits
 ) -> list[FileSlice]:
-    files = manifest["files"]
+    files = manifest.files
     if len(files) > limits.max_files:
         report.problems.append(
             LineupError("limits_exceeded", f"the manifest lists {len(files)} files")
@@ -196,7 +202,7 @@ def _check_files(
     listed: set[str] = set()
     buf = bytearray(CHUNK)
     for f in files:
-        path, name = f["path"], f"app/{f['path']}"
+        path, name = f.path, f"app/{f.path}"
         why = entry_name_problem(name)
         problem = None
         if why:
@@ -207,11 +213,11 @@ def _check_files(
         entry = archive.by_name.get(name)
         if problem is None and entry is None:
             problem = LineupError("file_missing", f"{path} is listed but not in the bundle")
-        elif problem is None and entry is not None and entry.size != f["size"]:
+        elif problem is None and entry is not None and entry.size != f.size:
             problem = LineupError(
-                "file_hash_mismatch", f"{path} is {entry.size} bytes, the manifest says {f['size']}"
+                "file_hash_mismatch", f"{path} is {entry.size} bytes, the manifest says {f.size}"
             )
-        elif problem is None and entry is not None and _sha256(fh, entry, buf) != f["sha256"]:
+        elif problem is None and entry is not None and _sha256(fh, entry, buf) != f.sha256:
             problem = LineupError(
                 "file_hash_mismatch", f"{path}: SHA-256 differs from the manifest"
             )
@@ -219,7 +225,7 @@ def _check_files(
             problem.details = {"path": path}
             report.problems.append(problem)
         elif entry is not None:
-            slices.append(FileSlice(path, entry.data_offset, entry.size, f["sha256"]))
+            slices.append(FileSlice(path, entry.data_offset, entry.size, f.sha256))
     for name in archive.by_name:
         if name.startswith("app/") and name[4:] not in listed:
             report.problems.append(
@@ -249,10 +255,10 @@ def _run(
         return report, []
     with fh:
         slices = _checks(report, fh, trust, limits)
-    if source is not None and report.manifest is not None and report.manifest_bytes:
+    if source is not None and report.model is not None and report.manifest_bytes:
         from lineup_build.staleness import staleness_problem
 
-        stale = staleness_problem(report.manifest, report.manifest_bytes, source, sandbox=sandbox)
+        stale = staleness_problem(report.model, report.manifest_bytes, source, sandbox=sandbox)
         if stale is not None:
             report.problems.append(stale)
     return report, slices
@@ -284,14 +290,15 @@ def _checks(
     if schema:
         report.problems.extend(schema)
         return []
-    report.manifest, report.manifest_bytes = doc, manifest_bytes
+    model = Manifest.from_json(doc)  # after the schema check: it only reads the fields
+    report.manifest, report.model, report.manifest_bytes = doc, model, manifest_bytes
     if report.signer is not None:
         try:
-            report.signer.check_manifest(doc)
+            report.signer.check_manifest(model)
         except LineupError as exc:
             report.problems.append(exc)
-    report.problems.extend(tool_problems(doc))
-    return _check_files(report, fh, archive, doc, limits)
+    report.problems.extend(tool_problems(model))
+    return _check_files(report, fh, archive, model, limits)
 
 
 def check_bundle(
@@ -333,11 +340,16 @@ def verify_bundle(
     except OSError as exc:
         problem = LineupError("bundle_unreadable", f"cannot read {bundle}: {exc}")
         raise VerifyError([problem]) from None
-    if not report.ok or report.manifest is None or report.manifest_bytes is None:
+    if (
+        not report.ok
+        or report.manifest is None
+        or report.model is None
+        or report.manifest_bytes is None
+    ):
         raise VerifyError(
             report.problems or [LineupError("signature_invalid", "the bundle is not verified")]
         )
     assert report.key_id is not None
     return VerifiedBundle(
-        bundle, report.manifest, report.manifest_bytes, report.key_id, tuple(slices)
+        bundle, report.manifest, report.manifest_bytes, report.key_id, report.model, tuple(slices)
     )

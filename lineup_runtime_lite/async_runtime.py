@@ -314,11 +314,13 @@ class AsyncRuntime:
         """Installed apps: scope, current version, key id, manifest hash, permissions."""
         import json
 
+        from lineup_build.model import Manifest
+
         self._check_open()
         out = []
         for app in self._engine.facts.app_rows():
-            manifest = json.loads(app.pop("manifest"))
-            app["permissions"] = sorted(manifest["app"].get("permissions", {}))
+            manifest = Manifest.from_json(json.loads(app.pop("manifest")))
+            app["permissions"] = list(manifest.app.permissions)
             out.append(app)
         return out
 

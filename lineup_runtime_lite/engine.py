@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from lineup_build.model import Manifest
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.clock import Clock
 from lineup_runtime_lite.decisions import Decision
@@ -131,7 +132,7 @@ class Engine:
             row = self.facts.version_row(scope, version)
             if row is None:
                 raise KeyError(key)
-            manifest = json.loads(row["manifest"])
+            manifest = Manifest.from_json(json.loads(row["manifest"]))
             tools = self._versions[key] = {
                 tool.method: tool for tool in load_tools(scope, version, manifest)
             }

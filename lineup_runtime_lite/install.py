@@ -7,10 +7,12 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lineup_build.model import Manifest
 from lineup_runtime_lite.store import Store
 from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
 from lineup_sdk.errors import LineupError
@@ -18,7 +20,14 @@ from lineup_sdk.errors import LineupError
 if TYPE_CHECKING:
     from lineup_build.verify import VerifiedBundle
 
-__all__ = ["InstallResult", "Tool", "compare_versions", "install_verified", "load_tools"]
+__all__ = [
+    "InstallResult",
+    "Tool",
+    "compare_versions",
+    "install_verified",
+    "installed_model",
+    "load_tools",
+]
 
 
 def _semver_key(version: str) -> tuple[Any, ...]:
@@ -70,24 +79,30 @@ class Tool:
         return out
 
 
-def load_tools(scope: str, version: str, manifest: dict[str, Any]) -> list[Tool]:
-    """The Registry projection of one manifest."""
+def load_tools(scope: str, version: str, manifest: Manifest | Mapping[str, Any]) -> list[Tool]:
+    """The Registry projection of one installed manifest (`scope` and `version` as
+    installed: a dev build's version carries its `+dev.` suffix).
+
+    `manifest` is the typed model (`installed_model`); a manifest dict, as
+    an installed row holds, is read through `Manifest.from_json` first.
+    """
+    model = manifest if isinstance(manifest, Manifest) else Manifest.from_json(manifest)
     return [
         Tool(
-            method=t["method"],
+            method=t.method,
             scope=scope,
             version=version,
-            description=t["description"],
-            delivery=t["delivery"],
-            activation=t["activation"],
-            long_running=bool(t["long_running"]),
-            timeout_s=float(t.get("timeout_s", 30)),
-            input_schema=t["input_schema"],
-            result_schema=t["result_schema"],
-            handler_key=t.get("handler_key"),
-            hints=tuple(sorted(t.get("hints", {}).items())),
+            description=t.description,
+            delivery=t.delivery,
+            activation=t.activation,
+            long_running=bool(t.long_running),
+            timeout_s=float(30 if t.timeout_s is None else t.timeout_s),
+            input_schema=t.input_schema,
+            result_schema=t.result_schema,
+            handler_key=t.handler_key,
+            hints=t.hints,
         )
-        for t in manifest["tools"]
+        for t in model.tools
     ]
 
 
@@ -111,18 +126,17 @@ class InstallResult:
         }
 
 
-def _check_sdk(manifest: dict[str, Any]) -> None:
-    theirs = str(manifest["sdk"]["version"]).split(".")[0]
+def _check_sdk(manifest: Manifest) -> None:
     ours = RUNTIME_SDK_VERSION.split(".")[0]
-    if theirs != ours:
+    if manifest.sdk.major != ours:
         raise LineupError(
             "sdk_incompatible",
-            f"the bundle was built by SDK {manifest['sdk']['version']}; this runtime supports "
+            f"the bundle was built by SDK {manifest.sdk.version}; this runtime supports "
             f"SDK {ours}.x",
         )
 
 
-def _check_dependencies(manifest: dict[str, Any]) -> None:
+def _check_dependencies(requirements: Iterable[str]) -> None:
     """Every requirement whose environment marker holds here must be installed in a version
     its specifier allows (pre-releases count: an environment has what it has)."""
     import importlib.metadata
@@ -130,7 +144,7 @@ def _check_dependencies(manifest: dict[str, Any]) -> None:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import InvalidVersion, Version
 
-    for text in manifest["app"].get("dependencies", []):
+    for text in requirements:
         try:
             req = Requirement(text)
         except InvalidRequirement as exc:
@@ -177,8 +191,8 @@ def install_verified(
     beside that build as `<version>+dev.<sha256 prefix>` (same precedence, so never a
     downgrade) instead of being refused; sessions pinned to the old build keep it.
     """
-    manifest = bundle.manifest
-    scope, version = manifest["app"]["scope"], manifest["app"]["version"]
+    manifest = bundle.model
+    scope, version = manifest.app.scope, manifest.app.version
     digest = hashlib.sha256(bundle.manifest_bytes).hexdigest()
     facts = store.facts
     same = facts.version_row(scope, version)
@@ -193,7 +207,9 @@ def install_verified(
             )
         current = facts.app_version(scope)
         if current == version:
-            return InstallResult(scope, version, "unchanged", bundle.key_id, _permissions(manifest))
+            return InstallResult(
+                scope, version, "unchanged", bundle.key_id, manifest.app.permissions
+            )
     current = facts.app_version(scope)
     if current is not None and compare_versions(version, current) < 0:
         raise LineupError(
@@ -201,7 +217,7 @@ def install_verified(
             f"{scope} {current} is installed; refusing to install {version}",
         )
     _check_sdk(manifest)
-    _check_dependencies(manifest)
+    _check_dependencies(manifest.app.dependencies)
     target = apps_dir / scope / version
     if same is None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -221,20 +237,23 @@ def install_verified(
             )
         facts.make_current(scope, version)
     action = "upgraded" if current else "installed"
-    return InstallResult(scope, version, action, bundle.key_id, _permissions(manifest))
+    return InstallResult(scope, version, action, bundle.key_id, manifest.app.permissions)
 
 
-def _permissions(manifest: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(sorted(manifest["app"].get("permissions", {})))
+def installed_model(store: Store, scope: str, version: str) -> Manifest:
+    """The stored manifest of an installed version as the typed `Manifest` (it was
+    verified, schema and all, when it was installed).
+
+    Raises:
+        KeyError: `(scope, version)` is not installed.
+    """
+    return _model(store.facts.version_row(scope, version), scope, version)
 
 
-def installed_manifest(store: Store, scope: str, version: str) -> dict[str, Any]:
-    """The stored manifest of an installed version."""
-    row = store.facts.version_row(scope, version)
+def _model(row: Any, scope: str, version: str) -> Manifest:
     if row is None:
         raise KeyError((scope, version))
-    out: dict[str, Any] = json.loads(row["manifest"])
-    return out
+    return Manifest.from_json(json.loads(row["manifest"]))
 
 
 def check_trusted(store: Store, trust: Any, scope: str, version: str) -> None:
@@ -247,7 +266,7 @@ def check_trusted(store: Store, trust: Any, scope: str, version: str) -> None:
     row = store.facts.version_row(scope, version)
     if row is None:
         raise LineupError("install_tampered", f"{scope} {version} is not installed")
-    trust.lookup(row["key_id"]).check_manifest(json.loads(row["manifest"]))
+    trust.lookup(row["key_id"]).check_manifest(Manifest.from_json(json.loads(row["manifest"])))
 
 
 def _unlisted(root: Path, listed: set[str]) -> str | None:
@@ -275,7 +294,7 @@ def check_no_strays(store: Store, scope: str, version: str) -> None:
     row = store.facts.version_row(scope, version)
     if row is None:
         raise LineupError("install_tampered", f"{scope} {version} is not installed")
-    listed = {e["path"] for e in json.loads(row["manifest"])["files"]}
+    listed = {e.path for e in Manifest.from_json(json.loads(row["manifest"])).files}
     stray = _unlisted(Path(row["dir"]), listed)
     if stray is not None:
         raise LineupError(
@@ -297,10 +316,10 @@ def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
     check_no_strays(store, scope, version)
     row = store.facts.version_row(scope, version)
     assert row is not None
-    manifest = json.loads(row["manifest"])
+    manifest = Manifest.from_json(json.loads(row["manifest"]))
     root = Path(row["dir"])
-    for entry in manifest["files"]:
-        path = root / entry["path"]
+    for entry in manifest.files:
+        path = root / entry.path
         try:
             if path.is_symlink():
                 raise OSError("symlink")
@@ -312,9 +331,9 @@ def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
                     size += len(chunk)
         except OSError:
             raise LineupError(
-                "install_tampered", f"{scope} {version}: {entry['path']} is missing or unreadable"
+                "install_tampered", f"{scope} {version}: {entry.path} is missing or unreadable"
             ) from None
-        if size != entry["size"] or digest.hexdigest() != entry["sha256"]:
+        if size != entry.size or digest.hexdigest() != entry.sha256:
             raise LineupError(
-                "install_tampered", f"{scope} {version}: {entry['path']} changed since install"
+                "install_tampered", f"{scope} {version}: {entry.path} changed since install"
             )

@@ -1,10 +1,10 @@
-"""`lineup run`: build with a dev key, install into an embedded runtime on a virtual clock,
-then play a scenario (or interactive commands) and report the timeline."""
+"""`lineup run`'s simulation: a bundle installed into an embedded runtime on a virtual clock,
+a scenario (or interactive commands) played against it, the timeline reported. The CLI
+(`lineup_build.cli.compose`) decides what bundle that is and builds it if need be."""
 
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +17,7 @@ from lineup_runtime_lite.runtime import Runtime
 from lineup_runtime_lite.scenario import Scenario, Step
 from lineup_sdk.errors import LineupError
 
-__all__ = ["DevBuild", "Simulation", "StepReport", "build_with_dev_key", "open_simulation"]
+__all__ = ["Simulation", "StepReport"]
 
 
 @dataclass
@@ -254,81 +254,3 @@ class Simulation:
             if on_step is not None:
                 on_step(report)
         return reports
-
-
-@dataclass(frozen=True)
-class DevBuild:
-    """A project built with its dev key, and a trust store that trusts only that key."""
-
-    bundle: Path
-    trust: Any
-    scope: str
-
-
-def build_with_dev_key(
-    target: Path, *, out_dir: Path | None = None, sandbox: str = "best_effort"
-) -> DevBuild:
-    """Build a project folder with its `.lineup/` dev key (created on first use).
-
-    Raises:
-        LineupError: the first build problem, with every diagnostic in `details`.
-    """
-    from lineup_build.build import build_dev
-    from lineup_build.trust import dev_trust
-
-    root = target.resolve()
-    result, key = build_dev(root, out_dir=out_dir or root / ".lineup" / "run", sandbox=sandbox)
-    assert result.bundle is not None and result.manifest is not None
-    # the project's own dev key: trusted for its scope and what it asks for
-    trust = dev_trust(key.public_raw, result.manifest)
-    return DevBuild(result.bundle, trust, result.manifest["app"]["scope"])
-
-
-def open_simulation(
-    target: Path,
-    *,
-    db: Path | None,
-    trust: Path | None,
-    policy: str | None,
-    scenario: Scenario | None,
-    sandbox: str = "best_effort",
-) -> Simulation:
-    """Prepare a simulation from a project folder (built with its dev key) or a bundle.
-
-    Raises:
-        LineupError: a build problem (with its diagnostics), or a usage error for a bundle
-            without `--trust`.
-    """
-    from lineup_build.trust import TrustStore
-    from lineup_build.verify import check_bundle
-
-    effective_policy = policy or (scenario.host_policy if scenario else None) or "auto"
-    tmp = Path(tempfile.mkdtemp(prefix="lineup-run-"))
-    try:
-        if target.is_dir():
-            built = build_with_dev_key(target, sandbox=sandbox)
-            bundle, trust_obj, scope = built.bundle, built.trust, built.scope
-        else:
-            if trust is None:
-                raise LineupError(
-                    "usage_invalid",
-                    f"{target} is a bundle; pass --trust FILE to say whose keys you trust",
-                    hint="lineup run BUNDLE --trust trust.toml",
-                    exit_code=2,
-                )
-            trust_obj = TrustStore.load(trust)
-            report = check_bundle(target, trust_obj)
-            if not report.ok:
-                raise report.problems[0]
-            bundle = target
-            assert report.manifest is not None
-            scope = report.manifest["app"]["scope"]
-        sim = Simulation(
-            db or tmp / "runtime.db", trust_obj, bundle, scope, effective_policy, sandbox
-        )
-        sim._tmp = tmp
-        sim.start()
-        return sim
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

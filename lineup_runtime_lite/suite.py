@@ -7,13 +7,14 @@ import contextlib
 import fnmatch
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from xml.etree import ElementTree as ET
 
 from lineup_runtime_lite.scenario import load_scenario
-from lineup_runtime_lite.simulate import DevBuild, Simulation, StepReport, build_with_dev_key
+from lineup_runtime_lite.simulate import Simulation, StepReport
 from lineup_sdk.errors import LineupError
 
 __all__ = [
@@ -24,10 +25,23 @@ __all__ = [
     "find_project",
     "github_annotations",
     "junit_xml",
-    "run_suite",
+    "play_suite",
 ]
 
 CONFIG = "lineup.toml"
+
+
+class Built(Protocol):
+    """A project's bundle, ready to install: what the builder `play_suite` is given makes."""
+
+    @property
+    def bundle(self) -> Path: ...
+
+    @property
+    def trust(self) -> Any: ...
+
+    @property
+    def scope(self) -> str: ...
 
 
 def find_project(start: Path) -> Path | None:
@@ -168,7 +182,7 @@ class SuiteReport:
         }
 
 
-def _play(case: Case, built: DevBuild, sandbox: str) -> list[StepReport]:
+def _play(case: Case, built: Built, sandbox: str) -> list[StepReport]:
     scenario = load_scenario(case.path)
     tmp = Path(tempfile.mkdtemp(prefix="lineup-test-"))
     sim = Simulation(
@@ -187,17 +201,20 @@ def _play(case: Case, built: DevBuild, sandbox: str) -> list[StepReport]:
         sim.close()
 
 
-def run_suite(cases: list[Case], *, sandbox: str = "best_effort") -> SuiteReport:
-    """Play each case in a fresh runtime (each project built once with its dev key); never
-    stops at a failure."""
+def play_suite(
+    cases: list[Case], build: Callable[[Path], Built], *, sandbox: str = "best_effort"
+) -> SuiteReport:
+    """Play each case in a fresh runtime; never stops at a failure. `build(project)` makes
+    each project's bundle once (the CLI builds it with the project's dev key); a
+    `LineupError` it raises fails that project's cases."""
     started = time.monotonic()
-    builds: dict[Path, DevBuild | LineupError] = {}
+    builds: dict[Path, Built | LineupError] = {}
     results: list[CaseResult] = []
     for case in cases:
         t0 = time.monotonic()
         if case.project not in builds:
             try:
-                builds[case.project] = build_with_dev_key(case.project, sandbox=sandbox)
+                builds[case.project] = build(case.project)
             except LineupError as exc:
                 builds[case.project] = exc
         built = builds[case.project]

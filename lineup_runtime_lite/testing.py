@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lineup_build.dev import build_with_dev_key
 from lineup_runtime_lite.clock import VirtualClock, parse_duration
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
-from lineup_runtime_lite.simulate import build_with_dev_key
 from lineup_sdk.context import Snapshot
 
 __all__ = ["AppUnderTest", "open_app"]

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from lineup_sdk._names import method_name_problem, scope_problem
 from lineup_sdk.catalog import CATALOG
 from lineup_sdk.errors import DeclarationError
+from lineup_sdk.names import method_name_problem, scope_problem
 
 __all__ = [
     "ACTIVATIONS",

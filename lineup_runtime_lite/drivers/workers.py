@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from lineup_build.model import Manifest
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.workers import Worker, WorkerError, WorkerOptions
@@ -56,19 +57,18 @@ class WorkerPool:
             self.check_app(scope, version)
             row = self.shell.facts.version_row(scope, version)
             assert row is not None
-            manifest = json.loads(row["manifest"])
-            network = bool(manifest["app"].get("permissions", {}).get("network"))
+            manifest = Manifest.from_json(json.loads(row["manifest"]))
             last: WorkerError | None = None
             for _ in range(WORKER_START_TRIES):
                 worker = Worker(
                     scope,
                     version,
                     Path(row["dir"]),
-                    manifest["app"]["entry"],
+                    manifest.app.entry,
                     self.logs_dir / f"{scope}-{version}.log",
                     self.on_session_request,
                     options=self.options,
-                    network=network,
+                    network=manifest.app.network,
                 )
                 try:
                     methods = await worker.start()

@@ -15,22 +15,21 @@ except ModuleNotFoundError:
         exit_code=2,
     ) from None
 
-from lineup_runtime_lite.serve._apps import Prepared, install_targets, prepare_targets
+from lineup_runtime_lite.serve._apps import Installable, install_targets
 from lineup_runtime_lite.serve._bridge import Bridge, ServeOptions
 from lineup_runtime_lite.serve._mapping import McpTool, call_result, catalog, error_text
 from lineup_runtime_lite.serve._transports import http_app, serve_http, serve_stdio
 
 __all__ = [
     "Bridge",
+    "Installable",
     "McpTool",
-    "Prepared",
     "ServeOptions",
     "call_result",
     "catalog",
     "error_text",
     "http_app",
     "install_targets",
-    "prepare_targets",
     "serve_http",
     "serve_stdio",
 ]

@@ -26,7 +26,7 @@ from lineup_runtime_lite.serve._mapping import (
     catalog,
     progress_text,
 )
-from lineup_sdk._version import __version__
+from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:

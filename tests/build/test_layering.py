@@ -1,10 +1,11 @@
 """Package hygiene: sorted public `__all__`, one-way imports, and a fast `lineup --version`.
 
-Data flows `author code → lineup_sdk → lineup_build → lineup_runtime_lite`, so imports go
-the other way only: the runtime may import build and SDK, build may import the SDK, and
-the SDK imports neither. The one exception is the CLI (the composition root):
-`lineup_build/cli.py` and `lineup_build/_cli_*.py` may import the runtime, but only lazily
-(inside a function, or under `TYPE_CHECKING`).
+Four layers, each importing only the layers below it (eagerly or lazily, `TYPE_CHECKING`
+included): `lineup_sdk` < `lineup_build` < `lineup_runtime_lite` < `lineup_build.cli`. Data
+flows author code → SDK → build → runtime, and the CLI sits on top as the composition root:
+it is the only part of `lineup_build` that imports the runtime, and nothing imports it.
+(The CLI imports the runtime inside its commands, so `lineup --version` and `lineup verify`
+never load it: a speed rule, tested below with the fast paths.)
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RANK = {"lineup_sdk": 0, "lineup_build": 1, "lineup_runtime_lite": 2}
+#: The layers, bottom to top; a module belongs to the longest one its name starts with.
+LAYERS = {**RANK, "lineup_build.cli": 3}
+
+
+def _layer(module: str) -> int | None:
+    names = [n for n in LAYERS if module == n or module.startswith(n + ".")]
+    return LAYERS[max(names, key=len)] if names else None
 
 
 @pytest.mark.parametrize("package", list(RANK))
@@ -93,39 +101,68 @@ def _imports_in(source: str, package: list[str]) -> Iterator[tuple[str, int, boo
 
 def _violations() -> list[str]:
     out = []
-    for package, rank in RANK.items():
+    for package in RANK:
         for path in sorted((ROOT / package).rglob("*.py")):
-            is_cli = package == "lineup_build" and (
-                path.name == "cli.py" or path.name.startswith("_cli_")
-            )
+            rank = _layer(_module_name(path))
+            assert rank is not None
             for target, line, lazy in _imports(path):
-                top = target.split(".")[0]
-                if top not in RANK or RANK[top] <= rank:
-                    continue
-                if is_cli and top == "lineup_runtime_lite" and lazy:
+                above = _layer(target)
+                if above is None or above <= rank:
                     continue
                 kind = "lazy " if lazy else ""
                 out.append(f"{path.relative_to(ROOT)}:{line}: {kind}import of {target}")
     return out
 
 
+def test_the_layers_are_the_ones_described() -> None:
+    assert _layer("lineup_build.cli") == _layer("lineup_build.cli.run") == 3
+    assert _layer("lineup_build.verify") == 1
+    assert _layer("lineup_build.client") == 1  # a prefix of the name is not the layer
+    assert _layer("lineup_runtime_lite.serve._apps") == 2
+    assert _layer("json") is None
+
+
+def test_the_cli_imports_the_runtime_only_inside_commands() -> None:
+    eager = [
+        f"{path.relative_to(ROOT)}:{line}: {target}"
+        for path in sorted((ROOT / "lineup_build" / "cli").rglob("*.py"))
+        for target, line, lazy in _imports(path)
+        if _layer(target) == RANK["lineup_runtime_lite"] and not lazy
+    ]
+    assert eager == []
+
+
 def test_imports_flow_one_way() -> None:
     assert _violations() == []
+
+
+def test_no_package_imports_another_packages_private_modules() -> None:
+    """`_`-prefixed modules are private to their package (`lineup_sdk.codes`, not
+    `lineup_sdk._codes`; `lineup_sdk.__version__`, not `lineup_sdk._version`)."""
+    found = []
+    for package in RANK:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for target, line, _ in _imports(path):
+                parts = target.split(".")
+                private = any(p.startswith("_") and p != "__init__" for p in parts[1:])
+                if parts[0] in RANK and parts[0] != package and private:
+                    found.append(f"{path.relative_to(ROOT)}:{line}: {target}")
+    assert found == []
 
 
 def test_the_layering_check_sees_violations() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
         "import lineup_build.build\n"
-        "from .. import _cli_app\n"
+        "from .. import _app\n"
         "if TYPE_CHECKING:\n    from lineup_runtime_lite import Runtime\n"
         "def f():\n    import importlib\n    importlib.import_module('lineup_runtime_lite.store')\n"
     )
-    found = {(t, lazy) for t, _, lazy in _imports_in(source, ["lineup_build", "sub"])}
+    found = {(t, lazy) for t, _, lazy in _imports_in(source, ["lineup_build", "cli", "sub"])}
     assert found == {
         ("typing", False),
         ("lineup_build.build", False),
-        ("lineup_build", False),
+        ("lineup_build.cli", False),
         ("lineup_runtime_lite", True),
         ("importlib", True),
         ("lineup_runtime_lite.store", True),

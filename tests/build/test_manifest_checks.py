@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from lineup_build.manifest import manifest_schema_errors, serialize_manifest
 from lineup_build.manifest_checks import parse_manifest, schema_problems, tool_problems
+from lineup_build.model import Manifest
 from lineup_build.reader import Limits
 from lineup_sdk.errors import LineupError
 
@@ -21,7 +22,8 @@ def test_a_good_manifest_parses_and_matches_the_schema() -> None:
     doc = parse_manifest(GOOD, Limits())
     assert doc == make_manifest()
     assert schema_problems(doc) == []
-    assert tool_problems(doc) == []
+    assert tool_problems(Manifest.from_json(doc)) == []
+    assert Manifest.from_json(doc).to_json() == doc  # the model keeps every field
 
 
 @pytest.mark.parametrize(

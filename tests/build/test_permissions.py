@@ -191,7 +191,7 @@ def test_a_bad_sandbox_mode_on_the_cli_is_a_usage_error(
 
 
 def test_lineup_run_trusts_a_project_folder_with_what_it_asks(make_app: MakeApp) -> None:
-    from lineup_runtime_lite.simulate import open_simulation
+    from lineup_build.cli.compose import open_simulation
 
     app = make_app(TOOL, extra="[app.permissions]\nnetwork = true\n")
     sim = open_simulation(app.root, db=None, trust=None, policy="auto", scenario=None)

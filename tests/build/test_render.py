@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from lineup_build import _render
+from lineup_build.cli import _render
+from lineup_build.model import Tool
 
 
-def _tools(n: int) -> list[dict[str, object]]:
+def _tools(n: int) -> list[Tool]:
     return [
-        {
-            "method": f"demo.t{i:04d}",
-            "activation": "app_ready",
-            "delivery": "miniapp_sdk",
-            "long_running": i == 0,
-        }
+        Tool(
+            method=f"demo.t{i:04d}",
+            description="",
+            delivery="miniapp_sdk",
+            activation="app_ready",
+            long_running=i == 0,
+            input_schema={"type": "object"},
+            result_schema=True,
+            timeout_s=30,
+        )
         for i in range(n)
     ]
 

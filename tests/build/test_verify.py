@@ -11,6 +11,7 @@ from bundle_kit import EPOCH, FILES, KEY, OTHER, canonical, entries, good_bundle
 
 from lineup_build.build import build_project
 from lineup_build.init import init_project
+from lineup_build.model import Manifest
 from lineup_build.staleness import manifest_diff
 from lineup_build.trust import TrustStore
 from lineup_build.verify import (
@@ -195,7 +196,7 @@ def test_manifest_diff_names_what_changed() -> None:
         tools=[sdk_tool("todo.add", timeout_s=5), sdk_tool("todo.new")],
     )
     new["files"][0]["sha256"] = "0" * 64
-    assert manifest_diff(old, new) == {
+    assert manifest_diff(Manifest.from_json(old), Manifest.from_json(new)) == {
         "tools_added": ["todo.new"],
         "tools_removed": ["todo.gone"],
         "tools_changed": ["todo.add: timeout_s"],

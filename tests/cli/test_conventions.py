@@ -440,7 +440,7 @@ def test_the_verify_path_imports_no_typer_rich_jsonschema_or_pydantic(
 
 
 def test_the_fast_path_leaves_other_spellings_to_typer(capsys: pytest.CaptureFixture[str]) -> None:
-    from lineup_build._cli_fast import parse_verify
+    from lineup_build.cli._fast import parse_verify
 
     assert parse_verify(["verify", "b.lineup", "--trust", "t.toml"]) is not None
     assert parse_verify(["-q", "verify", "b.lineup", "--json", "--trust=t.toml"]) is not None

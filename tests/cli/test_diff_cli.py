@@ -163,7 +163,7 @@ def _report(message: str) -> DiffReport:
 def test_github_output_cannot_be_forged_by_manifest_text() -> None:
     import io
 
-    from lineup_build import _diff_render
+    from lineup_build.cli import _diff_render
 
     buf = io.StringIO()
     _diff_render.github(_report("x\n::error title=forged::pwned\r%0A"), buf)
@@ -175,7 +175,7 @@ def test_github_output_cannot_be_forged_by_manifest_text() -> None:
 def test_text_output_escapes_control_characters() -> None:
     import io
 
-    from lineup_build import _diff_render
+    from lineup_build.cli import _diff_render
 
     buf = io.StringIO()
     _diff_render.text(_report("bell\x07 and \x1b[31mred"), buf)

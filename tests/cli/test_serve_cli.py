@@ -259,7 +259,7 @@ def test_the_mcp_inspector_lists_and_calls(apps: Path, tmp_path: Path) -> None:
 
 def test_the_runtime_and_the_cli_load_without_the_mcp_sdk() -> None:
     code = (
-        "import sys, lineup_runtime_lite, lineup_build._cli_app\n"
+        "import sys, lineup_runtime_lite, lineup_build.cli._app\n"
         "assert 'mcp' not in sys.modules, sorted(m for m in sys.modules if m.startswith('mcp'))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

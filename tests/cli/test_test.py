@@ -11,11 +11,11 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
+from lineup_build.dev import build_with_dev_key
 from lineup_build.init import init_project
 from lineup_runtime_lite.clock import VirtualClock
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
-from lineup_runtime_lite.simulate import build_with_dev_key
 from tests.cli_kit import run_cli
 
 BROKEN = """\

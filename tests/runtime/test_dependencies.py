@@ -18,8 +18,9 @@ from tests.runtime.conftest import APPS, build_app
 PYDANTIC = importlib.metadata.version("pydantic")
 
 
-def _manifest(*deps: str) -> dict[str, object]:
-    return {"app": {"scope": "probe", "dependencies": list(deps)}}
+def _manifest(*deps: str) -> tuple[str, ...]:
+    """What install checks: the manifest's `app.dependencies`."""
+    return deps
 
 
 @pytest.mark.parametrize(

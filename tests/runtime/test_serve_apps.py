@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from lineup_build.cli.compose import prepare_targets
 from lineup_build.init import init_project
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
-from lineup_runtime_lite.serve import install_targets, prepare_targets
+from lineup_runtime_lite.serve import install_targets
 from lineup_sdk.errors import LineupError
 
 

@@ -8,11 +8,15 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from lineup_build._cli_common import output, write_json
+from lineup_build.cli._common import output, write_json
 from lineup_build.diagnostics import Diagnostic
 from lineup_sdk.errors import LineupError
+
+if TYPE_CHECKING:
+    from lineup_build.model import Tool
 
 # rich's markup tags (`[bold red]`, `[/]`), with the backslashes that may escape them
 _TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
@@ -111,23 +115,17 @@ def diagnostics(diags: list[Diagnostic]) -> None:
 TOOLS_TABLE_ROWS = 200
 
 
-def tools_table(tools: list[dict[str, Any]], title: str, *, limit: int = TOOLS_TABLE_ROWS) -> None:
+def tools_table(tools: Sequence[Tool], title: str, *, limit: int = TOOLS_TABLE_ROWS) -> None:
     """A table of tools: method, activation, delivery, long-running (the first `limit`)."""
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
     for col in ("method", "activation", "delivery", "long-running", "hints"):
         table.add_column(col)
-    ordered = sorted(tools, key=lambda t: t["method"])
+    ordered = sorted(tools, key=lambda t: t.method)
     for t in ordered[:limit]:
-        hints = ", ".join(k if v else f"not {k}" for k, v in sorted(t.get("hints", {}).items()))
-        table.add_row(
-            t["method"],
-            t["activation"],
-            t["delivery"],
-            "yes" if t.get("long_running") else "no",
-            hints,
-        )
+        hints = ", ".join(k if v else f"not {k}" for k, v in t.hints)
+        table.add_row(t.method, t.activation, t.delivery, "yes" if t.long_running else "no", hints)
     if len(ordered) > limit:
         table.add_row(f"… and {len(ordered) - limit} more (--json lists all)", "", "", "", "")
     _show_table(table)
@@ -197,12 +195,12 @@ def verify_report(report: Any, source: Any = None) -> None:
     bundle was also checked against a fresh build of it)."""
     problems(report.problems)
     if report.ok:
-        app = report.manifest["app"]
+        m = report.model
         label = f" ({report.signer.label})" if report.signer and report.signer.label else ""
         matches = f" and matches the source {_esc(source)}" if source is not None else ""
         line(
-            f"[green]verified[/] {_esc(report.bundle)}: {app['scope']} {_esc(app['version'])}, "
-            f"{len(report.manifest['tools'])} tools, {len(report.manifest['files'])} files, "
+            f"[green]verified[/] {_esc(report.bundle)}: {m.app.scope} {_esc(m.app.version)}, "
+            f"{len(m.tools)} tools, {len(m.files)} files, "
             f"signed by {report.key_id}{_esc(label)}{matches}"
         )
     else:
@@ -213,22 +211,22 @@ def verify_report(report: Any, source: Any = None) -> None:
 def inspect_report(report: Any) -> None:
     """`lineup inspect`: app, key, signature status, tools and files."""
     doc = report.to_dict()
+    m = report.model
     rows = [("bundle", doc["bundle"])]
-    if doc["app"]:
-        app = doc["app"]
+    if m is not None:
         rows += [
-            ("app", f"{app['scope']} {app['version']} ({app['name']})"),
-            ("entry", app["entry"]),
-            ("permissions", ", ".join(sorted(app.get("permissions", {}))) or "none"),
+            ("app", f"{m.app.scope} {m.app.version} ({m.app.name})"),
+            ("entry", m.app.entry),
+            ("permissions", ", ".join(m.app.permissions) or "none"),
+            ("sdk", m.sdk.version),
         ]
-        rows.append(("sdk", report.manifest["sdk"]["version"]))
     signature = doc["signature"] + (f" ({doc['signer_label']})" if doc["signer_label"] else "")
     rows += [("key id", doc["key_id"] or "-"), ("signature", signature)]
     rows.append(("manifest sha256", doc["manifest_sha256"] or "-"))
     kv_table([(k, _esc(v)) for k, v in rows])
-    if doc["app"]:
-        tools_table(report.manifest["tools"], "tools")
-        table(["path", "size"], [[_esc(f["path"]), str(f["size"])] for f in doc["files"]], "files")
+    if m is not None:
+        tools_table(m.tools, "tools")
+        table(["path", "size"], [[_esc(f.path), str(f.size)] for f in m.files], "files")
     problems(report.problems)
 
 

@@ -1,5 +1,5 @@
-"""`lineup test` (play every scenario of a project as tests) and `lineup schema` (print the
-JSON Schema of a file format); the runtime is imported lazily, inside the commands."""
+"""`lineup test`: play every scenario of a project as tests, each in a fresh embedded runtime
+(imported lazily, inside the command); each project is built once with its dev key."""
 
 from __future__ import annotations
 
@@ -9,30 +9,13 @@ from typing import Annotated
 
 import typer
 
-from lineup_build._cli_common import envelope, find_project, write_json
-from lineup_build._cli_common import output as level
+from lineup_build.cli._common import envelope, find_project, write_json
+from lineup_build.cli._common import output as level
 from lineup_sdk.errors import LineupError
-
-SCHEMAS = ("scenario",)
-
-
-def schema_text(name: str) -> str:
-    """The shipped JSON Schema called `name`.
-
-    Raises:
-        LineupError: `usage_invalid` for an unknown name.
-    """
-    if name not in SCHEMAS:
-        raise LineupError(
-            "usage_invalid", f"no schema called {name!r}; known: {', '.join(SCHEMAS)}", exit_code=2
-        )
-    from importlib.resources import files
-
-    return files("lineup_runtime_lite").joinpath(f"{name}.schema.json").read_text("utf-8")
 
 
 def register(app: typer.Typer) -> None:
-    """Add `lineup test` and `lineup schema` to the CLI."""
+    """Add `lineup test` to the CLI."""
 
     @app.command("test")
     def test(
@@ -58,12 +41,8 @@ def register(app: typer.Typer) -> None:
         ] = "best_effort",
     ) -> None:
         """Play every scenario as a test, each in a fresh runtime on the virtual clock."""
-        from lineup_runtime_lite.suite import (
-            collect_cases,
-            github_annotations,
-            junit_xml,
-            run_suite,
-        )
+        from lineup_build.cli.compose import run_suite
+        from lineup_runtime_lite.suite import collect_cases, github_annotations, junit_xml
         from lineup_sdk.sandbox import check_mode
 
         if output not in ("text", "json", "github"):
@@ -116,10 +95,3 @@ def register(app: typer.Typer) -> None:
                     f"in {report.seconds:.2f}s\n"
                 )
         raise typer.Exit(0 if report.ok else 1)
-
-    @app.command("schema")
-    def schema(
-        name: Annotated[str, typer.Argument(help="The format: scenario.")],
-    ) -> None:
-        """Print the JSON Schema of a file format (for editors)."""
-        sys.stdout.write(schema_text(name))

@@ -1,4 +1,4 @@
-"""`lineup diff` and `lineup docs`: thin commands over `diff`, `docs` and `sources`."""
+"""`lineup diff`: two releases compared as Agents meet them (over `diff` and `sources`)."""
 
 from __future__ import annotations
 
@@ -46,46 +46,18 @@ def diff(
         before.manifest, after.manifest, old_source=str(old), new_source=str(new)
     )
     if as_json:
-        from lineup_build import _render
-        from lineup_build._cli_common import envelope
+        from lineup_build.cli import _render
+        from lineup_build.cli._common import envelope
 
         facts = report.to_dict()
         _render.emit_json(envelope(facts.pop("ok"), facts.pop("diagnostics", []), **facts))
     else:
-        from lineup_build import _diff_render
+        from lineup_build.cli import _diff_render
 
         (_diff_render.github if fmt is Format.github else _diff_render.text)(report)
     raise typer.Exit(0 if report.ok else 1)
 
 
-def docs(
-    path: InputArg,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Write the Markdown to FILE (default: stdout).")
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document instead.")
-    ] = False,
-) -> None:
-    """Write a Markdown reference of a MiniApp's tools, generated from its manifest."""
-    import sys
-
-    from lineup_build.docs import docs_markdown, write_docs
-    from lineup_build.sources import load_manifest
-
-    text = docs_markdown(load_manifest(path).manifest)
-    if out is not None:
-        write_docs(out, text)
-    if as_json:
-        from lineup_build import _render
-        from lineup_build._cli_common import envelope
-
-        _render.emit_json(envelope(True, out=str(out) if out else None, markdown=text))
-    elif out is None:
-        sys.stdout.write(text)
-
-
 def register(app: typer.Typer) -> None:
-    """Add `diff` and `docs` to the `lineup` app."""
+    """Add `lineup diff` to the app."""
     app.command()(diff)
-    app.command()(docs)

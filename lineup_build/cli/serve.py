@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from lineup_build._cli_common import TRUST_HELP, trust_store_path
+from lineup_build.cli._common import TRUST_HELP, trust_store_path
 from lineup_sdk.errors import LineupError
 
 
@@ -86,7 +86,9 @@ def register(app: typer.Typer) -> None:
         store = trust_store_path(
             trust, required=bool(bundles), why=f"serve {bundles[0]}" if bundles else ""
         )
-        trust_store, prepared = mcp_serve.prepare_targets(targets, store, sandbox=sandbox)
+        from lineup_build.cli.compose import prepare_targets
+
+        trust_store, prepared = prepare_targets(targets, store, sandbox=sandbox)
         from lineup_runtime_lite import Runtime
 
         _say(f"state in {db.resolve()}")

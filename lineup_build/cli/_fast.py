@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lineup_build._cli_common import TRUST_HELP, output, trust_store_path
+from lineup_build.cli._common import TRUST_HELP, output, trust_store_path
 
 __all__ = ["GLOBAL_FLAGS", "VERIFY_OPTIONS", "Opt", "parse_verify", "run_verify"]
 
@@ -114,7 +114,7 @@ def run_verify(
     Raises:
         LineupError: `usage_invalid` without a trust store; `trust_store_invalid`.
     """
-    from lineup_build import _render
+    from lineup_build.cli import _render
     from lineup_build.trust import TrustStore
     from lineup_build.verify import check_bundle
 

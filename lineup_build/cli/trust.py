@@ -1,4 +1,4 @@
-"""`lineup verify`, `lineup inspect` and `lineup trust ...`: thin commands over the library."""
+"""`lineup trust add|revoke|list`: edit and show the trust store."""
 
 from __future__ import annotations
 
@@ -7,58 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
+from lineup_build.cli._common import TRUST_HELP, envelope, trust_for_writing, trust_store_path
+from lineup_build.cli._options import JsonOpt
+
 __all__ = ["register"]
 
-from lineup_build._cli_common import TRUST_HELP, envelope, trust_for_writing, trust_store_path
-from lineup_build._cli_fast import VERIFY_OPTIONS, run_verify
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]
-BundleArg = Annotated[Path, typer.Argument(help="The .lineup bundle file.")]
 TrustOpt = Annotated[Path | None, typer.Option("--trust", help=TRUST_HELP)]
 #: The old spelling on `trust add/revoke/list`, kept working but no longer shown.
 StoreAlias = Annotated[Path | None, typer.Option("--store", hidden=True)]
-
-
-def _opt(name: str) -> Any:
-    spec = VERIFY_OPTIONS[name]
-    return typer.Option(*spec.decls, help=spec.help)
-
-
-def verify(
-    bundle: BundleArg,
-    trust: Annotated[Path | None, _opt("trust")] = None,
-    source: Annotated[Path | None, _opt("source")] = None,
-    sandbox: Annotated[str, _opt("sandbox")] = "best_effort",
-    as_json: Annotated[bool, _opt("as_json")] = False,
-) -> None:
-    """Verify a bundle: archive, signature, trust, manifest, files (runs no bundle code)."""
-    raise typer.Exit(run_verify(bundle, trust, source, sandbox, as_json))
-
-
-def inspect(
-    bundle: BundleArg,
-    trust: Annotated[
-        Path | None,
-        typer.Option(
-            "--trust",
-            help="Also check the signature against this store (optional; default: "
-            "$LINEUP_TRUST_STORE, else ./trust.toml if it exists).",
-        ),
-    ] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Show a bundle's app, key id, tools and files without trusting or running it."""
-    from lineup_build import _render
-    from lineup_build.trust import TrustStore
-    from lineup_build.verify import check_bundle
-
-    store = trust_store_path(trust, required=False)
-    report = check_bundle(bundle, TrustStore.load(store) if store else None)
-    if as_json:  # `ok`: the bundle could be inspected; `verified`: it also verified
-        _render.emit_json({**report.to_dict(), "ok": not report.problems, "verified": report.ok})
-    else:
-        _render.inspect_report(report)
-    raise typer.Exit(1 if report.problems else 0)
 
 
 trust_app = typer.Typer(
@@ -85,7 +41,7 @@ def trust_add(
 ) -> None:
     """Trust an Ed25519 public key for one or more app scopes (and, with --allow, the
     permissions its apps may ask for)."""
-    from lineup_build import _render
+    from lineup_build.cli import _render
     from lineup_build.trust import trust_add as add
 
     store = trust_for_writing(trust or store_alias)
@@ -106,7 +62,7 @@ def trust_revoke(
     as_json: JsonOpt = False,
 ) -> None:
     """Revoke a key id: bundles it signed stop verifying."""
-    from lineup_build import _render
+    from lineup_build.cli import _render
     from lineup_build.trust import trust_revoke as revoke
 
     store = trust_for_writing(trust or store_alias)
@@ -123,7 +79,7 @@ def trust_list(
     trust: TrustOpt = None, store_alias: StoreAlias = None, as_json: JsonOpt = False
 ) -> None:
     """List trusted and revoked keys."""
-    from lineup_build import _render
+    from lineup_build.cli import _render
     from lineup_build.trust import TrustStore
 
     store = trust_store_path(trust or store_alias, required=True, why="list")
@@ -157,7 +113,5 @@ def _key_doc(key: Any, status: str) -> dict[str, Any]:
 
 
 def register(app: typer.Typer) -> None:
-    """Add `verify`, `inspect` and the `trust` group to the `lineup` app."""
-    app.command()(verify)
-    app.command()(inspect)
+    """Add the `lineup trust` group to the app."""
     app.add_typer(trust_app, name="trust")

@@ -1,6 +1,6 @@
 """What every `lineup` command shares, with the standard library only: the trust-store
 default (SPEC 12), finding `lineup.toml` upward, the global output level, and the one
-JSON envelope. The typer app and the `verify` fast path in `cli.py` both use it."""
+JSON envelope. The typer app and the `verify` fast path (`_fast`) both use it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`lineup run`: the composition root's one door into the runtime (imported lazily)."""
+"""`lineup run`: simulate a MiniApp in an embedded runtime (imported lazily), composed by
+`compose.open_simulation`; a scenario's timeline, or an interactive prompt."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from lineup_build._cli_common import (
+from lineup_build.cli._common import (
     TRUST_HELP,
     envelope,
     output,
@@ -65,7 +66,7 @@ def _command_to_step(line: str) -> dict[str, Any] | None:
 
 
 def _interactive(sim: Simulation, as_json: bool) -> None:
-    from lineup_build import _render
+    from lineup_build.cli import _render
     from lineup_runtime_lite.scenario import parse_scenario
 
     _render.line(
@@ -106,10 +107,10 @@ def _interactive(sim: Simulation, as_json: bool) -> None:
 
 
 def _show(report: StepReport, as_json: bool) -> None:
-    from lineup_build import _render
+    from lineup_build.cli import _render
 
     if as_json:
-        from lineup_build._cli_common import write_json
+        from lineup_build.cli._common import write_json
 
         write_json(report.to_dict())
         return
@@ -153,9 +154,9 @@ def register(app: typer.Typer) -> None:
         ] = "best_effort",
     ) -> None:
         """Simulate a MiniApp: install it into an embedded runtime and play a scenario."""
-        from lineup_build import _render
+        from lineup_build.cli import _render
+        from lineup_build.cli.compose import open_simulation
         from lineup_runtime_lite.scenario import load_scenario
-        from lineup_runtime_lite.simulate import open_simulation
 
         if scenarios is not None and len(scenarios) > 1:
             raise LineupError(
@@ -202,7 +203,7 @@ def register(app: typer.Typer) -> None:
                 _render.timeline(reports)
             failed = [r for r in reports if not r.ok]
             if verbose:
-                for log in sorted((sim.runtime()._core.logs_dir).glob("*.log")):
+                for log in sorted((sim.runtime().logs_dir).glob("*.log")):
                     _render.line(f"[dim]--- {log.name}[/]\n{log.read_text('utf-8', 'replace')}")
             if as_json and not failed:
                 write_json(envelope(True, steps=len(reports), failed=[]))

@@ -16,12 +16,12 @@ def main(argv: list[str] | None = None) -> None:
     """Run the CLI with `argv` (default: the process arguments) and exit."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args in (["--version"], ["-V"]):
-        from lineup_sdk._version import __version__
+        from lineup_sdk import __version__
 
         sys.stdout.write(f"lineup {__version__}\n")
         sys.exit(0)
-    from lineup_build._cli_common import output
-    from lineup_build._cli_fast import parse_verify
+    from lineup_build.cli._common import output
+    from lineup_build.cli._fast import parse_verify
     from lineup_sdk.errors import LineupError
 
     want_json = "--json" in args or "--format=json" in args or _pair(args, "--format", "json")
@@ -32,14 +32,14 @@ def main(argv: list[str] | None = None) -> None:
         if fast is not None:  # `verify` without building the typer app (a CI hot path)
             flags, values = fast
             output.verbose, output.quiet = flags["verbose"], flags["quiet"]
-            from lineup_build._cli_fast import run_verify
+            from lineup_build.cli._fast import run_verify
 
             sys.exit(run_verify(**values))
-        from lineup_build._cli_app import app
+        from lineup_build.cli._app import app
 
         app(args=args, prog_name="lineup")
     except LineupError as exc:
-        from lineup_build import _render
+        from lineup_build.cli import _render
 
         _render.error(exc, as_json=want_json)
         if verbose or output.verbose:

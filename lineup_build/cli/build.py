@@ -1,0 +1,59 @@
+"""`lineup build`: the signed, deterministic bundle of a project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lineup_build.cli._common import envelope, find_project
+from lineup_build.cli._options import JsonOpt, PathArg, SandboxOpt
+
+__all__ = ["register"]
+
+
+def build(
+    path: PathArg = None,
+    key: Annotated[Path | None, typer.Option(help="PKCS#8 PEM private key file.")] = None,
+    dev_key: Annotated[
+        bool,
+        typer.Option(
+            "--dev-key", help="Sign with the project's .lineup/ key (created on first use)."
+        ),
+    ] = False,
+    out: Annotated[Path | None, typer.Option(help="Output folder (default: PATH/dist).")] = None,
+    strict: Annotated[bool, typer.Option(help="Fail on warnings too.")] = False,
+    sandbox: SandboxOpt = "best_effort",
+    as_json: JsonOpt = False,
+) -> None:
+    """Build the signed, deterministic bundle `dist/<scope>-<version>.lineup`."""
+    from lineup_build.build import build_project
+    from lineup_build.cli import _render
+    from lineup_sdk.sandbox import check_mode
+
+    result = build_project(
+        path if path is not None else find_project(),
+        key_file=key,
+        dev_key=dev_key,
+        out_dir=out,
+        strict=strict,
+        sandbox=check_mode(sandbox),
+    )
+    if as_json:
+        _render.emit_json(envelope(**result.to_dict()))
+    else:
+        _render.diagnostics(result.diagnostics)
+        if result.ok and result.model is not None:
+            app_info = result.model.app
+            _render.tools_table(result.model.tools, f"{app_info.scope} {app_info.version}")
+            _render.line(f"[green]built[/] {result.bundle}")
+            _render.line(f"manifest sha256 {result.manifest_sha256} · key {result.key_id}")
+        else:
+            _render.line("[red]rejected[/]: no bundle written")
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `lineup build` to the app."""
+    app.command()(build)

@@ -1,0 +1,160 @@
+"""What `lineup run`, `lineup test` and `lineup serve` put together: a project folder built
+with its dev key (or a bundle verified against a trust store) installed into an embedded
+runtime. The CLI is the composition root; the runtime below it never builds a project.
+
+The runtime is imported lazily, inside the functions, so the CLI's other commands (and
+`lineup --version`) never load it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lineup_build.dev import DevBuild, build_with_dev_key
+from lineup_build.trust import TrustStore
+from lineup_sdk.errors import LineupError
+
+if TYPE_CHECKING:
+    from lineup_runtime_lite.scenario import Scenario
+    from lineup_runtime_lite.simulate import Simulation
+    from lineup_runtime_lite.suite import Case, SuiteReport
+
+__all__ = ["Prepared", "open_simulation", "prepare_targets", "run_suite"]
+
+
+def open_simulation(
+    target: Path,
+    *,
+    db: Path | None,
+    trust: Path | None,
+    policy: str | None,
+    scenario: Scenario | None,
+    sandbox: str = "best_effort",
+) -> Simulation:
+    """`lineup run`: a started simulation of a project folder (built with its dev key, which
+    alone is trusted) or of a bundle (checked against the trust store `trust`).
+
+    Raises:
+        LineupError: a build problem (with its diagnostics), a usage error for a bundle
+            without `--trust`, or the bundle's first verification problem.
+    """
+    from lineup_build.verify import check_bundle
+    from lineup_runtime_lite.simulate import Simulation
+
+    effective_policy = policy or (scenario.host_policy if scenario else None) or "auto"
+    tmp = Path(tempfile.mkdtemp(prefix="lineup-run-"))
+    try:
+        if target.is_dir():
+            built = build_with_dev_key(target, sandbox=sandbox)
+            bundle, trust_obj, scope = built.bundle, built.trust, built.scope
+        else:
+            if trust is None:
+                raise LineupError(
+                    "usage_invalid",
+                    f"{target} is a bundle; pass --trust FILE to say whose keys you trust",
+                    hint="lineup run BUNDLE --trust trust.toml",
+                    exit_code=2,
+                )
+            trust_obj = TrustStore.load(trust)
+            report = check_bundle(target, trust_obj)
+            if not report.ok:
+                raise report.problems[0]
+            bundle = target
+            assert report.model is not None
+            scope = report.model.app.scope
+        sim = Simulation(
+            db or tmp / "runtime.db", trust_obj, bundle, scope, effective_policy, sandbox
+        )
+        sim._tmp = tmp
+        sim.start()
+        return sim
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def run_suite(cases: list[Case], *, sandbox: str = "best_effort") -> SuiteReport:
+    """`lineup test`: play each case in a fresh runtime, each project built once with its
+    dev key (`lineup_runtime_lite.suite.play_suite` with this CLI's builder)."""
+    from lineup_runtime_lite.suite import play_suite
+
+    def build(project: Path) -> DevBuild:
+        return build_with_dev_key(project, sandbox=sandbox)
+
+    return play_suite(cases, build, sandbox=sandbox)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A bundle ready to install, and whether it is a local dev build."""
+
+    bundle: Path
+    scope: str
+    dev_build: bool
+
+
+def _build(folder: Path, trust: TrustStore, sandbox: str) -> Prepared:
+    built = build_with_dev_key(
+        folder, out_dir=folder.resolve() / ".lineup" / "serve", sandbox=sandbox
+    )
+    app, key = built.model.app, built.key
+    # the project's own dev key: trusted for its scope and what it asks for; a --trust
+    # file may already trust that key, so its scopes and grants are only widened
+    known = trust.keys.get(key.key_id)
+    trust.add(
+        key.public_raw,
+        sorted({*(known.scopes if known else ()), app.scope}),
+        known.label if known else "lineup serve dev key",
+        sorted({*(known.allow if known else ()), *app.permissions}),
+    )
+    return Prepared(built.bundle, app.scope, True)
+
+
+def prepare_targets(
+    targets: list[Path], trust_file: Path | None, *, sandbox: str = "best_effort"
+) -> tuple[TrustStore, list[Prepared]]:
+    """`lineup serve`: `(trust store, bundles)`; folders are built (their entry imported
+    under `sandbox`) and their dev keys trusted, in memory only; bundles need `trust_file`.
+
+    Raises:
+        LineupError: a build problem, `usage_invalid` for a bundle without a trust store or
+            a missing target, or whatever verification of a bundle reports.
+    """
+    from lineup_build.verify import check_bundle
+
+    if not targets:
+        raise LineupError(
+            "usage_invalid", "name at least one MiniApp folder or bundle", exit_code=2
+        )
+    trust = TrustStore.load(trust_file) if trust_file is not None else TrustStore()
+    prepared: list[Prepared] = []
+    for target in targets:
+        if target.is_dir():
+            prepared.append(_build(target, trust, sandbox))
+        elif target.is_file():
+            if trust_file is None:
+                raise LineupError(
+                    "usage_invalid",
+                    f"{target} is a bundle; pass --trust FILE to say whose keys you trust",
+                    hint="lineup serve BUNDLE --trust trust.toml",
+                    exit_code=2,
+                )
+            report = check_bundle(target, trust)
+            if not report.ok or report.model is None:
+                raise report.problems[0]
+            prepared.append(Prepared(target, report.model.app.scope, False))
+        else:
+            raise LineupError(
+                "usage_invalid", f"{target} is neither a MiniApp folder nor a bundle", exit_code=2
+            )
+    scopes = [p.scope for p in prepared]
+    twice = sorted({s for s in scopes if scopes.count(s) > 1})
+    if twice:
+        raise LineupError(
+            "usage_invalid", f"scope(s) named more than once: {', '.join(twice)}", exit_code=2
+        )
+    return trust, prepared
