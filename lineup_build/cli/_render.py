@@ -138,6 +138,20 @@ def line(text: str) -> None:
     _console().print(text, markup=True, highlight=False)
 
 
+def literal(text: str) -> str:
+    """Outside text (a file name, a log) escaped so rich shows it as written."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def literal_block(text: str) -> None:
+    """Outside text for people, shown exactly as written (no markup, no highlighting)."""
+    if output.quiet:
+        return
+    _console().print(text, markup=False, highlight=False, end="" if text.endswith("\n") else "\n")
+
+
 def kv_table(rows: list[tuple[str, str]], title: str | None = None) -> None:
     """A two-column key/value table."""
     from rich.table import Table

@@ -204,7 +204,8 @@ def register(app: typer.Typer) -> None:
             failed = [r for r in reports if not r.ok]
             if verbose:
                 for log in sorted((sim.runtime().logs_dir).glob("*.log")):
-                    _render.line(f"[dim]--- {log.name}[/]\n{log.read_text('utf-8', 'replace')}")
+                    _render.line(f"[dim]--- {_render.literal(log.name)}[/]")
+                    _render.literal_block(log.read_text("utf-8", "replace"))
             if as_json and not failed:
                 write_json(envelope(True, steps=len(reports), failed=[]))
             if failed:

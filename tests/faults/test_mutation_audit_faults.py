@@ -7,10 +7,10 @@ the ready-session path only (accept and `delivered` in one commit).
 The handler's side channel is its session data: `probe.append` appends its item, so the
 list says how often each handler ran.
 
-Catches, in `DeliveryPart._deliver` (delivery.py), a delivery that is not recorded before
-the send (after a crash the call is still `queued`, so recovery delivers it again):
-    "UPDATE calls SET state='delivered' WHERE call_id=? AND state='queued'"
- -> "UPDATE calls SET state='queued' WHERE call_id=? AND state='queued'"
+Catches, in `transitions.next_delivery`, a delivery that is not recorded before the send
+(after a crash the call is still `queued`, so recovery delivers it again):
+    CallState(call.call_id, "queued", "delivered")
+ -> CallState(call.call_id, "queued", "queued")
 """
 
 from __future__ import annotations

@@ -66,8 +66,8 @@ def test_a_replace_in_one_conversation_sends_no_frame_to_another_conversations_s
 
 
 # -- c. foreground_required on a session an app_ready call made ready ---------------------
-# Catches, in `Core._accept_activating` (core.py), dropping the foreground condition:
-#   and (not needs_fg or act["foreground"])   ->   and True
+# Catches, in `transitions.accept_call`, dropping the foreground condition:
+#   and (not needs_fg or act.foreground)   ->   and True
 def test_c_foreground_call_on_an_app_ready_session_starts_and_waits_for_the_host(
     probe: Runtime, host: HostSimulator
 ) -> None:
@@ -156,7 +156,7 @@ def test_d_the_runtime_rejects_each_format_and_pattern_it_claims(
 
 
 # -- e. handler timeout -----------------------------------------------------------------
-# Catches, in `DeliveryPart._send` (delivery.py), a timer armed late (or early):
+# Catches, in `DeliveryDriver._send` (drivers/delivery.py), a timer armed late (or early):
 #   call_later(tool.timeout_s, _expire, fut) -> call_later(tool.timeout_s * 10, _expire, fut)
 def test_e_a_handler_timeout_fires_close_to_its_timeout_s(probe: Runtime) -> None:
     # real (monotonic) time is the behaviour under test: the runtime's clock is virtual
@@ -215,7 +215,7 @@ def _probe_project(tmp_path: Path, text: str) -> tuple[Path, Path]:
     return project, scenario
 
 
-# Catches, in `lineup run` (lineup_build/_cli_run.py), not showing the worker log:
+# Catches, in `lineup run` (lineup_build/cli/run.py), not showing the worker log:
 #   if verbose:   ->   if False:
 def test_f_print_in_a_handler_reaches_lineup_run_verbose(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -231,14 +231,9 @@ def test_f_print_in_a_handler_reaches_lineup_run_verbose(
     assert f"noise on stdout {MARK}" not in out + err  # the log only with --verbose
 
 
-# A bug today (STYLE 27: render outside text literally): `lineup run --verbose` prints the
-# worker log through rich markup (`_render.line` in lineup_build/_cli_run.py), so a handler's
-# output is rewritten: "[/] [bold]not bold[/bold]" shows as " not bold".
-@pytest.mark.xfail(
-    strict=True,
-    reason="lineup run --verbose renders the worker log as rich markup (_cli_run.py, "
-    "_render.line): bracketed handler output is rewritten",
-)
+# STYLE 27 (render outside text literally): `lineup run --verbose` printed the worker log
+# through rich markup, so "[/] [bold]not bold[/bold]" showed as " not bold". Catches, in
+# lineup_build/cli/run.py: `_render.literal_block(log)` -> `_render.line(log)`.
 def test_f_verbose_shows_the_worker_log_literally(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -252,9 +247,9 @@ def test_f_verbose_shows_the_worker_log_literally(
 
 
 # -- g. uninstall ---------------------------------------------------------------------------
-# Catches, in `Runtime.uninstall` (runtime.py), a registry left stale:
-#   self._core.load_registry()   ->   pass
-# and, in `Core.call` (core.py), routing before idempotency:
+# Catches, in `AsyncRuntime.uninstall` (async_runtime.py), a registry left stale:
+#   self._engine.load_registry()   ->   pass
+# and, in `Engine.call` (engine.py, its step), routing before idempotency:
 #   if existing is not None:   ->   if existing is not None and tool is not None:
 def test_g_uninstall_empties_the_inventory_and_keeps_stored_answers(probe: Runtime) -> None:
     ready(probe)
