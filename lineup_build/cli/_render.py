@@ -139,17 +139,13 @@ def line(text: str) -> None:
 
 
 def literal(text: str) -> str:
-    """Outside text (a file name, a log) escaped so rich shows it as written."""
-    from rich.markup import escape
-
-    return escape(text)
+    """Outside text (a file name, a log) escaped so it is shown as written."""
+    return _escape(text)
 
 
 def literal_block(text: str) -> None:
-    """Outside text for people, shown exactly as written (no markup, no highlighting)."""
-    if output.quiet:
-        return
-    _console().print(text, markup=False, highlight=False, end="" if text.endswith("\n") else "\n")
+    """Outside text for people, shown exactly as written (nothing with `--quiet`)."""
+    line(_escape(text.removesuffix("\n")))
 
 
 def kv_table(rows: list[tuple[str, str]], title: str | None = None) -> None:
