@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -177,10 +178,25 @@ class Runtime:
 
     # -- loop plumbing -------------------------------------------------------------------
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the runtime's loop and wait for it here (one wake-up each way: a
+        task started by `call_soon_threadsafe`, a lock released by its done callback)."""
         if self._closed:
             coro.close()  # never scheduled: no "coroutine was never awaited" warning
             raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        done = _thread.allocate_lock()
+        done.acquire()
+        box: list[asyncio.Task[T]] = []
+
+        def finished(task: asyncio.Task[T]) -> None:
+            box.append(task)
+            done.release()
+
+        def start() -> None:
+            self._loop.create_task(coro).add_done_callback(finished)
+
+        self._loop.call_soon_threadsafe(start)
+        done.acquire()
+        return box[0].result()
 
     def _call_sync(self, fn: Callable[[], T]) -> T:
         async def wrap() -> T:

@@ -188,10 +188,20 @@ class Validator:
         return out
 
 
+#: id(schema) -> (schema, its validator): the Registry's schema objects, looked up per call.
+_BY_ID: dict[int, tuple[Any, Validator]] = {}
+
+
 def validator_for(schema: dict[str, Any] | bool) -> Validator:
-    """The cached validator of `schema` (compiled once per distinct schema)."""
+    """The cached validator of `schema` (compiled once per distinct schema; the same
+    schema object is found again without serializing it)."""
+    known = _BY_ID.get(id(schema))
+    if known is not None and known[0] is schema:
+        return known[1]
     key = canonical_json(schema)
     v = _CACHE.get(key)
     if v is None:
         v = _CACHE[key] = Validator(schema)
+    if len(_BY_ID) < 10_000:  # the schemas of installed tools; bounded all the same
+        _BY_ID[id(schema)] = (schema, v)  # holding the schema keeps its id unique
     return v
