@@ -36,6 +36,7 @@ from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import clip, validator_for
 from lineup_runtime_lite.workers import WorkerOptions
 from lineup_sdk.context import Snapshot
+from lineup_sdk.errors import LineupError
 
 __all__ = ["Engine", "input_problems", "new_id"]
 
@@ -263,14 +264,27 @@ class Engine:
                 fast.append(session)
             return decision
 
-        try:
-            decision = await self.decide(step)
-        except BaseException:
-            self._drop_waiter(call_id, fut)
+        decision = None
+        for _ in range(3):  # a lost race (a guard found no row) decides again on fresh facts
+            try:
+                decision = await self.decide(step)
+            except BaseException:
+                self._drop_waiter(call_id, fut)
+                for session in fast:
+                    self.delivery.release(session.app_session_id)
+                raise
+            if decision is not None:
+                break
             for session in fast:
                 self.delivery.release(session.app_session_id)
-            raise
-        assert decision is not None
+            fast.clear()
+        if decision is None:
+            self._drop_waiter(call_id, fut)
+            raise LineupError(
+                "store_unavailable",
+                f"call {call_id!r} kept losing races in the store; nothing was accepted",
+                hint="retry the same call",
+            )
         if decision.replay:
             self._drop_waiter(call_id, fut)
             self.timers.reconcile_call(call_id)

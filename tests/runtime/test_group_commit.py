@@ -193,3 +193,29 @@ def test_nothing_is_sent_before_the_commit_that_records_it(probe: Runtime) -> No
         before.revision + 1
     )
     assert probe.surface("conv", "probe").get().data == {"items": ["x"]}
+
+
+def test_a_call_whose_decision_lost_a_race_decides_again(
+    probe: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The acceptance lost its race once (a guard found no row): it is decided again on
+    fresh facts, and the call runs once."""
+    ready(probe)
+    facts = type(probe._core.facts)
+    real_apply = facts.apply
+    lost: list[object] = []
+
+    def flaky(self: Any, change: Any) -> None:
+        from lineup_runtime_lite.decisions import NewCall
+
+        if isinstance(change, NewCall) and change.call_id == "a1" and not lost:
+            lost.append(change)
+            raise LostRace()
+        real_apply(self, change)
+
+    monkeypatch.setattr(facts, "apply", flaky)
+    msg = probe.call("a1", "conv", "probe.append", {"item": "x"})
+    assert lost and msg["result"] == 1
+    assert probe.surface("conv", "probe").get().data == {"items": ["x"]}
+    monkeypatch.undo()
+    assert probe.call("a1", "conv", "probe.append", {"item": "x"}) == msg  # stored once
