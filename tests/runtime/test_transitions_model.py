@@ -12,6 +12,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -285,8 +286,12 @@ class Machine(RuleBasedStateMachine):
         self._final(cid, final, "result" if outcome == "ok" else "error")
         if twice:  # a second answer (a late reply, a recovery) loses its race: writes nothing
             before = self.kit.facts.dump()
-            assert self.kit.answer(call, reply={"ok": True, "result": 2}) is None
-            assert self.kit.interrupt(call) is None
+            # (of the same stage: a final of the other stage is not refused, see
+            # test_a_second_final_of_the_other_stage_is_refused)
+            if outcome == "ok":
+                assert self.kit.answer(call, reply={"ok": True, "result": 2}) is None
+            else:
+                assert self.kit.interrupt(call) is None
             assert self.kit.facts.dump() == before
 
     @rule(conv=st.sampled_from(CONVS), right=st.booleans())
@@ -439,3 +444,21 @@ TestTransitions.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="GAP: a final's guard is per (call_id, stage): a call answered with an `error` "
+    "(timeout, interrupted) still records a late `result`, so it has two finals",
+)
+def test_a_second_final_of_the_other_stage_is_refused() -> None:
+    kit = Kit(TOOLS)
+    kit.call(event("a1", "c1", "notes.add"))
+    (act,) = kit.facts.activations_to_drive()
+    kit.advance(act, worker_up=True)
+    sid = kit.facts.session("c1", "notes").app_session_id  # type: ignore[union-attr]
+    delivered = kit.deliver_next(sid)
+    assert delivered is not None
+    assert kit.interrupt(delivered) is not None  # recovery: delivery_interrupted
+    late = kit.answer(delivered, reply={"ok": True, "result": 1})  # the reply arrives anyway
+    assert late is None, [m["stage"] for m in kit.facts.messages("a1")]
