@@ -1,0 +1,338 @@
+"""A transition-level "engine" for tests: the runtime's pure transitions over `MemoryFacts`,
+driven synchronously (no loop, no workers, no Host), each decision in a savepoint.
+
+It mirrors what the drivers read and ask (engine.py, drivers/*.py) without their IO, so the
+Hypothesis state machine and the conformance replay exercise the transitions themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lineup_runtime_lite import pomodoro
+from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite.decisions import Change, Decision
+from lineup_runtime_lite.handlers import HandlerContext
+from lineup_runtime_lite.install import Tool
+from lineup_runtime_lite.messages import error_body, fingerprint
+from lineup_runtime_lite.params import canonical_text
+from lineup_runtime_lite.store.facts import LostRace
+from lineup_runtime_lite.store.memory import MemoryFacts
+from lineup_runtime_lite.store.records import Call
+
+EPOCH = 1_767_225_600_000  # the virtual clock's default start (2026-01-01T00:00:00Z)
+
+
+def tool(
+    method: str,
+    *,
+    activation: str = "app_ready",
+    delivery: str = "miniapp_sdk",
+    long_running: bool = False,
+    handler_key: str | None = None,
+    version: str = "1.0.0",
+    timeout_s: float = 30.0,
+) -> Tool:
+    """A Registry record as `install.load_tools` makes it."""
+    return Tool(
+        method=method,
+        scope=method.split(".")[0],
+        version=version,
+        description=method,
+        delivery=delivery,
+        activation=activation,
+        long_running=long_running,
+        timeout_s=timeout_s,
+        input_schema={"type": "object"},
+        result_schema={},
+        handler_key=handler_key,
+    )
+
+
+def pomodoro_tools(scope: str = "pomodoro") -> list[Tool]:
+    return [
+        tool(
+            f"{scope}.start",
+            activation="foreground_required",
+            delivery="runtime",
+            long_running=True,
+            handler_key="pomodoro.start",
+        ),
+        tool(
+            f"{scope}.interrupt",
+            activation="activation_not_required",
+            delivery="runtime",
+            handler_key="pomodoro.interrupt",
+        ),
+    ]
+
+
+def event(call_id: str, conversation: str, method: str, params: Any = None) -> t.CallEvent:
+    """A call that passed the envelope checks (canonical params, its fingerprint)."""
+    params = {} if params is None else params
+    return t.CallEvent(
+        call_id,
+        conversation,
+        method,
+        canonical_text(params),
+        fingerprint(conversation, method, params),
+    )
+
+
+@dataclass
+class Kit:
+    """The transitions over one `MemoryFacts`, driven by hand.
+
+    `decide` runs one step in a savepoint: the step reads, the transition decides, the
+    changes are applied; a `LostRace` rolls the savepoint back and the step returns None.
+    """
+
+    tools: list[Tool]
+    now: int = EPOCH
+    timeout_ms: int = 60_000
+    facts: MemoryFacts = field(default_factory=MemoryFacts)
+    lost: int = 0
+    #: Every decision a step made, committed or not (tests replay them on another store).
+    log: list[Decision] = field(default_factory=list)
+    _n: int = 0
+
+    def __post_init__(self) -> None:
+        for scope, version in sorted({(x.scope, x.version) for x in self.tools}):
+            self.facts.make_current(scope, version)
+
+    # -- plumbing ------------------------------------------------------------------------
+    @property
+    def registry(self) -> dict[str, Tool]:
+        return {x.method: x for x in self.tools}
+
+    def tools_of(self, scope: str, version: str) -> Mapping[str, Tool]:
+        return {x.method: x for x in self.tools if x.scope == scope and x.version == version}
+
+    def methods_for(self, scope: str, handler_key: str) -> list[str]:
+        return [x.method for x in self.tools if x.scope == scope and x.handler_key == handler_key]
+
+    def ids(self) -> t.NewIds:
+        self._n += 1
+        return t.NewIds(f"ses{self._n}", f"inst{self._n}", f"op{self._n}")
+
+    def decide(self, step: Callable[[MemoryFacts], Decision | None]) -> Decision | None:
+        try:
+            with self.facts.savepoint() as tx:
+                decision = step(tx)
+                if decision is not None:
+                    self.log.append(decision)
+                    for change in decision.changes:
+                        tx.apply(change)
+        except LostRace:
+            self.lost += 1
+            return None
+        return decision
+
+    def apply(self, decision: Decision | None) -> Decision | None:
+        """Commit a decision made before (its guards re-check)."""
+        if decision is None:
+            return None
+        return self.decide(lambda tx: decision)
+
+    # -- Agent calls (engine.call's step) ------------------------------------------------
+    def call(self, ev: t.CallEvent, *, idle: bool | None = None) -> Decision | None:
+        """Accept one call; `idle` overrides "the session has nothing in flight"."""
+        now = self.now
+        tool_ = self.registry.get(ev.method)
+        scope = tool_.scope if tool_ else ev.method.split(".")[0]
+
+        def step(tx: MemoryFacts) -> Decision:
+            existing = tx.call(ev.call_id)
+            if existing is not None:
+                return t.retried_call(existing, ev, scope, now)
+            if tool_ is None:
+                body = error_body("unknown_method", f"no installed app declares {ev.method!r}")
+                return t.reject_call(ev.call_id, scope, body, now)
+            ids = self.ids()
+            if tool_.delivery == "runtime":
+                handler = pomodoro.HANDLERS[tool_.handler_key or ""]
+                ctx = HandlerContext(now, ids, self.timeout_ms, self.tools_of, self.methods_for)
+                return handler.accept(tx, tool_, ev, ctx)
+            session = tx.session(ev.conversation_id, tool_.scope)
+            act = tx.current_activation(session.app_session_id) if session else None
+            free = session is not None and not tx.delivered_calls(session.app_session_id)
+            version = session.version if session else tx.app_version(tool_.scope)
+            assert version is not None
+            return t.accept_call(
+                ev,
+                tool_,
+                session,
+                act,
+                app_version=version,
+                idle=free if idle is None else (idle and free),
+                ids=ids,
+                now=now,
+                timeout_ms=self.timeout_ms,
+            )
+
+        return self.decide(step)
+
+    # -- activations (ActivationDriver) --------------------------------------------------
+    def advance(
+        self, act_id: str, *, worker_up: bool = False, confirmed: bool = False
+    ) -> Decision | None:
+        now = self.now
+        operation_id = self.ids().operation
+
+        def step(tx: MemoryFacts) -> Decision | None:
+            act = tx.activation(act_id)
+            if act is None:
+                return None
+            session = tx.session_by_id(act.app_session_id)
+            assert session is not None
+            trigger = tx.call(act.trigger_call_id)
+            on_ready: Callable[[Call], Sequence[Change]] | None = None
+            if trigger is not None:
+                tool_ = self.tools_of(trigger.scope, session.version).get(trigger.method)
+                if tool_ is not None and tool_.delivery == "runtime":
+                    handler = pomodoro.HANDLERS[tool_.handler_key or ""]
+                    rt_tool = tool_
+
+                    def on_ready(call: Call) -> Sequence[Change]:
+                        return handler.on_ready(rt_tool, call, now, t.NewIds("", "", operation_id))
+
+            return t.advance_activation(
+                act, trigger, now=now, worker_up=worker_up, confirmed=confirmed, on_ready=on_ready
+            )
+
+        return self.decide(step)
+
+    def end(
+        self, act_id: str, state: str, reason: str, *, cause: str | None = None
+    ) -> Decision | None:
+        now = self.now
+
+        def step(tx: MemoryFacts) -> Decision | None:
+            act = tx.activation(act_id)
+            if act is None:
+                return None
+            session = tx.session_by_id(act.app_session_id)
+            assert session is not None
+            tools = self.tools_of(session.scope, session.version)
+            waiting = tx.waiting_calls(act_id)
+            return t.end_activation(act, waiting, tools, state, reason, now=now, cause=cause)
+
+        return self.decide(step)
+
+    def host_event(
+        self, event_: str, instance: str, conversation: str, scope: str
+    ) -> Decision | None:
+        act = self.facts.activation(instance)
+        session = self.facts.session_by_id(act.app_session_id) if act is not None else None
+        action = t.host_event_action(act, session, event_, conversation, scope)
+        if action == "confirm":
+            return self.advance(instance, confirmed=True)
+        if action == "fail":
+            return self.end(instance, "failed", "host_failed")
+        if action == "leave":
+            return self.end(instance, "cancelled", "user_left")
+        return None
+
+    def worker_lost(self, act_id: str) -> Decision | None:
+        now = self.now
+
+        def step(tx: MemoryFacts) -> Decision | None:
+            act = tx.activation(act_id)
+            if act is None:
+                return None
+            session = tx.session_by_id(act.app_session_id)
+            assert session is not None
+            tools = self.tools_of(session.scope, session.version)
+            return t.worker_lost(act, tx.waiting_calls(act_id), tools, now=now)
+
+        return self.decide(step)
+
+    # -- delivery (DeliveryDriver) -------------------------------------------------------
+    def deliver_next(self, session_id: str) -> Call | None:
+        """Commit the session's next delivery; the call now `delivered`, or None."""
+        now = self.now
+
+        def step(tx: MemoryFacts) -> Decision | None:
+            head = tx.queue_head(session_id)
+            if head is None:
+                return None
+            session = tx.session_by_id(session_id)
+            assert session is not None
+            tool_ = self.tools_of(session.scope, session.version).get(head[0].method)
+            return t.next_delivery(head, tool_, now)
+
+        decision = self.decide(step)
+        if decision is None or decision.deliver is None:
+            return None
+        return self.facts.call(decision.deliver)
+
+    def answer(self, call: Call, **outcome: Any) -> Decision | None:
+        now = self.now
+        tool_ = self.registry[call.method]
+        return self.decide(lambda tx: t.answer_delivery(call, tool_, now=now, **outcome))
+
+    def interrupt(self, call: Call) -> Decision | None:
+        now = self.now
+        return self.decide(lambda tx: t.interrupt_delivery(call, now))
+
+    # -- clock and Host relay ------------------------------------------------------------
+    def tick(self) -> list[Decision | None]:
+        out = [self.end(a, "failed", "timeout") for a in self.facts.due_activations(self.now)]
+        out += [
+            self.apply(d) for d in pomodoro.HANDLERS["pomodoro.start"].due(self.facts, self.now)
+        ]
+        return out
+
+    def relay(self, take: Callable[[dict[str, Any]], None]) -> int:
+        """Hand every deliverable Host intent to `take` (the Host), per instance, oldest
+        first; ended instances' intents are superseded. Returns how many were taken."""
+        taken = 0
+        while True:
+            heads = self.facts.intent_heads()
+            if not heads:
+                return taken
+            superseded = t.supersede_ended(heads)
+            if superseded is not None:
+                self.apply(superseded)
+                continue
+            head = heads[0]
+            take(json.loads(head.body))
+            taken += 1
+            self.apply(t.intent_delivered(head))
+
+    def replace_session_data(self, scope: str, session_id: str, data: Any, expected: Any) -> Any:
+        """A handler's replace through the transition: the new snapshot, or the
+        `LineupError` it raised (nothing written)."""
+        made: list[Any] = []
+
+        def step(tx: MemoryFacts) -> Decision:
+            decision, snap = t.replace_session_data(
+                tx.session_data(scope, session_id), scope, session_id, data, expected
+            )
+            made.append(snap)
+            return decision
+
+        if self.decide(step) is None:
+            return None
+        return made[-1]
+
+
+def stages(facts: MemoryFacts, call_id: str) -> list[str]:
+    return [m["stage"] for m in facts.messages(call_id)]
+
+
+def outbox_ids(facts: MemoryFacts) -> list[str]:
+    return [m["id"] for m in facts.outbox_all()]
+
+
+def changes_of(decision: Decision | None) -> list[type[Any]]:
+    assert decision is not None
+    return [type(c) for c in decision.changes]
+
+
+def only(items: Iterable[Any]) -> Any:
+    (item,) = list(items)
+    return item
