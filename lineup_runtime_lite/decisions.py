@@ -100,7 +100,8 @@ class ReopenActivation:
 @dataclass(frozen=True, slots=True)
 class Record:
     """Persist an AgentMessage as its call's next receipt and queue it in the outbox; a
-    final also ends the call. Guarded: the stage must not be recorded yet."""
+    final also ends the call. Guarded: the stage must not be recorded yet, and a final
+    only for a call that has none (`result` after a `delivery_interrupted` loses)."""
 
     message: dict[str, Any]
 

@@ -325,12 +325,15 @@ def end_activation(
     *,
     now: int,
     cause: str | None = None,
+    progress: bool = True,
 ) -> Decision | None:
     """Fail or cancel a starting activation: each waiting call gets its one answer, its
     Host intents are superseded. None (writing nothing) when it already left `starting`.
 
     `cause` is the stable code behind a failure (say `install_tampered`), given to the
-    waiting calls in their error details.
+    waiting calls in their error details. `progress`: the trigger also gets the
+    `activation_failed`/`activation_cancelled` receipt (not when the activation had been
+    ready: its trigger was told `activation_ready` already).
     """
     if act.state != "starting":
         return None
@@ -342,7 +345,7 @@ def end_activation(
     ]
     for call in waiting:
         tool = tools.get(call.method)
-        if call.call_id == act.trigger_call_id:
+        if progress and call.call_id == act.trigger_call_id:
             changes.append(
                 Record(make_message(call.call_id, call.scope, stage, now, reason=reason))
             )
@@ -387,7 +390,9 @@ def worker_lost(
         act.foreground,
         act.deadline_ms,
     )
-    ended = end_activation(reopened, waiting, tools, "failed", "worker_failed", now=now)
+    ended = end_activation(
+        reopened, waiting, tools, "failed", "worker_failed", now=now, progress=False
+    )
     assert ended is not None
     return Decision((ReopenActivation(act.activation_id), *ended.changes), stop=ended.stop)
 

@@ -122,6 +122,15 @@ class SqliteFacts:
         ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def finals(self, call_ids: list[str]) -> list[dict[str, Any]]:
+        """The committed final messages among `call_ids`."""
+        out = []
+        for call_id in call_ids:
+            msg = self.latest_message(call_id)
+            if msg is not None and msg["stage"] in _FINAL:
+                out.append(msg)
+        return out
+
     # -- sessions and activations --------------------------------------------------------
     def session(self, conversation_id: str, scope: str) -> Session | None:
         row = self.db.execute(
@@ -245,6 +254,12 @@ class SqliteFacts:
         row = self.db.execute(
             "SELECT * FROM operations WHERE conversation_id=? AND state='focusing' LIMIT 1",
             (conversation_id,),
+        ).fetchone()
+        return _operation(row) if row is not None else None
+
+    def operation(self, operation_id: str) -> Operation | None:
+        row = self.db.execute(
+            "SELECT * FROM operations WHERE operation_id=?", (operation_id,)
         ).fetchone()
         return _operation(row) if row is not None else None
 
@@ -565,6 +580,12 @@ class SqliteFacts:
     def _record(self, msg: dict[str, Any]) -> None:
         call_id, stage = msg["call_id"], msg["stage"]
         body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        if stage in _FINAL:  # one final per call, whichever stage it is
+            _guard(
+                self.db.execute(
+                    "UPDATE calls SET state='done' WHERE call_id=? AND state!='done'", (call_id,)
+                )
+            )
         cur = self.db.execute(
             "INSERT OR IGNORE INTO receipts (call_id, stage, n, body) "
             "SELECT ?, ?, COALESCE(MAX(n), 0) + 1, ? FROM receipts WHERE call_id=?",
@@ -574,8 +595,6 @@ class SqliteFacts:
         self.db.execute(
             "INSERT INTO outbox (msg_id, call_id, body) VALUES (?,?,?)", (msg["id"], call_id, body)
         )
-        if stage in _FINAL:
-            self.db.execute("UPDATE calls SET state='done' WHERE call_id=?", (call_id,))
 
 
 def _guard(cur: sqlite3.Cursor) -> None:

@@ -690,13 +690,15 @@ class MemoryFacts:
         receipts = t.receipts.setdefault(call_id, [])
         if any(r.stage == stage for r in receipts):
             raise LostRace()
+        row = t.calls.get(call_id)
+        if stage in _FINAL and (row is None or row.record.state == "done"):
+            raise LostRace()  # one final per call, whichever stage it is
         if any(o.msg_id == msg["id"] for o in t.outbox):
             raise ConstraintViolation(f"outbox: {msg['id']} exists")
         receipts.append(_Receipt(stage, max((r.n for r in receipts), default=0) + 1, body))
         t.outbox_seq += 1
         t.outbox.append(_OutboxRow(t.outbox_seq, msg["id"], call_id, body))
-        if stage in _FINAL and call_id in t.calls:
-            row = t.calls[call_id]
+        if stage in _FINAL and row is not None:
             row.record = replace(row.record, state="done")
 
 

@@ -219,3 +219,21 @@ def test_a_call_whose_decision_lost_a_race_decides_again(
     assert probe.surface("conv", "probe").get().data == {"items": ["x"]}
     monkeypatch.undo()
     assert probe.call("a1", "conv", "probe.append", {"item": "x"}) == msg  # stored once
+
+
+def test_a_call_has_one_final_whichever_stage() -> None:
+    """A late `result` after `delivery_interrupted` (or a timeout) loses: one final."""
+    from lineup_runtime_lite.decisions import NewCall, Record
+    from lineup_runtime_lite.messages import make_message
+
+    store = Store(":memory:")
+    try:
+        row = NewCall("a1", "fp", "c1", "notes", "notes.add", "{}", None, None, None, "queued", 0)
+        error = make_message("a1", "notes", "error", 0, error={"code": "delivery_interrupted"})
+        late = make_message("a1", "notes", "result", 1, result=1)
+        assert store.batch([lambda tx: [tx.apply(row), tx.apply(Record(error))]]) == [[None, None]]
+        [lost] = store.batch([lambda tx: tx.apply(Record(late))])
+        assert isinstance(lost, LostRace)
+        assert [m["stage"] for m in store.facts.messages("a1")] == ["error"]
+    finally:
+        store.close()

@@ -372,6 +372,16 @@ def test_worker_lost_reopens_then_fails_a_ready_activation() -> None:
         assert t.worker_lost(act(state), waiting, {}, now=NOW) is None
 
 
+def test_worker_lost_tells_a_waiting_trigger_only_its_final() -> None:
+    """The trigger was told `activation_ready` already: no `activation_failed` receipt
+    after it, only the final error."""
+    trigger = call("t1", seq=1)  # act()'s trigger, still queued
+    d = t.worker_lost(act("ready"), [trigger], {"notes.add": ADD}, now=NOW)
+    assert d is not None
+    stages = [c.message["stage"] for c in d.changes if isinstance(c, Record)]
+    assert stages == ["error"]
+
+
 @pytest.mark.parametrize(
     ("a", "conv", "scope", "ev", "expected"),
     [

@@ -12,7 +12,6 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -446,11 +445,6 @@ TestTransitions.settings = settings(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GAP: a final's guard is per (call_id, stage): a call answered with an `error` "
-    "(timeout, interrupted) still records a late `result`, so it has two finals",
-)
 def test_a_second_final_of_the_other_stage_is_refused() -> None:
     kit = Kit(TOOLS)
     kit.call(event("a1", "c1", "notes.add"))
