@@ -73,6 +73,38 @@ class _LogPipe(asyncio.Protocol):
             self._fh = None
 
 
+class _BridgeReader(asyncio.Protocol):
+    """The worker → runtime pipe: lines handed to the worker as they arrive; a line over
+    `MAX_MESSAGE` fails the worker (`protocol`), the end of the pipe ends it (`crashed`)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self._buffer = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        worker, buf = self._worker, self._buffer
+        buf += data
+        start = 0
+        while not worker.dead:
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            worker._line(bytes(buf[start : end + 1]))
+            start = end + 1
+        del buf[:start]
+        if len(buf) > MAX_MESSAGE and not worker.dead:
+            worker._die(WorkerError("protocol", "the worker sent an oversized message"))
+
+    def eof_received(self) -> bool | None:
+        if self._buffer and not self._worker.dead:
+            self._worker._line(bytes(self._buffer))  # a last line without its newline
+        self._buffer.clear()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._worker._die(WorkerError("crashed", "the worker exited"))
+
+
 class Worker:
     """One sandboxed worker process and its bridge."""
 
@@ -100,7 +132,6 @@ class Worker:
         self._transports: list[asyncio.BaseTransport] = []
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._ids = itertools.count(1)
-        self._reader_task: asyncio.Task[None] | None = None
         self._hello: asyncio.Future[dict[str, Any]] | None = None
         self._beat: asyncio.TimerHandle | None = None
         self._ping_out: int | None = None
@@ -159,16 +190,14 @@ class Worker:
             lambda: _LogPipe(self.log_path, self.options.log_max_bytes),
             os.fdopen(log_r, "rb", buffering=0),
         )
-        reader = asyncio.StreamReader(limit=MAX_MESSAGE)
         read_t, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(c2p_r, "rb", buffering=0)
+            lambda: _BridgeReader(self), os.fdopen(c2p_r, "rb", buffering=0)
         )
         self._transport, _ = await loop.connect_write_pipe(
             asyncio.Protocol, os.fdopen(p2c_w, "wb", buffering=0)
         )
         self._transports = [read_t, log_t]
         self._hello = loop.create_future()
-        self._reader_task = asyncio.create_task(self._read(reader))
         try:
             hello = await asyncio.wait_for(asyncio.shield(self._hello), HANDSHAKE_TIMEOUT_S)
         except TimeoutError:
@@ -205,21 +234,14 @@ class Worker:
         if self._stopping is None:
             self._stopping = asyncio.get_running_loop().create_task(self._stop())
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        while not self.dead:
-            try:
-                line = await reader.readline()
-            except (asyncio.LimitOverrunError, ValueError):
-                self._die(WorkerError("protocol", "the worker sent an oversized message"))
-                return
-            if not line:
-                self._die(WorkerError("crashed", "the worker exited"))
-                return
-            try:
-                self._handle(parse_line(line))
-            except ProtocolError as exc:
-                self._die(WorkerError("protocol", str(exc)), culprit=exc.delivery)
-                return
+    def _line(self, line: bytes) -> None:
+        """One line from the worker, handled as it arrives (no reader task between)."""
+        if self.dead:
+            return
+        try:
+            self._handle(parse_line(line))
+        except ProtocolError as exc:
+            self._die(WorkerError("protocol", str(exc)), culprit=exc.delivery)
 
     def _handle(self, msg: dict[str, Any]) -> None:
         kind = msg["t"]
@@ -345,8 +367,6 @@ class Worker:
         for t in self._transports:
             t.close()
         self._box.cleanup()
-        if self._reader_task is not None and self._reader_task is not asyncio.current_task():
-            self._reader_task.cancel()
 
     async def kill(self) -> None:
         """Close the pipe and make sure the whole process tree is gone."""

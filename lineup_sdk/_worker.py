@@ -118,10 +118,9 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
     loop.set_default_executor(
         concurrent.futures.ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="handler")
     )
-    reader = asyncio.StreamReader(limit=MAX_MESSAGE)
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(rfd, "rb", buffering=0)
-    )
+    ended: asyncio.Future[int] = loop.create_future()
+    inbox = _Inbox(ended)
+    await loop.connect_read_pipe(lambda: inbox, os.fdopen(rfd, "rb", buffering=0))
     transport, _ = await loop.connect_write_pipe(
         asyncio.Protocol, os.fdopen(wfd, "wb", buffering=0)
     )
@@ -181,18 +180,13 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
                 }
             )
 
-    while True:
-        try:
-            line = await reader.readline()
-        except (asyncio.LimitOverrunError, ValueError):
-            return 4
-        if not line:
-            return 0  # the runtime closed the pipe: exit, leaving no orphan
+    def on_line(line: bytes) -> None:
         try:
             msg = json.loads(line)
             kind = msg.get("t")
         except (ValueError, RecursionError, AttributeError):
-            return 4  # the runtime never sends this: stop rather than guess
+            inbox.end(4)  # the runtime never sends this: stop rather than guess
+            return
         if kind == "deliver":
             task = asyncio.create_task(run(msg))
             tasks.add(task)
@@ -203,6 +197,58 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
             now = time.monotonic()
             stuck = sum(1 for t in overdue_at.values() if t < now)
             bridge.send({"t": "pong", "id": msg["id"], "stuck": stuck})
+
+    inbox.on_line = on_line
+    inbox._flush_early()
+    return await ended
+
+
+class _Inbox(asyncio.Protocol):
+    """The runtime → worker pipe: each line handled as it arrives (no reader task in
+    between); the end of the pipe ends the worker (0), an oversized line too (4)."""
+
+    def __init__(self, ended: asyncio.Future[int]) -> None:
+        self._ended = ended
+        self._buffer = bytearray()
+        self.on_line: Callable[[bytes], None] | None = None
+        self._early: list[bytes] = []
+
+    def end(self, code: int) -> None:
+        if not self._ended.done():
+            self._ended.set_result(code)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buffer
+        buf += data
+        start = 0
+        while not self._ended.done():
+            end = buf.find(b"\n", start)
+            if end < 0:
+                break
+            line = bytes(buf[start : end + 1])
+            start = end + 1
+            if self.on_line is None:
+                self._early.append(line)  # before the entry imported: kept for later
+            else:
+                self._flush_early()
+                self.on_line(line)
+        del buf[:start]
+        if len(buf) > MAX_MESSAGE:
+            self.end(4)
+
+    def _flush_early(self) -> None:
+        assert self.on_line is not None
+        while self._early and not self._ended.done():
+            self.on_line(self._early.pop(0))
+
+    def eof_received(self) -> bool | None:
+        if self.on_line is not None:
+            self._flush_early()
+        self.end(0)  # the runtime closed the pipe: exit, leaving no orphan
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.end(0)
 
 
 def main(argv: list[str], sandbox: dict[str, Any]) -> None:

@@ -4,7 +4,7 @@ commit in one transaction, each in its own savepoint."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from lineup_runtime_lite.store.facts import Facts
@@ -29,28 +29,41 @@ class GroupCommit:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._queue: list[tuple[Step, asyncio.Future[Any]]] = []
-        self._scheduled = False
+        self._handle: asyncio.Handle | None = None
+        self._flushing = False
         #: How many batches and steps were committed (for the benchmarks and tests).
         self.batches = 0
         self.steps = 0
 
-    def submit(self, step: Step) -> asyncio.Future[Any]:
-        """Run `step` in the next batch; the future gets its result or its exception (the
-        store's mapped error when the whole batch failed)."""
+    def submit(self, step: Step) -> _Ticket:
+        """Run `step` in this loop turn's batch; awaiting the ticket gives its result or
+        its exception (the store's mapped error when the whole batch failed)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Any] = loop.create_future()
         self._queue.append((step, fut))
-        if not self._scheduled:
-            self._scheduled = True
-            loop.call_soon(self._flush)
-        return fut
+        if self._handle is None:
+            self._handle = loop.call_soon(self._flush)
+        return _Ticket(self, fut)
+
+    def _alone(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether nothing but this batch's own flush is ready to run in this loop turn,
+        so nothing else could join the batch (a loop that does not say, such as uvloop,
+        is never taken to be alone: the batch then waits for its turn)."""
+        ready = getattr(loop, "_ready", None)
+        if ready is None or self._flushing:
+            return False
+        return len(ready) == 0 or (len(ready) == 1 and ready[0] is self._handle)
 
     def _flush(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()  # when called early, the scheduled flush has nothing left
+            self._handle = None
+        if not self._queue:
+            return
         batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         if self._queue:
-            asyncio.get_running_loop().call_soon(self._flush)
-        else:
-            self._scheduled = False
+            self._handle = asyncio.get_running_loop().call_soon(self._flush)
+        self._flushing = True
         try:
             results = self.store.batch([step for step, _ in batch])
         except BaseException as exc:  # nothing of the batch was kept (or COMMIT then a fault)
@@ -60,6 +73,8 @@ class GroupCommit:
             if not isinstance(exc, Exception):
                 raise
             return
+        finally:
+            self._flushing = False
         self.batches += 1
         self.steps += len(batch)
         for (_, fut), out in zip(batch, results, strict=True):
@@ -69,3 +84,20 @@ class GroupCommit:
                 fut.set_exception(out)
             else:
                 fut.set_result(out)
+
+
+class _Ticket:
+    """A step's place in a batch. Awaiting it when nothing else is ready in this loop turn
+    commits the batch at once (nothing could join it by waiting): the awaiting caller then
+    finds its result without yielding to the loop."""
+
+    __slots__ = ("_commit", "_fut")
+
+    def __init__(self, commit: GroupCommit, fut: asyncio.Future[Any]) -> None:
+        self._commit, self._fut = commit, fut
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        fut = self._fut
+        if not fut.done() and self._commit._alone(fut.get_loop()):
+            self._commit._flush()
+        return fut.__await__()

@@ -68,25 +68,31 @@ class DeliveryDriver:
         self._claimed.discard(session_id)
 
     def send_claimed(self, session: Session, call: Call) -> None:
-        """After the commit that marked `call` delivered: send it, then pump the rest."""
+        """After the commit that marked `call` delivered: send it now (the line is written
+        before this returns), then a task waits for the answer and pumps what is behind."""
         sid = session.app_session_id
         self._claimed.discard(sid)
         tool = self.shell.tools_of(session.scope, session.version)[call.method]
         worker = self.pool.live(session.scope, session.version)
-        self._set_pump(sid, self.shell.spawn(self._send_then_pump(session, tool, call, worker)))
-
-    async def _send_then_pump(
-        self, session: Session, tool: Tool, call: Call, worker: Worker | None
-    ) -> None:
+        flight: _Flight | None = None
         try:
             if worker is None:  # it died between the decision and its commit
                 raise WorkerError("crashed", "the worker stopped")
-            await self._send(session, tool, call, worker)
+            flight = self._start(session, tool, call, worker)
         except Exception as exc:  # the pump ends a call left `delivered` (at most once)
             log.warning("delivery step failed: %s: %s", type(exc).__name__, exc)
-            self._dirty.add(session.app_session_id)
-        if session.app_session_id in self._dirty:
-            await self._pump(session.app_session_id)
+            self._dirty.add(sid)
+        self._set_pump(sid, self.shell.spawn(self._finish_then_pump(sid, flight)))
+
+    async def _finish_then_pump(self, session_id: str, flight: _Flight | None) -> None:
+        if flight is not None:
+            try:
+                await self._finish(flight)
+            except Exception as exc:  # the pump ends a call left `delivered` (at most once)
+                log.warning("delivery step failed: %s: %s", type(exc).__name__, exc)
+                self._dirty.add(session_id)
+        if session_id in self._dirty:
+            await self._pump(session_id)
 
     # -- the pump ------------------------------------------------------------------------
     def kick(self, session_id: str) -> None:
@@ -191,6 +197,10 @@ class DeliveryDriver:
 
     async def _send(self, session: Session, tool: Tool, call: Call, worker: Worker) -> None:
         """Send a call already committed as `delivered`; commit its one final answer."""
+        await self._finish(self._start(session, tool, call, worker))
+
+    def _start(self, session: Session, tool: Tool, call: Call, worker: Worker) -> _Flight:
+        """Write the delivery to the worker (its capability and timeout start now)."""
         faults.hit("deliver.before_send")
         cap = secrets.token_urlsafe(24)
         ctx = {
@@ -201,25 +211,35 @@ class DeliveryDriver:
             "cap": cap,
             "timeout_s": tool.timeout_s,
         }
-        rid: int | None = None
-        outcome: dict[str, Any]
+        flight = _Flight(call, tool, cap)
         try:
             # the stored params text goes to the worker as is: never decoded and re-encoded
             # on the loop (a 1 MiB array would cost other sessions tens of milliseconds)
             rid, fut = worker.send_delivery(tool.method, call.params, ctx)
-            # the capability names this delivery's App session only, and only until it ends
-            self._caps[cap] = _Grant(
-                session.scope, session.app_session_id, session.conversation_id, worker, rid
-            )
-            # a timer on the loop instead of wait_for(shield(...)): no extra tasks per call
-            timer = asyncio.get_running_loop().call_later(tool.timeout_s, _expire, fut)
-            try:
-                reply = await fut
-            finally:
-                timer.cancel()
+        except WorkerError as exc:
+            flight.error = exc
+            return flight
+        # the capability names this delivery's App session only, and only until it ends
+        self._caps[cap] = _Grant(
+            session.scope, session.app_session_id, session.conversation_id, worker, rid
+        )
+        flight.worker, flight.rid, flight.reply = worker, rid, fut
+        # a timer on the loop instead of wait_for(shield(...)): no extra tasks per call
+        flight.timer = asyncio.get_running_loop().call_later(tool.timeout_s, _expire, fut)
+        return flight
+
+    async def _finish(self, flight: _Flight) -> None:
+        """Wait for a sent delivery's answer and commit its one final."""
+        call, tool = flight.call, flight.tool
+        outcome: dict[str, Any]
+        try:
+            if flight.error is not None:
+                raise flight.error
+            assert flight.reply is not None
+            reply = await flight.reply
         except TimeoutError:
-            if rid is not None:
-                worker.forget(rid)
+            if flight.worker is not None and flight.rid is not None:
+                flight.worker.forget(flight.rid)
             outcome = {"timed_out": True}
         except WorkerError as exc:
             outcome = {"worker_error": (exc.kind, str(exc))}
@@ -230,7 +250,9 @@ class DeliveryDriver:
                 problems = validator_for(tool.result_schema).problems(reply.get("result"))
             outcome = {"reply": reply, "result_problems": problems}
         finally:
-            self._caps.pop(cap, None)
+            if flight.timer is not None:
+                flight.timer.cancel()
+            self._caps.pop(flight.cap, None)
         now = self.shell.now()
         await self.shell.decide(lambda tx: t.answer_delivery(call, tool, now=now, **outcome))
 
@@ -285,6 +307,20 @@ class DeliveryDriver:
 
 def _refusal(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code, "message": message}}
+
+
+@dataclass(slots=True)
+class _Flight:
+    """One delivery on its way: what `_finish` needs to wait for it and answer it."""
+
+    call: Call
+    tool: Tool
+    cap: str
+    worker: Worker | None = None
+    rid: int | None = None
+    reply: asyncio.Future[dict[str, Any]] | None = None
+    timer: asyncio.TimerHandle | None = None
+    error: WorkerError | None = None
 
 
 @dataclass(frozen=True, slots=True)

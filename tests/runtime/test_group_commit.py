@@ -237,3 +237,37 @@ def test_a_call_has_one_final_whichever_stage() -> None:
         assert [m["stage"] for m in store.facts.messages("a1")] == ["error"]
     finally:
         store.close()
+
+
+def test_a_lone_decision_commits_without_waiting_a_loop_turn() -> None:
+    """Nothing else is ready in this loop turn, so nothing could join the batch: awaiting
+    the step commits it at once (the awaiting coroutine does not yield)."""
+    store = Store(":memory:")
+    try:
+
+        async def go() -> tuple[int, int]:
+            gc = GroupCommit(store)
+            ticket = gc.submit(_writes(1))
+            gen = ticket.__await__()
+            try:
+                next(gen)
+            except StopIteration as stop:
+                return stop.value, gc.batches
+            raise AssertionError("the lone step waited for a loop turn")
+
+        assert asyncio.run(go()) == (1, 1)
+
+        async def busy() -> list[str]:
+            gc = GroupCommit(store)
+            order: list[str] = []
+            asyncio.get_running_loop().call_soon(lambda: order.append("other"))
+
+            def step(tx: Facts) -> None:
+                order.append("commit")
+
+            await gc.submit(step)  # it waits: what is ready might still join the batch
+            return order
+
+        assert asyncio.run(busy()) == ["other", "commit"]
+    finally:
+        store.close()
