@@ -185,18 +185,22 @@ class Runtime:
             raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
         done = _thread.allocate_lock()
         done.acquire()
-        box: list[asyncio.Task[T]] = []
+        box: list[Any] = []
 
-        def finished(task: asyncio.Task[T]) -> None:
-            box.append(task)
-            done.release()
+        async def run() -> None:
+            try:
+                box.append((True, await coro))
+            except BaseException as exc:  # handed to the caller's thread as it is
+                box.append((False, exc))
+            finally:
+                done.release()  # at once, not one loop turn later in a done callback
 
-        def start() -> None:
-            self._loop.create_task(coro).add_done_callback(finished)
-
-        self._loop.call_soon_threadsafe(start)
+        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(run()))
         done.acquire()
-        return box[0].result()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value  # type: ignore[no-any-return]
 
     def _call_sync(self, fn: Callable[[], T]) -> T:
         async def wrap() -> T:
