@@ -10,7 +10,13 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lineup_runtime_lite.async_runtime import AsyncRuntime, _check_ids, _check_limit, _usable_id
+from lineup_runtime_lite.async_runtime import (
+    AsyncRuntime,
+    _check_ids,
+    _check_limit,
+    _small,
+    _usable_id,
+)
 from lineup_runtime_lite.clock import Clock
 from lineup_runtime_lite.engine import Engine
 from lineup_runtime_lite.host import HostSimulator
@@ -321,14 +327,18 @@ class Runtime:
         self, call_id: Any, conversation_id: Any, method: Any, params: Any
     ) -> dict[str, Any]:
         """`call()` for asyncio code on another event loop: the same answer, awaited without
-        blocking that loop (the checks run in that loop's executor, never on the runtime's
-        loop). Code that owns its loop should prefer `AsyncRuntime` (no thread hop)."""
+        blocking that loop (small params are checked right there, larger ones in that
+        loop's executor; never on the runtime's loop). Code that owns its loop should prefer
+        `AsyncRuntime` (no thread hop)."""
         if self._closed:
             raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
         art = self._art
-        prepared = await asyncio.get_running_loop().run_in_executor(
-            None, art._prepare, call_id, conversation_id, method, params
-        )
+        if _small(params):  # plainly small: checked right here, on the caller's loop
+            prepared = art._prepare(call_id, conversation_id, method, params)
+        else:
+            prepared = await asyncio.get_running_loop().run_in_executor(
+                None, art._prepare, call_id, conversation_id, method, params
+            )
         if not isinstance(prepared, tuple):
             return prepared
         if self._closed:
