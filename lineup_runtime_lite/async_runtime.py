@@ -195,11 +195,13 @@ class AsyncRuntime:
             if _follow_clock:
                 rt.clock.on_advance(rt._advanced)
         except BaseException:
-            if hasattr(rt, "_engine"):
-                await rt._engine.close()
-            store.close()
-            if rt._tmp is not None:
-                shutil.rmtree(rt._tmp, ignore_errors=True)
+            try:
+                if hasattr(rt, "_engine"):
+                    await rt._engine.close()
+            finally:  # the lock goes whatever stopping the workers did
+                store.close()
+                if rt._tmp is not None:
+                    shutil.rmtree(rt._tmp, ignore_errors=True)
             raise
         return rt
 
@@ -550,9 +552,9 @@ class AsyncRuntime:
             if self._timer is not None:
                 self._timer.cancel()
             await self._engine.close()
-            self._engine.store.close()
         finally:
             self._closed = True
+            self._engine.store.close()  # the lock goes whatever stopping the workers did
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
 

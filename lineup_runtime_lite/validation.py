@@ -8,8 +8,10 @@ are checked.
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
+from collections.abc import Callable
 from datetime import date, datetime, time
 from typing import Any
 
@@ -131,6 +133,69 @@ def _expected(err: Any) -> str:
     return f"{kw} {clip(val, 60)}"
 
 
+#: Keywords that only annotate (they never make an instance invalid).
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$schema", "$comment"})
+_SCALAR_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: type(v) is str,
+    "integer": lambda v: type(v) is int,  # 1.0 is an integer to JSON Schema: jsonschema decides
+    "number": lambda v: type(v) is int or (type(v) is float and math.isfinite(v)),
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+}
+
+
+def _plain_check(schema: Any) -> Callable[[Any], bool] | None:
+    """For a plain schema (objects of typed scalars and plain objects: `type`,
+    `properties`, `required`, `additionalProperties` as a boolean, annotations), a quick
+    test that says True only when the instance is valid; None for anything else.
+
+    False never means invalid: the caller then asks jsonschema, which has the last word.
+    """
+    if schema is True:
+        return lambda v: True
+    if not isinstance(schema, dict):
+        return None
+    keys = set(schema) - _ANNOTATIONS
+    kind = schema.get("type")
+    if not isinstance(kind, str):
+        return None  # a list of types, or none: left to jsonschema
+    if kind in _SCALAR_CHECKS and keys == {"type"}:
+        return _SCALAR_CHECKS[kind]
+    if kind != "object" or not keys <= {"type", "properties", "required", "additionalProperties"}:
+        return None
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if not isinstance(props, dict) or not isinstance(required, list) or type(extra) is not bool:
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for name, sub in props.items():
+        check = _plain_check(sub)
+        if check is None:
+            return None
+        checks[name] = check
+    needed = tuple(required)
+    if not all(type(n) is str for n in needed):
+        return None
+
+    def accepts(value: Any) -> bool:
+        if type(value) is not dict:
+            return False
+        for name in needed:
+            if name not in value:
+                return False
+        for key, item in value.items():
+            check = checks.get(key)
+            if check is None:
+                if not extra:
+                    return False
+            elif not check(item):
+                return False
+        return True
+
+    return accepts
+
+
 class Validator:
     """A compiled validator for one schema."""
 
@@ -140,9 +205,12 @@ class Validator:
             _CLS = _build_validator_class()
         cls, checker = _CLS
         self._v = cls(schema, format_checker=checker)
+        self._accepts = _plain_check(schema)
 
     def problems(self, instance: Any) -> list[dict[str, Any]]:
         """Every problem as `{path, message, expected, value}` (empty when valid)."""
+        if self._accepts is not None and self._accepts(instance):
+            return []  # a plain schema that plainly holds: no need to walk it with jsonschema
         out = []
         for n, err in enumerate(self._v.iter_errors(instance), start=1):
             if n % YIELD_EVERY == 0:
