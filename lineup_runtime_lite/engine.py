@@ -231,14 +231,16 @@ class Engine:
                 message, details = schema_rejection(env.method, problems)
                 body = error_body("invalid_params", message, details=details)
                 return t.reject_call(call_id, tool.scope, body, now)
-            ids = t.NewIds(new_id("ses"), new_id("inst"), new_id("op"))
             if tool.delivery == "runtime":
                 handler = self.handlers[tool.handler_key or ""]
                 ctx = HandlerContext(
-                    now, ids, self.activation_timeout_ms, self.tools_of, self.methods_for
+                    now, _fresh_ids(), self.activation_timeout_ms, self.tools_of, self.methods_for
                 )
                 return handler.accept(tx, tool, ev, ctx)
             session, act = tx.session_and_activation(env.conversation_id, tool.scope)
+            ready = act is not None and act.state == "ready"
+            # a call for a ready session needs no new session or activation id
+            ids = _NO_IDS if ready and tool.activation != "foreground_required" else _fresh_ids()
             idle = (
                 session is not None
                 and act is not None
@@ -353,6 +355,14 @@ class Engine:
             task.cancel()
         if pending:  # cancelled background steps leave their facts for the next open
             await asyncio.wait(pending, timeout=5)
+
+
+#: What a call routed to a ready session is given (it creates no session or activation).
+_NO_IDS = t.NewIds("", "", "")
+
+
+def _fresh_ids() -> t.NewIds:
+    return t.NewIds(new_id("ses"), new_id("inst"), new_id("op"))
 
 
 def _applying(

@@ -163,6 +163,7 @@ def accept_starting(
 ) -> Decision:
     """Queue a call as the trigger of a new `starting` activation (a new App session when
     the conversation has none for the scope): `accepted/starting`."""
+    assert ids.session and ids.activation, "a new activation needs fresh ids"
     changes: list[Change] = []
     if session is None:
         sid, seq = ids.session, 1
