@@ -8,6 +8,7 @@ the Registry, the waiters for final answers and the background tasks (SPEC 5.2, 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -17,7 +18,7 @@ from typing import Any
 from lineup_build.model import Manifest
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.clock import Clock
-from lineup_runtime_lite.decisions import Decision
+from lineup_runtime_lite.decisions import Decision, NewCall
 from lineup_runtime_lite.drivers.activation import ActivationDriver
 from lineup_runtime_lite.drivers.commit import GroupCommit
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
@@ -30,7 +31,7 @@ from lineup_runtime_lite.messages import FINAL_STAGES, error_body
 from lineup_runtime_lite.params import Envelope, schema_rejection
 from lineup_runtime_lite.pomodoro import HANDLERS
 from lineup_runtime_lite.sessiondata import SubscriptionHub
-from lineup_runtime_lite.store.facts import Facts, LostRace
+from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
 from lineup_runtime_lite.store.records import Session
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import clip, validator_for
@@ -128,8 +129,6 @@ class Engine:
         key = (scope, version)
         tools = self._versions.get(key)
         if tools is None:
-            import json
-
             row = self.facts.version_row(scope, version)
             if row is None:
                 raise KeyError(key)
@@ -300,7 +299,9 @@ class Engine:
         if fast:
             assert tool is not None
             session = fast[0]
-            self.delivery.send_claimed(session, _delivered(ev, tool, session))
+            row = decision.changes[0]
+            assert isinstance(row, NewCall) and row.call_id == call_id
+            self.delivery.send_claimed(session, written_call(row))
         return await fut
 
     # -- reads ---------------------------------------------------------------------------
@@ -379,23 +380,6 @@ def _applying(
         return decision
 
     return run
-
-
-def _delivered(ev: t.CallEvent, tool: Tool, session: Session) -> Any:
-    from lineup_runtime_lite.store.records import Call
-
-    return Call(
-        ev.call_id,
-        ev.fingerprint,
-        ev.conversation_id,
-        tool.scope,
-        tool.method,
-        ev.params,
-        session.app_session_id,
-        None,
-        None,
-        "delivered",
-    )
 
 
 def input_problems(tool: Tool, params: Any) -> list[dict[str, Any]]:

@@ -22,13 +22,14 @@ from lineup_runtime_lite.decisions import (
 )
 from lineup_runtime_lite.handlers import HandlerContext, RuntimeHandler
 from lineup_runtime_lite.install import Tool
-from lineup_runtime_lite.messages import error_body, make_message
+from lineup_runtime_lite.messages import make_message
 from lineup_runtime_lite.store.facts import Facts
 from lineup_runtime_lite.store.records import Activation, Call, Operation, Session
 from lineup_runtime_lite.transitions import (
     CallEvent,
     NewIds,
     accept_starting,
+    answer_error,
     answer_now,
     end_activation,
 )
@@ -62,17 +63,8 @@ def start(
     """`pomodoro.start`: one starting or focusing Pomodoro per conversation; the Host must
     show it before the focus starts."""
     if already_active:
-        msg = make_message(
-            ev.call_id,
-            tool.scope,
-            "error",
-            now,
-            error=error_body(
-                "pomodoro_already_active",
-                "a Pomodoro is already starting or focusing in this conversation",
-            ),
-        )
-        return answer_now(ev, tool, msg, now)
+        why = "a Pomodoro is already starting or focusing in this conversation"
+        return answer_error(ev, tool, "pomodoro_already_active", why, now)
     return accept_starting(
         ev, tool, session, app_version, foreground=True, ids=ids, now=now, timeout_ms=timeout_ms
     )

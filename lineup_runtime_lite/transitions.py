@@ -48,6 +48,7 @@ __all__ = [
     "accept_starting",
     "advance_activation",
     "answer_delivery",
+    "answer_error",
     "answer_now",
     "end_activation",
     "enqueue_ready",
@@ -139,6 +140,12 @@ def answer_now(ev: CallEvent, tool: Tool, msg: dict[str, Any], now: int) -> Deci
     return Decision((_new_call(ev, tool, now), Record(msg)), answer=msg)
 
 
+def answer_error(ev: CallEvent, tool: Tool, code: str, message: str, now: int) -> Decision:
+    """`answer_now` with a final error (the call is stored, with its answer)."""
+    msg = make_message(ev.call_id, tool.scope, "error", now, error=error_body(code, message))
+    return answer_now(ev, tool, msg, now)
+
+
 def show_surface(activation_id: str, conversation_id: str, scope: str) -> NewIntent:
     """The Host intent that asks to show an instance's Surface."""
     body = {
@@ -221,16 +228,8 @@ def accept_call(
     """
     if tool.activation == "activation_not_required":
         if session is None or act is None or act.state != "ready":
-            msg = make_message(
-                ev.call_id,
-                tool.scope,
-                "error",
-                now,
-                error=error_body(
-                    "app_not_running", f"{tool.scope} is not running in this conversation"
-                ),
-            )
-            return answer_now(ev, tool, msg, now)
+            why = f"{tool.scope} is not running in this conversation"
+            return answer_error(ev, tool, "app_not_running", why, now)
         return enqueue_ready(ev, tool, session, act, send_now=idle, now=now)
     needs_fg = tool.activation == "foreground_required"
     if (

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite.decisions import Change, Decision
+from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool
 from lineup_runtime_lite.handlers import RuntimeHandler
-from lineup_runtime_lite.store.facts import Facts
-from lineup_runtime_lite.store.records import Call
 from lineup_runtime_lite.workers import WorkerError
 from lineup_sdk.errors import LineupError
 
@@ -91,50 +89,23 @@ class ActivationDriver:
     ) -> bool:
         """Commit the worker being up / the Host's confirmation, and `ready` once both
         hold (`transitions.advance_activation`). False when nothing changed."""
-        now = self.shell.now()
-        operation_id = f"op_{secrets.token_hex(8)}"
-        shell, handlers = self.shell, self.handlers
-
-        def step(tx: Facts) -> Decision | None:
-            act = tx.activation(act_id)
-            if act is None:
-                return None
-            session = tx.session_by_id(act.app_session_id)
-            assert session is not None
-            trigger = tx.call(act.trigger_call_id)
-            on_ready: Callable[[Call], Sequence[Change]] | None = None
-            if trigger is not None:
-                tool = shell.tools_of(trigger.scope, session.version).get(trigger.method)
-                handler = handlers.get(tool.handler_key or "") if tool is not None else None
-                if tool is not None and tool.delivery == "runtime" and handler is not None:
-                    ids = t.NewIds("", "", operation_id)
-                    rt_tool, rt_handler = tool, handler
-
-                    def on_ready(call: Call) -> Sequence[Change]:
-                        return rt_handler.on_ready(rt_tool, call, now, ids)
-
-            return t.advance_activation(
-                act, trigger, now=now, worker_up=worker_up, confirmed=confirmed, on_ready=on_ready
-            )
-
+        shell = self.shell
+        step = steps.advance(
+            act_id,
+            shell.tools_of,
+            self.handlers,
+            now=shell.now(),
+            operation_id=f"op_{secrets.token_hex(8)}",
+            worker_up=worker_up,
+            confirmed=confirmed,
+        )
         return await shell.decide(step) is not None
 
     async def end(self, act_id: str, state: str, reason: str, *, cause: str | None = None) -> bool:
         """Fail or cancel a `starting` activation (`transitions.end_activation`); False
         (writing nothing) when it already left `starting`."""
-        now = self.shell.now()
         shell = self.shell
-
-        def step(tx: Facts) -> Decision | None:
-            act = tx.activation(act_id)
-            if act is None:
-                return None
-            session = tx.session_by_id(act.app_session_id)
-            assert session is not None
-            tools = shell.tools_of(session.scope, session.version)
-            waiting = tx.waiting_calls(act_id)
-            return t.end_activation(act, waiting, tools, state, reason, now=now, cause=cause)
-
+        step = steps.end(act_id, shell.tools_of, state, reason, now=shell.now(), cause=cause)
         return await shell.decide(step) is not None
 
     async def host_event(self, event: str, instance: str, conversation_id: str, scope: str) -> bool:

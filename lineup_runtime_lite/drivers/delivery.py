@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from lineup_runtime_lite import faults
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Decision
-from lineup_runtime_lite.drivers import STEP_TRIES
+from lineup_runtime_lite.drivers import STEP_TRIES, steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool
 from lineup_runtime_lite.install import Tool
@@ -179,21 +178,9 @@ class DeliveryDriver:
 
     async def _worker_lost(self, call: Call) -> None:
         """The app cannot run any more: its ready activation fails, its queue is answered."""
-        shell = self.shell
-        now = shell.now()
         assert call.activation_id is not None
-        act_id = call.activation_id
-
-        def step(tx: Facts) -> Decision | None:
-            act = tx.activation(act_id)
-            if act is None:
-                return None
-            session = tx.session_by_id(act.app_session_id)
-            assert session is not None
-            tools = shell.tools_of(session.scope, session.version)
-            return t.worker_lost(act, tx.waiting_calls(act_id), tools, now=now)
-
-        await shell.decide(step)
+        shell = self.shell
+        await shell.decide(steps.worker_lost(call.activation_id, shell.tools_of, now=shell.now()))
 
     async def _send(self, session: Session, tool: Tool, call: Call, worker: Worker) -> None:
         """Send a call already committed as `delivered`; commit its one final answer."""
@@ -300,9 +287,6 @@ class DeliveryDriver:
         except LineupError as exc:
             return _refusal(exc.code, exc.message)
         return {"ok": True, "revision": snap.revision, "data": snap.data}
-
-    def pending(self) -> Callable[[], bool]:
-        return lambda: bool(self._pumps)
 
 
 def _refusal(code: str, message: str) -> dict[str, Any]:

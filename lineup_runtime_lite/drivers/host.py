@@ -11,10 +11,8 @@ from typing import Any
 
 from lineup_runtime_lite import faults
 from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite.decisions import Decision
-from lineup_runtime_lite.drivers import STEP_TRIES
+from lineup_runtime_lite.drivers import STEP_TRIES, steps
 from lineup_runtime_lite.drivers.shell import Shell
-from lineup_runtime_lite.store.facts import Facts
 
 __all__ = ["HostRelay"]
 
@@ -61,7 +59,7 @@ class HostRelay:
                 return
             superseded = t.supersede_ended(heads)
             if superseded is not None:
-                await shell.decide(_const(superseded))
+                await shell.decide(steps.decided(superseded))
                 continue
             now = loop.time()
             due = [h for h in heads if retry_at.get(h.instance, 0.0) <= now]
@@ -84,9 +82,4 @@ class HostRelay:
                 continue
             failures.pop(head.instance, None)
             retry_at.pop(head.instance, None)
-            await shell.decide(_const(t.intent_delivered(head)))
-
-
-def _const(decision: Decision) -> Callable[[Facts], Decision]:
-    """A step whose decision was made from facts read before it (its guards re-check)."""
-    return lambda tx: decision
+            await shell.decide(steps.decided(t.intent_delivered(head)))

@@ -4,16 +4,14 @@ the saved facts leave pending (never re-executing a delivery)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 from lineup_runtime_lite import faults
-from lineup_runtime_lite.decisions import Decision
+from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.activation import ActivationDriver
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
 from lineup_runtime_lite.drivers.host import HostRelay
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.handlers import RuntimeHandler
-from lineup_runtime_lite.store.facts import Facts
 
 __all__ = ["Timers"]
 
@@ -43,7 +41,7 @@ class Timers:
         for handler in self.handlers:
             due = handler.due(shell.facts, now)
             if due:  # one group commit; each in its own savepoint (a lost race drops one)
-                await asyncio.gather(*(shell.decide(_const(d)) for d in due))
+                await asyncio.gather(*(shell.decide(steps.decided(d)) for d in due))
         self.reconcile()
 
     def next_deadline(self) -> int | None:
@@ -89,7 +87,3 @@ class Timers:
             await self.delivery.interrupt(call)
         faults.hit("recover.step")
         await self.tick()  # deadlines that passed while down fire at their own times
-
-
-def _const(decision: Decision) -> Callable[[Facts], Decision]:
-    return lambda tx: decision

@@ -31,7 +31,7 @@ from lineup_runtime_lite.decisions import (
 from lineup_runtime_lite.store.records import Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import Snapshot
 
-__all__ = ["Facts", "LostRace", "SqliteFacts"]
+__all__ = ["Facts", "LostRace", "SqliteFacts", "written_call"]
 
 _FINAL = ("result", "error")
 
@@ -144,8 +144,7 @@ class SqliteFacts:
     ) -> tuple[Session | None, Activation | None]:
         """A conversation's App session for a scope and its current activation (one read)."""
         row = self.db.execute(
-            "SELECT s.app_session_id, s.conversation_id, s.scope, s.version, s.next_seq, "
-            "a.activation_id, a.trigger_call_id, a.state, a.requires_foreground, "
+            "SELECT s.*, a.activation_id, a.trigger_call_id, a.state, a.requires_foreground, "
             "a.worker_ready, a.foreground, a.deadline_ms FROM app_sessions s "
             "LEFT JOIN activations a ON a.activation_id = (SELECT activation_id FROM "
             "activations WHERE app_session_id = s.app_session_id "
@@ -155,13 +154,8 @@ class SqliteFacts:
         ).fetchone()
         if row is None:
             return None, None
-        session = Session(row[0], row[1], row[2], row[3], int(row[4]))
-        if row[5] is None:
-            return session, None
-        act = Activation(
-            row[5], row[0], row[6], row[7], bool(row[8]), bool(row[9]), bool(row[10]), int(row[11])
-        )
-        return session, act
+        # the row carries both records' columns under their own names
+        return _session(row), _activation(row) if row["activation_id"] is not None else None
 
     def session_by_id(self, app_session_id: str) -> Session | None:
         row = self.db.execute(
@@ -595,6 +589,22 @@ class SqliteFacts:
         self.db.execute(
             "INSERT INTO outbox (msg_id, call_id, body) VALUES (?,?,?)", (msg["id"], call_id, body)
         )
+
+
+def written_call(change: NewCall) -> Call:
+    """The call as any store reads it back once `change` is applied."""
+    return Call(
+        change.call_id,
+        change.fingerprint,
+        change.conversation_id,
+        change.scope,
+        change.method,
+        change.params,
+        change.app_session_id,
+        change.activation_id,
+        change.seq,
+        change.state,
+    )
 
 
 def _guard(cur: sqlite3.Cursor) -> None:

@@ -8,13 +8,14 @@ Hypothesis state machine and the conformance replay exercise the transitions the
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lineup_runtime_lite import pomodoro
 from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite.decisions import Change, Decision
+from lineup_runtime_lite.decisions import Decision
+from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.handlers import HandlerContext
 from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.messages import error_body, fingerprint
@@ -179,48 +180,23 @@ class Kit:
     def advance(
         self, act_id: str, *, worker_up: bool = False, confirmed: bool = False
     ) -> Decision | None:
-        now = self.now
-        operation_id = self.ids().operation
-
-        def step(tx: MemoryFacts) -> Decision | None:
-            act = tx.activation(act_id)
-            if act is None:
-                return None
-            session = tx.session_by_id(act.app_session_id)
-            assert session is not None
-            trigger = tx.call(act.trigger_call_id)
-            on_ready: Callable[[Call], Sequence[Change]] | None = None
-            if trigger is not None:
-                tool_ = self.tools_of(trigger.scope, session.version).get(trigger.method)
-                if tool_ is not None and tool_.delivery == "runtime":
-                    handler = pomodoro.HANDLERS[tool_.handler_key or ""]
-                    rt_tool = tool_
-
-                    def on_ready(call: Call) -> Sequence[Change]:
-                        return handler.on_ready(rt_tool, call, now, t.NewIds("", "", operation_id))
-
-            return t.advance_activation(
-                act, trigger, now=now, worker_up=worker_up, confirmed=confirmed, on_ready=on_ready
-            )
-
+        step = steps.advance(
+            act_id,
+            self.tools_of,
+            pomodoro.HANDLERS,
+            now=self.now,
+            operation_id=self.ids().operation,
+            worker_up=worker_up,
+            confirmed=confirmed,
+        )
         return self.decide(step)
 
     def end(
         self, act_id: str, state: str, reason: str, *, cause: str | None = None
     ) -> Decision | None:
-        now = self.now
-
-        def step(tx: MemoryFacts) -> Decision | None:
-            act = tx.activation(act_id)
-            if act is None:
-                return None
-            session = tx.session_by_id(act.app_session_id)
-            assert session is not None
-            tools = self.tools_of(session.scope, session.version)
-            waiting = tx.waiting_calls(act_id)
-            return t.end_activation(act, waiting, tools, state, reason, now=now, cause=cause)
-
-        return self.decide(step)
+        return self.decide(
+            steps.end(act_id, self.tools_of, state, reason, now=self.now, cause=cause)
+        )
 
     def host_event(
         self, event_: str, instance: str, conversation: str, scope: str
@@ -237,18 +213,7 @@ class Kit:
         return None
 
     def worker_lost(self, act_id: str) -> Decision | None:
-        now = self.now
-
-        def step(tx: MemoryFacts) -> Decision | None:
-            act = tx.activation(act_id)
-            if act is None:
-                return None
-            session = tx.session_by_id(act.app_session_id)
-            assert session is not None
-            tools = self.tools_of(session.scope, session.version)
-            return t.worker_lost(act, tx.waiting_calls(act_id), tools, now=now)
-
-        return self.decide(step)
+        return self.decide(steps.worker_lost(act_id, self.tools_of, now=self.now))
 
     # -- delivery (DeliveryDriver) -------------------------------------------------------
     def deliver_next(self, session_id: str) -> Call | None:

@@ -1,0 +1,107 @@
+"""The steps the drivers commit: each reads its facts inside its savepoint and asks one
+pure transition. Plain functions over the `Facts` port, so any store, and the tests'
+transition-level kit, run exactly what the drivers run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite.decisions import Change, Decision
+from lineup_runtime_lite.handlers import RuntimeHandler
+from lineup_runtime_lite.install import Tool
+from lineup_runtime_lite.store.facts import Facts
+from lineup_runtime_lite.store.records import Activation, Call
+
+__all__ = ["Step", "advance", "decided", "end", "worker_lost"]
+
+Step = Callable[[Facts], Decision | None]
+ToolsOf = Callable[[str, str], Mapping[str, Tool]]
+
+
+def decided(decision: Decision) -> Step:
+    """A step whose decision was made from facts read before it (its guards re-check)."""
+    return lambda tx: decision
+
+
+def _activation(
+    tx: Facts, act_id: str, tools_of: ToolsOf
+) -> tuple[Activation, Mapping[str, Tool]] | None:
+    """The activation and the tools of its session's pinned version."""
+    act = tx.activation(act_id)
+    if act is None:
+        return None
+    session = tx.session_by_id(act.app_session_id)
+    assert session is not None
+    return act, tools_of(session.scope, session.version)
+
+
+def advance(
+    act_id: str,
+    tools_of: ToolsOf,
+    handlers: Mapping[str, RuntimeHandler],
+    *,
+    now: int,
+    operation_id: str,
+    worker_up: bool = False,
+    confirmed: bool = False,
+) -> Step:
+    """`transitions.advance_activation`, with the trigger's runtime handler deciding what
+    `ready` starts (a Pomodoro's focus) when its tool is runtime-delivered."""
+
+    def step(tx: Facts) -> Decision | None:
+        found = _activation(tx, act_id, tools_of)
+        if found is None:
+            return None
+        act, tools = found
+        trigger = tx.call(act.trigger_call_id)
+        on_ready: Callable[[Call], Sequence[Change]] | None = None
+        tool = tools.get(trigger.method) if trigger is not None else None
+        handler = handlers.get(tool.handler_key or "") if tool is not None else None
+        if tool is not None and tool.delivery == "runtime" and handler is not None:
+            ids = t.NewIds("", "", operation_id)
+            rt_tool, rt_handler = tool, handler
+
+            def on_ready(call: Call) -> Sequence[Change]:
+                return rt_handler.on_ready(rt_tool, call, now, ids)
+
+        return t.advance_activation(
+            act, trigger, now=now, worker_up=worker_up, confirmed=confirmed, on_ready=on_ready
+        )
+
+    return step
+
+
+def end(
+    act_id: str,
+    tools_of: ToolsOf,
+    state: str,
+    reason: str,
+    *,
+    now: int,
+    cause: str | None = None,
+) -> Step:
+    """`transitions.end_activation` for a starting activation and the calls it holds."""
+
+    def step(tx: Facts) -> Decision | None:
+        found = _activation(tx, act_id, tools_of)
+        if found is None:
+            return None
+        act, tools = found
+        waiting = tx.waiting_calls(act_id)
+        return t.end_activation(act, waiting, tools, state, reason, now=now, cause=cause)
+
+    return step
+
+
+def worker_lost(act_id: str, tools_of: ToolsOf, *, now: int) -> Step:
+    """`transitions.worker_lost` for a ready activation whose app cannot run any more."""
+
+    def step(tx: Facts) -> Decision | None:
+        found = _activation(tx, act_id, tools_of)
+        if found is None:
+            return None
+        act, tools = found
+        return t.worker_lost(act, tx.waiting_calls(act_id), tools, now=now)
+
+    return step
