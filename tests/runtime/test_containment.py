@@ -622,6 +622,21 @@ def test_a_malformed_bridge_line_fails_the_worker_loudly_and_the_app_recovers(
     assert worker(rt).pid != before
 
 
+def test_an_oversized_unfinished_line_fails_the_worker_before_any_heartbeat(
+    open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path
+) -> None:
+    """5 MiB with no newline: the runtime stops buffering at the bridge's limit and fails
+    the worker then (not when a later heartbeat would end the line, 30 s here)."""
+    rt = open_runtime(trust, hostile_bundle, worker_heartbeat_s=30)
+    result(rt, "a", "hostile.echo", {"text": "up"})
+    started = time.monotonic()
+    msg = final(rt, "a", "hostile.bad_line", {"kind": "unterminated"})
+    assert error_code(msg) == "delivery_interrupted"
+    assert time.monotonic() - started < 15
+    assert worker(rt).death.kind == "protocol"
+    assert result(rt, "b", "hostile.echo", {"text": "b"}) == "b"
+
+
 def test_a_bridge_line_left_unfinished_is_caught_by_the_heartbeat(
     open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path
 ) -> None:

@@ -271,3 +271,23 @@ def test_a_lone_decision_commits_without_waiting_a_loop_turn() -> None:
         assert asyncio.run(busy()) == ["other", "commit"]
     finally:
         store.close()
+
+
+def test_calls_of_one_session_in_one_batch_are_delivered_one_at_a_time(probe: Runtime) -> None:
+    """Two calls for the same ready session accepted in one group commit: the first is sent
+    at once, the second waits for it (per-session serial delivery), so both read-modify-
+    write the session data without a revision conflict."""
+    ready(probe)
+    base = probe.surface("conv", "probe").get().revision
+    msgs = probe.call_many(
+        [
+            ("a1", "conv", "probe.append", {"item": "x"}),
+            ("a2", "conv", "probe.append", {"item": "y"}),
+        ]
+    )
+    probe.settle()
+    finals = [probe.call_record(c) for c in ("a1", "a2")]
+    assert [m["kind"] for m in msgs] in (["result", "result"], ["result", "receipt"])
+    results = [r["messages"][-1] for r in finals if r is not None]
+    assert [m.get("result") for m in results] == [base + 1, base + 2], results
+    assert probe.surface("conv", "probe").get().data == {"items": ["x", "y"]}

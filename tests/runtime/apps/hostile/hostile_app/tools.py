@@ -282,6 +282,8 @@ def _bad_line(kind: str, own: int) -> bytes:
         return json.dumps({"t": "result", "id": own, "ok": "yes"}).encode() + b"\n"
     if kind == "oversized":
         return b'{"t":"result","pad":"' + b"x" * (5 << 20) + b'"}\n'
+    if kind == "unterminated":  # over the limit with no newline yet: never a whole line
+        return b'{"t":"result","pad":"' + b"x" * (5 << 20)
     raise ValueError(kind)
 
 
