@@ -139,6 +139,10 @@ class AsyncRuntime:
                 "worker_log_max_bytes not negative",
             )
         extra_env = _worker_env(worker_env)
+        # every path is resolved against the working folder once, here (SPEC 13.1): no
+        # worker, sandbox or later chdir resolves a relative one again
+        in_memory = str(path) == ":memory:"
+        db_path: str | Path = path if in_memory else _absolute(path)
         rt = cls()
         rt._loop = asyncio.get_running_loop()
         rt._thread_id = threading.get_ident()
@@ -146,18 +150,18 @@ class AsyncRuntime:
         if isinstance(trust, TrustStore):
             rt.trust = trust
         else:
-            rt._trust_path = Path(trust)
+            rt._trust_path = _absolute(trust)
             rt._trust_stamp = _stamp(rt._trust_path)
             rt.trust = TrustStore.load(rt._trust_path)
         rt._sandbox_mode = sandbox
         rt.clock = clock or RealClock()
-        store = Store(path)
+        store = Store(db_path)
         try:
-            if str(path) == ":memory:" and apps_dir is None:
+            if in_memory and apps_dir is None:
                 rt._tmp = Path(tempfile.mkdtemp(prefix="lineup-rt-"))
                 apps = rt._tmp
             else:
-                apps = Path(apps_dir) if apps_dir else Path(str(path) + ".apps")
+                apps = _absolute(apps_dir) if apps_dir else Path(str(db_path) + ".apps")
             try:
                 apps.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -260,14 +264,32 @@ class AsyncRuntime:
     def _check_app(self, scope: str, version: str) -> None:
         from lineup_runtime_lite.install import check_installed
 
-        check_installed(self._engine.store, self._current_trust(), scope, version)
+        engine = self._engine
+        check_installed(engine.store, engine.apps_dir, self._current_trust(), scope, version)
 
     def _check_trust(self, scope: str, version: str) -> None:
         """At every activation: the key still trusted for the app, nothing planted."""
         from lineup_runtime_lite.install import check_no_strays, check_trusted
 
         check_trusted(self._engine.store, self._current_trust(), scope, version)
-        check_no_strays(self._engine.store, scope, version)
+        check_no_strays(self._engine.store, self._engine.apps_dir, scope, version)
+
+    def worker_log(self, scope: str, version: str) -> Path:
+        """The worker log of an installed app version (where its stdout, stderr and the
+        traceback of a failed start go; it exists once a worker has started).
+
+        Raises:
+            LineupError: `usage_invalid` when `scope` has no installed `version`.
+        """
+        _usable_id("scope", scope)
+        self._check_open()
+        if not isinstance(version, str) or self._engine.facts.version_row(scope, version) is None:
+            raise LineupError(
+                "usage_invalid",
+                f"{scope!r} has no installed version {version!r}",
+                hint="rt.apps() lists the installed scopes and versions",
+            )
+        return self._engine.pool.log_path(scope, version)
 
     @property
     def sandbox(self) -> dict[str, Any]:
@@ -442,15 +464,47 @@ class AsyncRuntime:
     async def host_event(
         self, event: str, *, conversation: str, scope: str, instance: str | None = None
     ) -> bool:
-        """Send a Host event through the simulator; without `instance`, the latest shown
-        for that conversation. Returns whether the runtime applied it."""
+        """Send a Host event through the simulator; without `instance`, the latest the
+        runtime asked the Host to show for that conversation and scope (else its latest
+        instance, live or ended). Returns whether the runtime applied it: an event the rules
+        ignore (stale, or foreign to that conversation) is False.
+
+        Raises:
+            LineupError: `usage_invalid` for an unknown event, a bad conversation or scope,
+                or when there is no instance to address (nothing was started there).
+        """
+        from lineup_runtime_lite.host import EVENTS
+
         self._check_open()
-        inst = instance or self.simulator.instance_for(conversation, scope)
-        if inst is None:
-            return False
+        _usable_id("conversation", conversation)
+        _usable_id("scope", scope)
+        if event not in EVENTS:
+            raise LineupError(
+                "usage_invalid",
+                f"unknown Host event {str(event)[:60]!r}",
+                hint=f"one of: {', '.join(EVENTS)}",
+            )
+        if instance is not None:
+            _usable_id("instance", instance)
+        inst = instance or self._instance_for(conversation, scope)
         applied = await self.simulator.send(event, inst, conversation, scope)
         await self.settle()
         return applied
+
+    def _instance_for(self, conversation: str, scope: str) -> str:
+        inst = self.simulator.instance_for(conversation, scope)
+        if inst is not None:
+            return inst
+        _, act = self._engine.facts.session_and_activation(conversation, scope)
+        if act is None:
+            raise LineupError(
+                "usage_invalid",
+                f"no instance to address: conversation {conversation!r} has started no "
+                f"instance of {scope!r}",
+                hint="send the Host event after a call that starts the app (its answer "
+                "is `accepted` with `activation: starting`), or pass instance=",
+            )
+        return act.activation_id
 
     # -- the Agent channel ---------------------------------------------------------------
     async def outbox_fetch(self, limit: int = 100) -> list[dict[str, Any]]:
@@ -580,6 +634,11 @@ def _check_limit(limit: Any) -> None:
 def _check_ids(ids: Any) -> None:
     if not isinstance(ids, list | tuple) or not all(type(i) is str for i in ids):
         raise LineupError("usage_invalid", "outbox.ack(ids) takes a list of message ids")
+
+
+def _absolute(path: str | os.PathLike[str]) -> Path:
+    """`path` against today's working folder, normalised (`..` folded, links kept)."""
+    return Path(os.path.abspath(path))
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

@@ -18,7 +18,7 @@ from typing import Any
 from lineup_build.model import Manifest
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.clock import Clock
-from lineup_runtime_lite.decisions import Decision, NewCall
+from lineup_runtime_lite.decisions import Decision, NewCall, NewIntent
 from lineup_runtime_lite.drivers.activation import ActivationDriver
 from lineup_runtime_lite.drivers.commit import GroupCommit
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
@@ -244,7 +244,7 @@ class Engine:
                 session is not None
                 and act is not None
                 and act.state == "ready"
-                and self.delivery.idle(session, tool.method)
+                and self.delivery.idle(tx, session, tool.method)
             )
             version = session.version if session else tx.app_version(tool.scope)
             assert version is not None
@@ -285,6 +285,10 @@ class Engine:
                 "store_unavailable",
                 f"call {call_id!r} kept losing races in the store; nothing was accepted",
                 hint="retry the same call",
+            )
+        if decision.host:  # hand on what the call committed before answering (SPEC 13.1)
+            await self.host.handed_on(
+                {c.instance for c in decision.changes if isinstance(c, NewIntent)}
             )
         if decision.replay:
             self._drop_waiter(call_id, fut)

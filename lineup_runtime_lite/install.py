@@ -24,6 +24,8 @@ __all__ = [
     "InstallResult",
     "Tool",
     "compare_versions",
+    "folder_name",
+    "install_folder",
     "install_verified",
     "installed_model",
     "load_tools",
@@ -233,7 +235,13 @@ def install_verified(
     with store.transaction():
         if same is None:
             facts.add_version(
-                scope, version, bundle.manifest_bytes, digest, bundle.key_id, str(target), now_ms
+                scope,
+                version,
+                bundle.manifest_bytes,
+                digest,
+                bundle.key_id,
+                folder_name(scope, version),
+                now_ms,
             )
         facts.make_current(scope, version)
     action = "upgraded" if current else "installed"
@@ -285,7 +293,19 @@ def _unlisted(root: Path, listed: set[str]) -> str | None:
     return None
 
 
-def check_no_strays(store: Store, scope: str, version: str) -> None:
+def folder_name(scope: str, version: str) -> str:
+    """An installed version's folder as the database stores it: relative to the apps
+    folder (SPEC 13.1), so a database and its apps folder can move together."""
+    return f"{scope}/{version}"
+
+
+def install_folder(apps_dir: Path, row: Any) -> Path:
+    """Where an installed version's files are, from its `app_versions` row (a row an
+    older runtime wrote with an absolute folder still names that folder)."""
+    return apps_dir / str(row["dir"])
+
+
+def check_no_strays(store: Store, apps_dir: Path, scope: str, version: str) -> None:
     """The install folder holds nothing the manifest does not list (cheap: no hashing).
 
     Raises:
@@ -295,7 +315,7 @@ def check_no_strays(store: Store, scope: str, version: str) -> None:
     if row is None:
         raise LineupError("install_tampered", f"{scope} {version} is not installed")
     listed = {e.path for e in Manifest.from_json(json.loads(row["manifest"])).files}
-    stray = _unlisted(Path(row["dir"]), listed)
+    stray = _unlisted(install_folder(apps_dir, row), listed)
     if stray is not None:
         raise LineupError(
             "install_tampered",
@@ -304,7 +324,7 @@ def check_no_strays(store: Store, scope: str, version: str) -> None:
         )
 
 
-def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
+def check_installed(store: Store, apps_dir: Path, trust: Any, scope: str, version: str) -> None:
     """Before loading an installed app: its folder holds exactly the manifest's files, with
     their hashes, and its key is still trusted for it.
 
@@ -313,11 +333,11 @@ def check_installed(store: Store, trust: Any, scope: str, version: str) -> None:
             `scope_not_allowed` or `permission_not_allowed`.
     """
     check_trusted(store, trust, scope, version)
-    check_no_strays(store, scope, version)
+    check_no_strays(store, apps_dir, scope, version)
     row = store.facts.version_row(scope, version)
     assert row is not None
     manifest = Manifest.from_json(json.loads(row["manifest"]))
-    root = Path(row["dir"])
+    root = install_folder(apps_dir, row)
     for entry in manifest.files:
         path = root / entry.path
         try:

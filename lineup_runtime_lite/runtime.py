@@ -103,13 +103,17 @@ class _HostPort:
     def event(
         self, event: str, *, conversation: str, scope: str, instance: str | None = None
     ) -> bool:
-        """Send a Host event; without `instance`, the latest shown for that conversation."""
-        inst = instance or self.simulator.instance_for(conversation, scope)
-        if inst is None:
-            return False
-        applied = self._rt._run(self.simulator.send(event, inst, conversation, scope))
-        self._rt._settle()
-        return applied
+        """Send a Host event (see `AsyncRuntime.host_event`); True when the runtime
+        applied it, False when the rules ignore it (stale or foreign).
+
+        Raises:
+            LineupError: `usage_invalid` for an unknown event, a bad conversation or scope,
+                or when there is no instance to address.
+        """
+        art = self._rt._art
+        return self._rt._run(
+            art.host_event(event, conversation=conversation, scope=scope, instance=instance)
+        )
 
 
 class Runtime:
@@ -267,6 +271,14 @@ class Runtime:
     def logs_dir(self) -> Path:
         """Where the worker logs are written (one file per app version)."""
         return self._art._engine.logs_dir
+
+    def worker_log(self, scope: str, version: str) -> Path:
+        """The worker log of an installed app version (see `AsyncRuntime.worker_log`).
+
+        Raises:
+            LineupError: `usage_invalid` when `scope` has no installed `version`.
+        """
+        return self._call_sync(lambda: self._art.worker_log(scope, version))
 
     @property
     def sandbox(self) -> dict[str, Any]:

@@ -8,8 +8,12 @@ The runtime is imported lazily, inside the functions, so the CLI's other command
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
+import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +27,42 @@ if TYPE_CHECKING:
     from lineup_runtime_lite.simulate import Simulation
     from lineup_runtime_lite.suite import Case, SuiteReport
 
-__all__ = ["Prepared", "open_simulation", "prepare_targets", "run_suite"]
+__all__ = [
+    "Prepared",
+    "open_simulation",
+    "prepare_targets",
+    "report_worker_failures",
+    "run_suite",
+    "serve_state",
+]
+
+
+class _WorkerFailures(logging.Handler):
+    """The runtime's report of a worker that failed to start, on stderr once per app
+    version: its cause and the path of its log (never part of an Agent message)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.seen: set[tuple[str, str]] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        key = (str(getattr(record, "scope", "")), str(getattr(record, "version", "")))
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        sys.stderr.write(f"lineup: {record.getMessage()}\n")
+        sys.stderr.flush()
+
+
+def report_worker_failures() -> None:
+    """Have `run`, `test`, `serve` and `dev` print a worker that failed to start, its cause
+    and its log's path on stderr (SPEC 13.1), once per app version for this process."""
+    logger = logging.getLogger("lineup.runtime.workers")
+    for handler in logger.handlers:
+        if isinstance(handler, _WorkerFailures):
+            handler.seen.clear()  # a new command: its apps are reported afresh
+            return
+    logger.addHandler(_WorkerFailures())
 
 
 def open_simulation(
@@ -45,6 +84,7 @@ def open_simulation(
     from lineup_build.verify import check_bundle
     from lineup_runtime_lite.simulate import Simulation
 
+    report_worker_failures()
     effective_policy = policy or (scenario.host_policy if scenario else None) or "auto"
     tmp = Path(tempfile.mkdtemp(prefix="lineup-run-"))
     try:
@@ -82,6 +122,8 @@ def run_suite(cases: list[Case], *, sandbox: str = "best_effort") -> SuiteReport
     dev key (`lineup_runtime_lite.suite.play_suite` with this CLI's builder)."""
     from lineup_runtime_lite.suite import play_suite
 
+    report_worker_failures()
+
     def build(project: Path) -> DevBuild:
         return build_with_dev_key(project, sandbox=sandbox)
 
@@ -112,6 +154,34 @@ def _build(folder: Path, trust: TrustStore, sandbox: str) -> Prepared:
         sorted({*(known.allow if known else ()), *app.permissions}),
     )
     return Prepared(built.bundle, app.scope, True)
+
+
+def serve_state(targets: list[Path], env: Mapping[str, str]) -> Path:
+    """`lineup serve`'s state without `--db` (SPEC 13.1): `<first project folder>/.lineup/
+    serve.db`, or, when only bundles are named, `$XDG_STATE_HOME/lineup/serve.db` (default
+    `~/.local/state/lineup/serve.db`); absolute, so the working folder never matters (Claude
+    Desktop starts servers in `/`). Its folder is created.
+
+    Raises:
+        LineupError: `store_unavailable` when that folder cannot be created.
+    """
+    folders = [t for t in targets if t.is_dir()]
+    if folders:
+        base = Path(os.path.abspath(folders[0])) / ".lineup"
+    else:
+        xdg = env.get("XDG_STATE_HOME", "")
+        # the XDG spec: a relative value is invalid and ignored
+        state = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "state"
+        base = state / "lineup"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LineupError(
+            "store_unavailable",
+            f"cannot create {base} for lineup serve's state: {exc.strerror}",
+            hint="pass --db FILE to keep the state elsewhere",
+        ) from None
+    return base / "serve.db"
 
 
 def prepare_targets(

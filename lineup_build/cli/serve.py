@@ -46,9 +46,14 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--trust", help=f"{TRUST_HELP} Needed for a bundle."),
         ] = None,
-        db: Annotated[Path, typer.Option(help="Runtime state: calls, receipts, sessions.")] = Path(
-            "lineup-serve.db"
-        ),
+        db: Annotated[
+            Path | None,
+            typer.Option(
+                help="Runtime state: calls, receipts, sessions (default: "
+                "<first folder>/.lineup/serve.db; only bundles: "
+                "$XDG_STATE_HOME/lineup/serve.db)."
+            ),
+        ] = None,
         http: Annotated[
             str | None,
             typer.Option(help="Serve streamable HTTP on HOST:PORT instead of stdio."),
@@ -86,13 +91,24 @@ def register(app: typer.Typer) -> None:
         store = trust_store_path(
             trust, required=bool(bundles), why=f"serve {bundles[0]}" if bundles else ""
         )
-        from lineup_build.cli.compose import prepare_targets
+        from lineup_build.cli.compose import prepare_targets, report_worker_failures, serve_state
 
+        report_worker_failures()
         trust_store, prepared = prepare_targets(targets, store, sandbox=sandbox)
         from lineup_runtime_lite import Runtime
 
-        _say(f"state in {db.resolve()}")
-        rt = Runtime.open(db, trust=trust_store, sandbox=sandbox)
+        state = Path(os.path.abspath(db)) if db is not None else serve_state(targets, os.environ)
+        _say(f"state in {state}")
+        try:
+            rt = Runtime.open(state, trust=trust_store, sandbox=sandbox)
+        except LineupError as exc:
+            if exc.code != "runtime_locked" or db is not None:
+                raise
+            raise LineupError(
+                "runtime_locked",
+                f"another lineup serve has {state} open",
+                hint="give this server a state of its own: --db FILE",
+            ) from None
         try:
             _say(describe(rt.sandbox))
             for done in mcp_serve.install_targets(rt, prepared):

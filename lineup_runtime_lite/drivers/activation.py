@@ -10,7 +10,7 @@ from collections.abc import Callable
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.shell import Shell
-from lineup_runtime_lite.drivers.workers import WorkerPool
+from lineup_runtime_lite.drivers.workers import WorkerPool, failure_cause
 from lineup_runtime_lite.handlers import RuntimeHandler
 from lineup_runtime_lite.workers import WorkerError
 from lineup_sdk.errors import LineupError
@@ -75,8 +75,13 @@ class ActivationDriver:
             try:
                 await self.pool.ensure(session.scope, session.version)
             except WorkerError as exc:
-                reason = "method_mismatch" if exc.kind == "method_mismatch" else "worker_failed"
-                cause = "sandbox_unavailable" if exc.kind == "sandbox" else None
+                if exc.kind == "method_mismatch":
+                    reason, cause = "method_mismatch", None
+                elif exc.kind == "sandbox":
+                    reason, cause = "worker_failed", "sandbox_unavailable"
+                else:  # what the worker raised, as Python prints it (SPEC 13.1)
+                    reason, cause = "worker_failed", failure_cause(str(exc))
+                self.pool.report_failure(session.scope, session.version, cause or reason)
                 await self.end(act_id, "failed", reason, cause=cause)
                 return
             except LineupError as exc:

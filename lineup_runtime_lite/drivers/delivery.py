@@ -46,9 +46,12 @@ class DeliveryDriver:
         self._dirty: set[str] = set()
 
     # -- the fast path -------------------------------------------------------------------
-    def idle(self, session: Session, method: str) -> bool:
+    def idle(self, tx: Facts, session: Session, method: str) -> bool:
         """A call of `method` may be sent right after its commit: the session's pump is not
-        sending, its worker is up and its version serves the method from the SDK."""
+        sending, nothing is queued ahead of it in `tx` (the batch's facts: an activation
+        that became ready earlier in this batch has not kicked its pump yet, so "no pump"
+        alone does not mean "empty queue"), its worker is up and its version serves the
+        method from the SDK (SPEC 5.2: arrival order)."""
         sid = session.app_session_id
         if sid in self._claimed:
             return False
@@ -58,7 +61,9 @@ class DeliveryDriver:
         if self.pool.live(session.scope, session.version) is None:
             return False
         pinned = self.shell.tools_of(session.scope, session.version).get(method)
-        return pinned is not None and pinned.delivery == "miniapp_sdk"
+        if pinned is None or pinned.delivery != "miniapp_sdk":
+            return False
+        return tx.queue_head(sid) is None
 
     def claim(self, session_id: str) -> None:
         self._claimed.add(session_id)

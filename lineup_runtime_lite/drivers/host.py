@@ -27,6 +27,10 @@ class HostRelay:
         self.host_intent = host_intent
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()  # set when a new intent arrives while relaying
+        #: How often the Host refused the head intent of each instance (this process).
+        self._refused: dict[str, int] = {}
+        #: Callers waiting until their instances' intents were handed over (`handed_on`).
+        self._waiters: list[tuple[dict[str, int], asyncio.Future[None]]] = []
 
     def kick(self) -> None:
         """Make sure the relay is sending the undelivered intents."""
@@ -38,7 +42,45 @@ class HostRelay:
         else:
             self._wake.set()  # a new intent need not wait out another one's backoff
 
+    async def handed_on(self, instances: set[str]) -> None:
+        """Return once the intents committed so far for `instances` were handed to the Host
+        (SPEC 13.1: a call returns only when what it committed is with its consumer): each
+        instance has no undelivered intent left, or the Host refused its next one since
+        now (its retries go on in the background; nobody waits out a backoff)."""
+        if self.host_intent is None or not instances or self._task is None:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(({i: self._refused.get(i, 0) for i in instances}, fut))
+        self._answer_waiters()
+        if self._task.done():  # the relay ended before this caller asked
+            self._answer_waiters(everyone=True)
+        await fut
+
+    def _answer_waiters(self, *, everyone: bool = False) -> None:
+        if not self._waiters:
+            return
+        pending = set() if everyone else {h.instance for h in self.shell.facts.intent_heads()}
+        left = []
+        for base, fut in self._waiters:
+            done = all(
+                inst not in pending or self._refused.get(inst, 0) > seen
+                for inst, seen in base.items()
+            )
+            if done or fut.done():
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                left.append((base, fut))
+        self._waiters = left
+
     async def _relay(self) -> None:
+        try:
+            await self._relay_pending()
+        finally:  # the relay stopped: nobody waits on it any more
+            self._answer_waiters(everyone=True)
+            self._refused.clear()
+
+    async def _relay_pending(self) -> None:
         """Send undelivered Host intents, oldest first but ordered per instance only: an
         intent the Host refuses is retried with backoff (then left for the next kick: a new
         intent, a clock tick, a retried call, or recovery) while other instances' intents
@@ -79,7 +121,10 @@ class HostRelay:
                 if tries >= STEP_TRIES:
                     log.warning("the Host did not take intent %s: %s", head.id, exc)
                 retry_at[head.instance] = loop.time() + 0.01 * (2**tries)
+                self._refused[head.instance] = self._refused.get(head.instance, 0) + 1
+                self._answer_waiters()
                 continue
             failures.pop(head.instance, None)
             retry_at.pop(head.instance, None)
             await shell.decide(steps.decided(t.intent_delivered(head)))
+            self._answer_waiters()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from lineup_runtime_lite.decisions import Decision
@@ -20,6 +21,8 @@ class Shell(Protocol):
     #: Reads outside a batch (the loop's own connection; never inside another's step).
     facts: Facts
     activation_timeout_ms: int
+    #: Where installed versions are unpacked (absolute; rows name folders relative to it).
+    apps_dir: Path
 
     def now(self) -> int: ...
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]: ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -11,9 +12,27 @@ from typing import Any
 from lineup_build.model import Manifest
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
 from lineup_runtime_lite.drivers.shell import Shell
+from lineup_runtime_lite.install import install_folder
 from lineup_runtime_lite.workers import Worker, WorkerError, WorkerOptions
 
-__all__ = ["WorkerPool"]
+__all__ = ["CAUSE_MAX", "WorkerPool", "failure_cause"]
+
+#: Where a worker that failed to start is reported, once per app version and runtime, with
+#: its cause and its log's path; `lineup run`, `test`, `serve` and `dev` print it on stderr.
+failures = logging.getLogger("lineup.runtime.workers")
+
+#: The longest `cause` an `activation_failed` error carries.
+CAUSE_MAX = 500
+
+
+def failure_cause(text: str) -> str:
+    """The first line of what a worker reported (`RuntimeError: boom`), its control
+    characters escaped, at most `CAUSE_MAX` characters."""
+    line = text.strip().split("\n", 1)[0]
+    shown = "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in line
+    )
+    return shown if len(shown) <= CAUSE_MAX else shown[: CAUSE_MAX - 1] + "…"
 
 
 class WorkerPool:
@@ -33,6 +52,25 @@ class WorkerPool:
         self.workers: dict[tuple[str, str], Worker] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.sandbox_report: dict[str, Any] | None = None  # what the last worker enforced
+        self._reported: set[tuple[str, str]] = set()
+
+    def log_path(self, scope: str, version: str) -> Path:
+        """The worker log of an app version (it may not exist yet)."""
+        return self.logs_dir / f"{scope}-{version}.log"
+
+    def report_failure(self, scope: str, version: str, cause: str) -> None:
+        """Say once per app version that its worker failed to start, where its log is."""
+        if (scope, version) in self._reported:
+            return
+        self._reported.add((scope, version))
+        failures.warning(
+            "%s %s: the worker failed to start: %s\n  log: %s",
+            scope,
+            version,
+            cause,
+            self.log_path(scope, version),
+            extra={"scope": scope, "version": version, "cause": cause},
+        )
 
     def live(self, scope: str, version: str) -> Worker | None:
         worker = self.workers.get((scope, version))
@@ -63,9 +101,9 @@ class WorkerPool:
                 worker = Worker(
                     scope,
                     version,
-                    Path(row["dir"]),
+                    install_folder(self.shell.apps_dir, row),
                     manifest.app.entry,
-                    self.logs_dir / f"{scope}-{version}.log",
+                    self.log_path(scope, version),
                     self.on_session_request,
                     options=self.options,
                     network=manifest.app.network,

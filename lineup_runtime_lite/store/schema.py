@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["SCHEMA_VERSION", "_MIGRATIONS", "_SCHEMA"]
 
 #: The schema a new database gets (`_SCHEMA`) and an older one is migrated to on open.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: The whole current schema, for a new database. A change here needs a step in
 #: `_MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/test_store_migrations.py`
@@ -75,5 +75,9 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE host_intents SET instance = json_extract(body, '$.instance')",
         "CREATE INDEX host_intents_pending ON host_intents (delivered, superseded, instance, id)",
     ),
+    # 3: installed folders are stored relative to the apps folder (SPEC 13.1), so that a
+    # database and its apps folder can move together and a relative path given at open
+    # is never resolved again. Every version was unpacked to `<apps>/<scope>/<version>`.
+    3: ("UPDATE app_versions SET dir = scope || '/' || version",),
 }
 assert sorted(_MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"

@@ -167,9 +167,11 @@ def test_a_failed_migration_step_leaves_the_database_at_its_old_version(
     con = sqlite3.connect(old_db)
     try:
         cols = [r[1] for r in con.execute("PRAGMA table_info(host_intents)")]
+        dirs = [r[0] for r in con.execute("SELECT dir FROM app_versions")]
     finally:
         con.close()
-    assert "superseded" not in cols  # the step's DDL was rolled back with it
+    assert "superseded" in cols  # the steps before the broken one stand
+    assert dirs and all(d.startswith("/") for d in dirs)  # the broken step rolled back whole
     Store(old_db).close()  # and the next open migrates it
     assert _version(old_db) == SCHEMA_VERSION
 
