@@ -199,7 +199,10 @@ def test_F23_a_poison_app_fails_its_activation_and_nothing_else(
         for cid in ("p1", "p2"):
             err = final(rt, cid)["error"]
             assert err["code"] == "activation_failed"
-            assert err["details"] == {"reason": "worker_failed"}
+            assert err["details"] == {
+                "reason": "worker_failed",
+                "cause": "RuntimeError: this worker cannot start",
+            }
         log = (rt._core.logs_dir / "probe-1.0.0.log").read_text()
         assert log.count("cannot import") == WORKER_START_TRIES  # N tries, then it gave up
         assert final(rt, "t1")["result"]["count"] == 1

@@ -118,7 +118,10 @@ def test_poison_worker_fails_activation_after_retries(
         rt.call("p", "conv", "probe.echo", {"text": "x"})
         rt.settle()
         err = message(rt, "p:error")
-        assert err["error"]["details"] == {"reason": "worker_failed"}
+        assert err["error"]["details"] == {
+            "reason": "worker_failed",
+            "cause": "RuntimeError: this worker cannot start",
+        }
     with Runtime.open(db, trust=trust, clock=VirtualClock()) as rt:
         assert rt.call("p2", "conv", "probe.echo", {"text": "x"})["stage"] == "accepted"
         rt.settle()
