@@ -49,6 +49,8 @@ class HostRelay:
         now (its retries go on in the background; nobody waits out a backoff)."""
         if self.host_intent is None or not instances or self._task is None:
             return
+        if self._task is asyncio.current_task():
+            return  # a Host that calls the runtime while taking an intent: never wait on itself
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(({i: self._refused.get(i, 0) for i in instances}, fut))
         self._answer_waiters()
@@ -102,6 +104,7 @@ class HostRelay:
             superseded = t.supersede_ended(heads)
             if superseded is not None:
                 await shell.decide(steps.decided(superseded))
+                self._answer_waiters()
                 continue
             now = loop.time()
             due = [h for h in heads if retry_at.get(h.instance, 0.0) <= now]
