@@ -34,6 +34,8 @@ class StepReport:
     expected: list[Any] | None = None
     differences: list[Difference] = field(default_factory=list)
     line: int | None = None
+    #: Whether the step stated anything to check (`expect` or `outbox_grew`).
+    checked: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -234,6 +236,7 @@ class Simulation:
                 format_ts(self.clock.now_ms()),
                 messages,
                 line=step.line,
+                checked=step.expect is not None or step.outbox_grew is not None,
             )
             problems: list[str] = []
             if step.expect is not None:
