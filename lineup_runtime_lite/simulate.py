@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite.clock import VirtualClock, format_ts, parse_duration
-from lineup_runtime_lite.expect import Difference, compare
+from lineup_runtime_lite.expect import Difference, compare, explain
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
 from lineup_runtime_lite.scenario import Scenario, Step
@@ -241,7 +241,7 @@ class Simulation:
             problems: list[str] = []
             if step.expect is not None:
                 report.differences = compare(step.expect, messages)
-                problems.extend(d.describe() for d in report.differences)
+                problems.extend(explain(report.differences, messages))
             if step.outbox_grew is not None:
                 grew = len(self.runtime().outbox.all()) > before
                 if grew != step.outbox_grew:

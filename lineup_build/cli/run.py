@@ -139,6 +139,13 @@ def register(app: typer.Typer) -> None:
 
         check_mode(sandbox)
         verbose = verbose or output.verbose
+        if not target.exists():  # before asking for a trust store it would not need
+            raise LineupError(
+                "usage_invalid",
+                f"{target} does not exist: pass a MiniApp folder or a .lineup bundle",
+                hint="check the path",
+                exit_code=2,
+            )
         if not target.is_dir():  # a folder is built with its dev key and trusts only that
             trust = trust_store_path(trust, required=True, why="run a bundle with")
         plan = load_scenario(scenario) if scenario is not None else None
