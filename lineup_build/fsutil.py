@@ -16,6 +16,7 @@ from lineup_sdk.errors import LineupError
 
 __all__ = [
     "MAX_TOML_DEPTH",
+    "MISSING_HINT",
     "TomlTooDeep",
     "atomic_write",
     "check_out_dir",
@@ -37,7 +38,13 @@ _KIND = {
 }
 
 
-def open_regular(path: Path, *, limit: int | None, code: str, what: str) -> BinaryIO:
+#: The hint for a file that is not there, unless its reader knows a better one.
+MISSING_HINT = "check the path"
+
+
+def open_regular(
+    path: Path, *, limit: int | None, code: str, what: str, missing_hint: str = MISSING_HINT
+) -> BinaryIO:
     """Open `path` for reading only if it is a regular file of at most `limit` bytes.
 
     The file is opened non-blocking and checked with `fstat` before any read, so a FIFO
@@ -46,14 +53,19 @@ def open_regular(path: Path, *, limit: int | None, code: str, what: str) -> Bina
 
     Raises:
         LineupError: `code` (the command's own), naming the file and what is wrong, with
-            `details={"reason": "missing" | "not_regular" | "too_large"}` where it applies.
+            `details={"reason": "missing" | "not_regular" | "too_large"}` where it applies;
+            a missing file's hint is `missing_hint` (the code's own hint fits a file that
+            is there but wrong, not one that is not there).
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
         raise LineupError(
-            code, f"cannot read {what} {path}: it does not exist", details={"reason": "missing"}
+            code,
+            f"cannot read {what} {path}: it does not exist",
+            hint=missing_hint,
+            details={"reason": "missing"},
         ) from None
     except OSError as exc:
         raise LineupError(code, f"cannot read {what} {path}: {exc.strerror or exc}") from None
@@ -81,9 +93,11 @@ def open_regular(path: Path, *, limit: int | None, code: str, what: str) -> Bina
         raise
 
 
-def read_regular(path: Path, *, limit: int, code: str, what: str) -> bytes:
+def read_regular(
+    path: Path, *, limit: int, code: str, what: str, missing_hint: str = MISSING_HINT
+) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (see `open_regular`)."""
-    with open_regular(path, limit=limit, code=code, what=what) as fh:
+    with open_regular(path, limit=limit, code=code, what=what, missing_hint=missing_hint) as fh:
         data = fh.read(limit + 1)  # a file that grew since fstat is still capped
     if len(data) > limit:
         raise LineupError(

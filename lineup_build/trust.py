@@ -201,7 +201,12 @@ class TrustStore:
             LineupError: `trust_store_invalid` (unreadable or malformed) or `weak_key`.
         """
         raw = read_regular(
-            path, limit=MAX_TRUST_STORE_BYTES, code="trust_store_invalid", what="trust store"
+            path,
+            limit=MAX_TRUST_STORE_BYTES,
+            code="trust_store_invalid",
+            what="trust store",
+            missing_hint=f"create it with `lineup trust add PUBKEY --scope SCOPE --trust {path}`"
+            ", or pass --trust FILE naming an existing trust store",
         )
         try:
             text = raw.decode("utf-8")

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["DIRECTIVES", "Difference", "compare", "directive_problems", "matches"]
+__all__ = ["DIRECTIVES", "Difference", "compare", "directive_problems", "explain", "matches"]
 
 #: Matcher keys that are directives, never field names.
 DIRECTIVES = ("$absent", "$null")
@@ -123,6 +123,37 @@ def compare(expected: list[Any], actual: list[Any]) -> list[Difference]:
         out.append(Difference(0, "", len(expected), len(actual)))
     for i, (e, a) in enumerate(zip(expected, actual, strict=False), start=1):
         _diff(e, a, "", i, out)
+    return out
+
+
+def _error_of(message: Any) -> str | None:
+    err = message.get("error") if isinstance(message, dict) else None
+    if not isinstance(err, dict) or "code" not in err:
+        return None
+    return f"error {err['code']}: {err.get('message', '')}"
+
+
+def explain(differences: list[Difference], actual: list[Any]) -> list[str]:
+    """Each difference as a line; when the message it is about is an error (a step that
+    expected a stage and got an error), the line names the error's code and message, and
+    a count mismatch names every other error the step emitted."""
+    about = {d.index for d in differences if d.index > 0}
+    out = []
+    for d in differences:
+        text = d.describe()
+        if d.index == 0:
+            others = [
+                f"message {i} is {got}"
+                for i, m in enumerate(actual, start=1)
+                if i not in about and (got := _error_of(m)) is not None
+            ]
+            if others:
+                text += f" ({'; '.join(others)})"
+        elif d.index <= len(actual) and not d.path.startswith("error"):
+            got = _error_of(actual[d.index - 1])
+            if got is not None:
+                text += f" (got {got})"
+        out.append(text)
     return out
 
 

@@ -360,7 +360,13 @@ def step_lines(text: str) -> list[int]:
 
 def _read_text(path: Path) -> str:
     """The one place a scenario file is read: a regular file of at most 1 MiB."""
-    raw = read_regular(path, limit=MAX_SCENARIO_BYTES, code="scenario_invalid", what="scenario")
+    raw = read_regular(
+        path,
+        limit=MAX_SCENARIO_BYTES,
+        code="scenario_invalid",
+        what="scenario",
+        missing_hint="check the path; `lineup test` plays and lists every scenarios/**/*.toml of the project",
+    )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite.clock import VirtualClock, format_ts, parse_duration
-from lineup_runtime_lite.expect import Difference, compare
+from lineup_runtime_lite.expect import Difference, compare, explain
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
 from lineup_runtime_lite.scenario import Scenario, Step
@@ -34,6 +34,8 @@ class StepReport:
     expected: list[Any] | None = None
     differences: list[Difference] = field(default_factory=list)
     line: int | None = None
+    #: Whether the step stated anything to check (`expect` or `outbox_grew`).
+    checked: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -234,11 +236,12 @@ class Simulation:
                 format_ts(self.clock.now_ms()),
                 messages,
                 line=step.line,
+                checked=step.expect is not None or step.outbox_grew is not None,
             )
             problems: list[str] = []
             if step.expect is not None:
                 report.differences = compare(step.expect, messages)
-                problems.extend(d.describe() for d in report.differences)
+                problems.extend(explain(report.differences, messages))
             if step.outbox_grew is not None:
                 grew = len(self.runtime().outbox.all()) > before
                 if grew != step.outbox_grew:

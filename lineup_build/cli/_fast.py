@@ -130,5 +130,5 @@ def run_verify(
     else:
         _render.verify_report(report, source=source)
     if output.verbose and not as_json:
-        _render.line(f"trust store {store}")
+        _render.line("trust store {}", store)
     return 0 if report.ok else 1

@@ -56,18 +56,60 @@ def _console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
-def _table_console() -> Any:
-    """rich for a table; without a terminal, as wide as the table needs (no wrapping)."""
+def _say(con: Any, template: str, *values: Any) -> None:
+    """The one way a line reaches a console: `template` is this module's own markup, each
+    `{}` in it a value from outside, shown literally (never markup, no control codes)."""
+    con.print(template.format(*(_esc(v) for v in values)), markup=True, highlight=False)
+
+
+def _cell(text: str) -> str:
+    """A table cell's text: each of its lines printable, nothing else changed."""
+    return "\n".join(_printable(part) for part in str(text).split("\n"))
+
+
+def _show_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    title: str | None = None,
+    header: bool = True,
+    first_bold: bool = False,
+) -> None:
+    """A table: on a terminal a rich table whose cells are literal text, wrapped to fit,
+    never cut; otherwise plain lines (see `_plain_table`)."""
+    if output.quiet:
+        return
+    cells = [[_cell(c) for c in row] for row in rows]
+    if not _is_terminal(sys.stdout):
+        sys.stdout.write(_plain_table(columns, cells, title=title, header=header))
+        return
     from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
-    if _is_terminal(sys.stdout):
-        return Console(highlight=False)
-    return Console(highlight=False, width=10_000, no_color=True)
+    table = Table(
+        title=Text(_cell(title)) if title else None, title_justify="left", show_header=header
+    )
+    for i, col in enumerate(columns):
+        table.add_column(col, overflow="fold", style="bold" if first_bold and i == 0 else None)
+    for row in cells:  # `Text` is never read as markup
+        table.add_row(*(Text(c) for c in row))
+    Console(highlight=False).print(table)
 
 
-def _show_table(table: Any) -> None:
-    if not output.quiet:
-        _table_console().print(table)
+def _plain_table(
+    columns: Sequence[str], rows: list[list[str]], *, title: str | None, header: bool
+) -> str:
+    """A table as plain lines: the title, the header, then one line per row, columns
+    padded and separated by two spaces; a cell's lines joined by ` | `. No box, no colour,
+    no wrapping."""
+    lines = [[" | ".join(c.split("\n")) for c in row] for row in rows]
+    if header:
+        lines.insert(0, list(columns))
+    widths = [max((len(r[i]) for r in lines), default=0) for i in range(len(columns))]
+    out = [_cell(title)] if title else []
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in lines]
+    return "".join(f"{text}\n" for text in out)
 
 
 def emit_json(doc: Any) -> None:
@@ -84,10 +126,26 @@ def error(exc: LineupError, *, as_json: bool) -> None:
         ]
         write_json({"ok": False, "error": facts, "diagnostics": diags})
         return
-    con = _console(stderr=True)
-    con.print(f"[bold red]error[/] [bold]{exc.code}[/]: {_esc(exc.message)}", markup=True)
+    _problem(_console(stderr=True), exc, hint=True)
+
+
+def _problem(con: Any, exc: LineupError, *, hint: bool) -> None:
+    _say(con, "[bold red]error[/] [bold]{}[/]: {}", exc.code, exc.message)
+    if hint and exc.hint:
+        _say(con, "  [dim]hint:[/] {}", exc.hint)
+
+
+def prompt_error(exc: LineupError) -> None:
+    """A mistake typed at an interactive prompt: code and message, then its hint (the
+    usage line of the command typed) on stdout, where the prompt is."""
+    con = _console()
+    _say(con, "[red]{}[/]: {}", exc.code, exc.message)
     if exc.hint:
-        con.print(f"  [dim]hint:[/] {_esc(exc.hint)}")
+        _say(con, "  {}", exc.hint)
+
+
+_ERROR_LINE = "{}[bold red]{}[/] [bold]{}[/]: {}"
+_WARNING_LINE = "{}[bold yellow]{}[/] [bold]{}[/]: {}"
 
 
 def diagnostics(diags: list[Diagnostic]) -> None:
@@ -96,18 +154,13 @@ def diagnostics(diags: list[Diagnostic]) -> None:
     for d in diags:
         if output.quiet and d.severity != "error":
             continue
-        colour = "red" if d.severity == "error" else "yellow"
-        where = f"{_esc(d.where)}: " if d.where else ""
-        con.print(
-            f"{where}[bold {colour}]{d.severity}[/] [bold]{d.code}[/]: {_esc(d.message)}",
-            markup=True,
-            highlight=False,
-        )
+        template = _ERROR_LINE if d.severity == "error" else _WARNING_LINE
+        _say(con, template, f"{d.where}: " if d.where else "", d.severity, d.code, d.message)
         for r in d.related:
-            con.print(f"  [dim]also at[/] {_esc(r)}")
+            _say(con, "  [dim]also at[/] {}", r)
         hint = d.effective_hint
         if hint:
-            con.print(f"  [dim]hint:[/] {_esc(hint)}")
+            _say(con, "  [dim]hint:[/] {}", hint)
 
 
 #: Rows a people-facing tools table shows; rich needs about a second per 4,000 rows, and
@@ -117,68 +170,58 @@ TOOLS_TABLE_ROWS = 200
 
 def tools_table(tools: Sequence[Tool], title: str, *, limit: int = TOOLS_TABLE_ROWS) -> None:
     """A table of tools: method, activation, delivery, long-running (the first `limit`)."""
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left")
-    for col in ("method", "activation", "delivery", "long-running", "hints"):
-        table.add_column(col)
     ordered = sorted(tools, key=lambda t: t.method)
+    rows = []
     for t in ordered[:limit]:
         hints = ", ".join(k if v else f"not {k}" for k, v in t.hints)
-        table.add_row(t.method, t.activation, t.delivery, "yes" if t.long_running else "no", hints)
+        rows.append([t.method, t.activation, t.delivery, "yes" if t.long_running else "no", hints])
     if len(ordered) > limit:
-        table.add_row(f"… and {len(ordered) - limit} more (--json lists all)", "", "", "", "")
-    _show_table(table)
+        rows.append([f"… and {len(ordered) - limit} more (--json lists all)", "", "", "", ""])
+    _show_table(("method", "activation", "delivery", "long-running", "hints"), rows, title=title)
 
 
-def line(text: str) -> None:
-    """A line for people (nothing with `--quiet`)."""
+def line(template: str, *values: Any) -> None:
+    """A line for people (nothing with `--quiet`): `template` is markup written here in
+    the CLI; each `{}` is filled with a value from outside (a name, a path, a message),
+    shown literally. Outside text never goes into the template itself."""
     if output.quiet:
         return
-    _console().print(text, markup=True, highlight=False)
-
-
-def literal(text: str) -> str:
-    """Outside text (a file name, a log) escaped so it is shown as written."""
-    return _escape(text)
+    _say(_console(), template, *values)
 
 
 def literal_block(text: str) -> None:
-    """Outside text for people, shown exactly as written (nothing with `--quiet`)."""
-    line(_escape(text.removesuffix("\n")))
+    """Outside text for people, its lines shown exactly as written (nothing with
+    `--quiet`)."""
+    if output.quiet:
+        return
+    con = _console()
+    for part in text.removesuffix("\n").split("\n"):
+        _say(con, "{}", part)
 
 
 def kv_table(rows: list[tuple[str, str]], title: str | None = None) -> None:
-    """A two-column key/value table."""
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left", show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for k, v in rows:
-        table.add_row(k, v)
-    _show_table(table)
+    """A two-column key/value table; every cell literal."""
+    _show_table(
+        ("key", "value"), [list(r) for r in rows], title=title, header=False, first_bold=True
+    )
 
 
 def table(columns: list[str], rows: list[list[str]], title: str | None = None) -> None:
-    """A generic table."""
-    from rich.table import Table
+    """A generic table; every cell (and the title) literal."""
+    _show_table(columns, rows, title=title)
 
-    t = Table(title=title, title_justify="left")
-    for c in columns:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*r)
-    _show_table(t)
+
+def _printable(text: Any) -> str:
+    """No terminal control codes: each unprintable character shown as its escape."""
+    return "".join(
+        ch if ch.isprintable() or ch in " \t" else ch.encode("unicode_escape").decode("ascii")
+        for ch in str(text)
+    )
 
 
 def _esc(text: Any) -> str:
-    """Bundle-controlled text made inert: no rich markup, no terminal control codes."""
-    shown = "".join(
-        ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
-        for ch in str(text)
-    )
-    return _escape(shown)
+    """Outside text made inert for a markup line: no rich markup, no control codes."""
+    return _escape(_printable(text))
 
 
 def _escape(text: str) -> str:
@@ -192,12 +235,10 @@ def problems(items: list[LineupError], *, limit: int = 50) -> None:
     con = _console(stderr=True)
     hinted: set[str] = set()
     for p in items[:limit]:
-        con.print(f"[bold red]error[/] [bold]{p.code}[/]: {_esc(p.message)}", markup=True)
-        if p.hint and p.code not in hinted:
-            hinted.add(p.code)
-            con.print(f"  [dim]hint:[/] {_esc(p.hint)}")
+        _problem(con, p, hint=bool(p.hint) and p.code not in hinted)
+        hinted.add(p.code)
     if len(items) > limit:
-        con.print(f"[dim]... and {len(items) - limit} more problem(s); use --json for all[/]")
+        _say(con, "[dim]... and {} more problem(s); use --json for all[/]", len(items) - limit)
 
 
 def verify_report(report: Any, source: Any = None) -> None:
@@ -207,15 +248,21 @@ def verify_report(report: Any, source: Any = None) -> None:
     if report.ok:
         m = report.model
         label = f" ({report.signer.label})" if report.signer and report.signer.label else ""
-        matches = f" and matches the source {_esc(source)}" if source is not None else ""
+        matches = f" and matches the source {source}" if source is not None else ""
         line(
-            f"[green]verified[/] {_esc(report.bundle)}: {m.app.scope} {_esc(m.app.version)}, "
-            f"{len(m.tools)} tools, {len(m.files)} files, "
-            f"signed by {report.key_id}{_esc(label)}{matches}"
+            "[green]verified[/] {}: {} {}, {} tools, {} files, signed by {}{}{}",
+            report.bundle,
+            m.app.scope,
+            m.app.version,
+            len(m.tools),
+            len(m.files),
+            report.key_id,
+            label,
+            matches,
         )
     else:
         first = report.problems[0].code if report.problems else "not verified"
-        line(f"[red]rejected[/] {_esc(report.bundle)}: {first}")
+        line("[red]rejected[/] {}: {}", report.bundle, first)
 
 
 def inspect_report(report: Any) -> None:
@@ -233,10 +280,10 @@ def inspect_report(report: Any) -> None:
     signature = doc["signature"] + (f" ({doc['signer_label']})" if doc["signer_label"] else "")
     rows += [("key id", doc["key_id"] or "-"), ("signature", signature)]
     rows.append(("manifest sha256", doc["manifest_sha256"] or "-"))
-    kv_table([(k, _esc(v)) for k, v in rows])
+    kv_table([(k, str(v)) for k, v in rows])
     if m is not None:
         tools_table(m.tools, "tools")
-        table(["path", "size"], [[_esc(f.path), str(f.size)] for f in m.files], "files")
+        table(["path", "size"], [[f.path, str(f.size)] for f in m.files], "files")
     problems(report.problems)
 
 
@@ -247,28 +294,41 @@ def trust_keys(doc: dict[str, Any]) -> None:
             k["key_id"],
             ", ".join(k["scopes"]),
             ", ".join(k["allow"]) or "-",
-            _esc(k["label"] or ""),
+            k["label"] or "",
             k["status"],
         ]
         for k in doc["keys"]
     ]
     rows += [[kid, "", "", "", "revoked"] for kid in doc["revoked_unknown"]]
-    table(["key id", "scopes", "allow", "label", "status"], rows, title=_esc(doc["store"]))
+    table(["key id", "scopes", "allow", "label", "status"], rows, title=str(doc["store"]))
 
 
 def _short(value: Any) -> str:
-    text = (
-        value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
-    )
+    """A value in a timeline cell, whole: a string as written, anything else as JSON; a
+    timestamp as its time of day (the date is in the `at` column)."""
     if isinstance(value, str) and len(value) == 24 and value[10] == "T" and value.endswith("Z"):
-        return value[11:19]  # RFC 3339 → time of day; the date is in the `at` column
-    return text if len(text) <= 40 else text[:39] + "…"
+        return value[11:19]
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def _pairs(value: Any) -> str:
     if isinstance(value, dict):
         return " ".join(f"{k}={_short(v)}" for k, v in value.items() if k != "operation_id")
     return _short(value)
+
+
+def _error_text(err: dict[str, Any]) -> str:
+    """`code: message`, then each detail that points into the params (`invalid_params`):
+    `/pointer: message`."""
+    text = f"{err.get('code')}: {err.get('message')}"
+    details = err.get("details")
+    if isinstance(details, list):
+        for d in details:
+            if isinstance(d, dict) and "path" in d:
+                text += f"; {d['path'] or '/'}: {d.get('message', '')}"
+    return text
 
 
 def _summary(msg: dict[str, Any]) -> str:
@@ -280,22 +340,29 @@ def _summary(msg: dict[str, Any]) -> str:
             parts.append(f"{key}={_short(msg[key])}")
     if "result" in msg:
         parts.append(_pairs(msg["result"]))
-    if "error" in msg:
-        parts.append(f"{msg['error']['code']}: {msg['error']['message']}")
+    if isinstance(msg.get("error"), dict):
+        parts.append(_error_text(msg["error"]))
     return " ".join(parts)
+
+
+def _verdict(report: Any) -> str:
+    """What a step's expectation said: `ok` when it had one and it held, `-` when it had
+    none, else the failure."""
+    if not report.ok:
+        return f"FAIL: {report.problem}"
+    return "ok" if getattr(report, "checked", False) else "-"
 
 
 def timeline(reports: list[Any]) -> None:
     """The `lineup run` timeline: step, time, action, what it emitted, expectation."""
-    from rich.table import Table
-
-    t = Table(title="timeline", title_justify="left")
-    for col in ("#", "at", "step", "emitted", "expect"):
-        t.add_column(col)
-    for r in reports:
-        emitted = "\n".join(_esc(_summary(m)) for m in r.messages) or "-"
-        verdict = "ok" if r.ok else f"FAIL: {_esc(r.problem)}"
-        t.add_row(
-            str(r.index), r.at[:10] + " " + r.at[11:19], _esc(r.description), emitted, verdict
-        )
-    _show_table(t)
+    rows = [
+        [
+            str(r.index),
+            r.at[:10] + " " + r.at[11:19],
+            r.description,
+            "\n".join(_summary(m) for m in r.messages) or "-",
+            _verdict(r),
+        ]
+        for r in reports
+    ]
+    _show_table(("#", "at", "step", "emitted", "expect"), rows, title="timeline")

@@ -47,8 +47,8 @@ def build(
         if result.ok and result.model is not None:
             app_info = result.model.app
             _render.tools_table(result.model.tools, f"{app_info.scope} {app_info.version}")
-            _render.line(f"[green]built[/] {result.bundle}")
-            _render.line(f"manifest sha256 {result.manifest_sha256} · key {result.key_id}")
+            _render.line("[green]built[/] {}", result.bundle)
+            _render.line("manifest sha256 {} · key {}", result.manifest_sha256, result.key_id)
         else:
             _render.line("[red]rejected[/]: no bundle written")
     raise typer.Exit(0 if result.ok else 1)

@@ -49,11 +49,14 @@ def check(
             where = f"{root}: " if len(results) > 1 else ""
             if result.ok(strict=strict):
                 _render.line(
-                    f"{where}[green]ok[/]: {len(result.tools)} tools, {len(result.files)} files"
+                    "{}[green]ok[/]: {} tools, {} files",
+                    where,
+                    len(result.tools),
+                    len(result.files),
                 )
             else:
                 errors = sum(1 for d in result.diagnostics if d.severity == "error" or strict)
-                _render.line(f"{where}[red]rejected[/]: {errors} problem(s)")
+                _render.line("{}[red]rejected[/]: {} problem(s)", where, errors)
     raise typer.Exit(0 if ok else 1)
 
 

@@ -30,10 +30,13 @@ def init(
         _render.emit_json(envelope(True, **result.to_dict()))
         return
     _render.line(
-        f"created [bold]{result.root}[/] from template [bold]{template}[/] "
-        f"(scope [bold]{result.scope}[/], {len(result.files)} files)"
+        "created [bold]{}[/] from template [bold]{}[/] (scope [bold]{}[/], {} files)",
+        result.root,
+        template,
+        result.scope,
+        len(result.files),
     )
-    _render.line(f"next: lineup check {name}  ·  lineup build {name} --dev-key")
+    _render.line("next: lineup check {}  ·  lineup build {} --dev-key", name, name)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import json
-import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,54 +21,13 @@ from lineup_sdk.errors import LineupError
 if TYPE_CHECKING:
     from lineup_runtime_lite.simulate import Simulation, StepReport
 
-HELP = """commands:
-  call ID CONVERSATION METHOD [JSON]   send an Agent call, e.g. call s1 c1 pomodoro.start {"minutes":25}
-  host EVENT CONVERSATION [SCOPE]      a Host event: preload, surface_loaded, foreground_confirmed,
-                                       activation_failed, user_left
-  advance DURATION                     move the virtual clock, e.g. advance 25m
-  data CONVERSATION [SCOPE]            read session data
-  im CONVERSATION                      list IM records
-  restart                              restart the runtime on the same database
-  help                                 this text
-  quit                                 leave"""
-
-
-def _command_to_step(line: str) -> dict[str, Any] | None:
-    if line.strip().lower().startswith("call "):
-        parts = line.strip().split(None, 4)  # the JSON params keep their own spaces and quotes
-        if len(parts) >= 4:
-            params = json.loads(parts[4]) if len(parts) == 5 else {}
-            call = {"id": parts[1], "conversation": parts[2], "method": parts[3], "params": params}
-            return {"call": call}
-    words = shlex.split(line)
-    if not words:
-        return None
-    cmd, args = words[0].lower(), words[1:]
-    if cmd == "host" and len(args) >= 2:
-        host: dict[str, Any] = {"event": args[0], "conversation": args[1]}
-        if len(args) > 2:
-            host["scope"] = args[2]
-        return {"host": host}
-    if cmd in ("advance", "clock") and len(args) == 1:
-        return {"clock": {"advance": args[0]}}
-    if cmd == "data" and args:
-        data: dict[str, Any] = {"conversation": args[0]}
-        if len(args) > 1:
-            data["scope"] = args[1]
-        return {"session_data": data}
-    if cmd == "im" and len(args) == 1:
-        return {"im_records": {"conversation": args[0]}}
-    if cmd == "restart" and not args:
-        return {"restart": True}
-    raise LineupError("scenario_invalid", f"cannot read {line!r}", hint="type `help`")
-
 
 def _interactive(sim: Simulation, as_json: bool) -> None:
     from lineup_build.cli import _render
-    from lineup_runtime_lite.scenario import parse_scenario
+    from lineup_runtime_lite.prompt import help_text, read_line
 
     _render.line(
-        f"lineup run: {sim.scope} on a virtual clock (Host policy {sim.policy}); type `help`"
+        "lineup run: {} on a virtual clock (Host policy {}); type `help`", sim.scope, sim.policy
     )
     opening = sim.opening_report()
     if opening is not None:
@@ -81,21 +38,19 @@ def _interactive(sim: Simulation, as_json: bool) -> None:
             line = input("lineup> ")
         except EOFError:
             return
-        if line.strip() in ("quit", "exit"):
+        if line.strip().lower() in ("quit", "exit"):
             return
-        if line.strip() == "help":
-            sys.stdout.write(HELP + "\n")
+        if line.strip().lower() == "help":
+            sys.stdout.write(help_text() + "\n")
             continue
         try:
-            raw = _command_to_step(line)
-            if raw is None:
+            step = read_line(line)
+            if step is None:
                 continue
-            step = parse_scenario({"step": [raw]}, source="prompt").steps[0]
             n += 1
             messages = sim.act(step)
-        except (LineupError, ValueError) as exc:
-            code = getattr(exc, "code", "scenario_invalid")
-            _render.line(f"[red]{code}[/]: {getattr(exc, 'message', exc)}")
+        except LineupError as exc:
+            _render.prompt_error(exc)
             continue
         from lineup_runtime_lite.clock import format_ts
         from lineup_runtime_lite.simulate import StepReport
@@ -184,6 +139,13 @@ def register(app: typer.Typer) -> None:
 
         check_mode(sandbox)
         verbose = verbose or output.verbose
+        if not target.exists():  # before asking for a trust store it would not need
+            raise LineupError(
+                "usage_invalid",
+                f"{target} does not exist: pass a MiniApp folder or a .lineup bundle",
+                hint="check the path",
+                exit_code=2,
+            )
         if not target.is_dir():  # a folder is built with its dev key and trusts only that
             trust = trust_store_path(trust, required=True, why="run a bundle with")
         plan = load_scenario(scenario) if scenario is not None else None
@@ -204,7 +166,7 @@ def register(app: typer.Typer) -> None:
             failed = [r for r in reports if not r.ok]
             if verbose:
                 for log in sorted((sim.runtime().logs_dir).glob("*.log")):
-                    _render.line(f"[dim]--- {_render.literal(log.name)}[/]")
+                    _render.line("[dim]--- {}[/]", log.name)
                     _render.literal_block(log.read_text("utf-8", "replace"))
             if as_json and not failed:
                 write_json(envelope(True, steps=len(reports), failed=[]))
@@ -216,6 +178,6 @@ def register(app: typer.Typer) -> None:
                     details=[r.to_dict() for r in failed],
                 )
             if not as_json:
-                _render.line(f"[green]ok[/]: {len(reports)} steps, every expectation held")
+                _render.line("[green]ok[/]: {} steps, every expectation held", len(reports))
         finally:
             sim.close()

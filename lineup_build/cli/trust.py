@@ -51,7 +51,9 @@ def trust_add(
         _render.emit_json(doc)
         return
     granted = f", allowing {', '.join(key.allow)}" if key.allow else ""
-    _render.line(f"trusted [bold]{key.key_id}[/] for {', '.join(key.scopes)}{granted} in {store}")
+    _render.line(
+        "trusted [bold]{}[/] for {}{} in {}", key.key_id, ", ".join(key.scopes), granted, store
+    )
 
 
 @trust_app.command("revoke")
@@ -71,7 +73,7 @@ def trust_revoke(
         _render.emit_json(envelope(True, store=str(store), key_id=key_id, known=known))
         return
     note = "" if known else " (not a trusted key in this store; revoked anyway)"
-    _render.line(f"revoked [bold]{key_id}[/] in {store}{note}")
+    _render.line("revoked [bold]{}[/] in {}{}", key_id, store, note)
 
 
 @trust_app.command("list")

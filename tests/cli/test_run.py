@@ -172,7 +172,7 @@ def test_interactive_prompt(
     steps = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     stages = [m.get("stage") for s in steps for m in s["messages"]]
     assert stages[:3] == ["accepted", "started", "result"], out
-    assert "scenario_invalid" in out  # the bogus command was reported, the prompt went on
+    assert "usage_invalid: unknown command 'bogus'" in out  # reported; the prompt went on
 
 
 def test_bundle_with_trust_runs(
