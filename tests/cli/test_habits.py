@@ -100,3 +100,41 @@ def test_quiet_and_verbose_after_the_command_contradict(
             main(args)
         assert raised.value.code == "usage_invalid" and raised.value.exit_code == 2, args
         assert "error usage_invalid" in capsys.readouterr().err
+
+
+# --- 3. test --json ----------------------------------------------------------------------
+
+
+def _timeless(doc: object) -> object:
+    """A JSON document without its timings (`seconds`), to compare two runs."""
+    if isinstance(doc, dict):
+        return {k: _timeless(v) for k, v in doc.items() if k != "seconds"}
+    if isinstance(doc, list):
+        return [_timeless(v) for v in doc]
+    return doc
+
+
+@pytest.fixture(scope="module")
+def focus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    project = tmp_path_factory.mktemp("habits") / "focus"
+    init_project(project, template="pomodoro")
+    return project
+
+
+def test_test_json_is_format_json(focus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["test", str(focus), "-k", "happy"]
+    code, by_format, _ = run_cli([*args, "--format", "json"], capsys)
+    assert code == 0
+    code, by_flag, _ = run_cli([*args, "--json"], capsys)
+    assert code == 0
+    assert _timeless(json.loads(by_flag)) == _timeless(json.loads(by_format))
+    code, both, _ = run_cli([*args, "--json", "--format", "json"], capsys)
+    assert code == 0 and _timeless(json.loads(both)) == _timeless(json.loads(by_format))
+
+
+@pytest.mark.parametrize("other", ["text", "github"])
+def test_test_json_with_another_format_is_usage_invalid(
+    focus: Path, other: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(["test", str(focus), "--json", "--format", other], capsys)
+    assert code == 2 and json.loads(out)["error"]["code"] == "usage_invalid"
