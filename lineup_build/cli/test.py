@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
             )
         report = run_suite(cases, sandbox=sandbox)
         if junit is not None:
-            junit.write_text(junit_xml(report), "utf-8")
+            junit.write_text(junit_xml(report, root=cwd), "utf-8")
         if output == "json":
             facts = report.to_dict()
             diagnostics = [

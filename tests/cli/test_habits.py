@@ -6,6 +6,7 @@ README's commands as written."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,244 @@ def test_test_json_with_another_format_is_usage_invalid(
 ) -> None:
     code, out, _ = run_cli(["test", str(focus), "--json", "--format", other], capsys)
     assert code == 2 and json.loads(out)["error"]["code"] == "usage_invalid"
+
+
+# --- 4. [tool.lineup] in pyproject.toml --------------------------------------------------
+
+
+def _to_pyproject(project: Path) -> str:
+    """Move `project`'s `lineup.toml` into a `pyproject.toml` as `[tool.lineup.app]`; the
+    pyproject's text (a `[project]` table first, so the lines move)."""
+    config = (project / "lineup.toml").read_text("utf-8")
+    (project / "lineup.toml").unlink()
+    text = '[project]\nname = "demo"\nversion = "0"\n\n' + config.replace(
+        "[app", "[tool.lineup.app"
+    )
+    (project / "pyproject.toml").write_text(text, "utf-8")
+    return text
+
+
+@pytest.fixture()
+def py_project(tmp_path: Path) -> Path:
+    project = tmp_path / "my-todo"
+    init_project(project, template="todo")
+    _to_pyproject(project)
+    return project
+
+
+def test_check_and_build_find_tool_lineup_upward(
+    py_project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(py_project / "surface")  # found upward, as lineup.toml is
+    code, out, err = run_cli(["check", "--strict", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0, out + err
+    assert [p["path"] for p in doc["projects"]] == [str(py_project)]
+    code, out, err = run_cli(["build", "--dev-key", "--json"], capsys)
+    assert code == 0, out + err
+    assert Path(json.loads(out)["bundle"]).name == "my_todo-1.0.0.lineup"
+
+
+def test_a_pyproject_without_tool_lineup_is_not_a_project(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "my-todo"
+    init_project(project, template="todo")
+    (project / "pkg").mkdir()
+    (project / "pkg" / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.ruff]\n')
+    monkeypatch.chdir(project / "pkg")  # passes the plain pyproject.toml, finds lineup.toml
+    code, out, _ = run_cli(["check", "--json"], capsys)
+    assert code == 0 and json.loads(out)["projects"][0]["path"] == str(project)
+
+
+def test_errors_in_tool_lineup_point_at_pyproject_lines(
+    py_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (py_project / "pyproject.toml").read_text("utf-8")
+    text = text.replace('version = "1.0.0"', 'version = "one"')
+    (py_project / "pyproject.toml").write_text(text, "utf-8")
+    line = text.splitlines().index('version = "one"') + 1
+    assert line > 4  # below the [project] table: a lineup.toml line would differ
+    code, out, _ = run_cli(["check", str(py_project), "--json"], capsys)
+    (diag,) = json.loads(out)["diagnostics"]
+    assert code == 1 and diag["code"] == "config_invalid"
+    assert (diag["file"], diag["line"]) == ("pyproject.toml", line)
+    assert "tool.lineup.app.version" in diag["message"]
+    (py_project / "pyproject.toml").write_text(text + "\n[tool.lineup.app\n", "utf-8")
+    code, out, _ = run_cli(["check", str(py_project), "--json"], capsys)
+    (diag,) = json.loads(out)["diagnostics"]
+    assert code == 1 and diag["code"] == "config_invalid" and diag["file"] == "pyproject.toml"
+    assert diag["line"] == len(text.splitlines()) + 2
+
+
+def test_lineup_toml_wins_over_tool_lineup_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = tmp_path / "my-todo"
+    init_project(project, template="todo")
+    config = (project / "lineup.toml").read_text("utf-8")
+    shadowed = config.replace("[app", "[tool.lineup.app").replace('"1.0.0"', '"9.0.0"')
+    (project / "pyproject.toml").write_text(shadowed, "utf-8")
+    code, out, _ = run_cli(["check", str(project), "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and [d["code"] for d in doc["diagnostics"]] == ["config_shadowed"]
+    (warning,) = doc["diagnostics"]
+    assert warning["severity"] == "warning" and warning["file"] == "pyproject.toml"
+    code, out, _ = run_cli(["build", str(project), "--dev-key", "--json"], capsys)
+    assert code == 0 and Path(json.loads(out)["bundle"]).name == "my_todo-1.0.0.lineup"
+    code, _, err = run_cli(["check", str(project)], capsys)
+    assert code == 0 and "config_shadowed" in err + _
+
+
+def test_config_shadowed_is_a_documented_code() -> None:
+    import re
+
+    from lineup_sdk.codes import CODES
+
+    assert "config_shadowed" in CODES
+    readme = (REPO / "README.md").read_text("utf-8")
+    assert re.search(r"^\| `config_shadowed` \| .+ \| .+ \|$", readme, re.MULTILINE)
+
+
+def test_test_and_verify_source_read_tool_lineup(
+    py_project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(py_project)
+    code, out, err = run_cli(["test", "--json"], capsys)
+    assert code == 0 and json.loads(out)["scenarios"], out + err
+    code, out, _ = run_cli(["build", "--dev-key", "--json"], capsys)
+    bundle = json.loads(out)["bundle"]
+    assert (
+        run_cli(["trust", "add", ".lineup/dev-key.pub.pem", "--scope", "my_todo"], capsys)[0] == 0
+    )
+    code, out, err = run_cli(["verify", bundle, "--source", ".", "--json"], capsys)
+    assert code == 0 and json.loads(out)["ok"], out + err
+    tools = py_project / "my_todo_app" / "tools.py"
+    tools.write_text(tools.read_text("utf-8") + "\n# changed\n", "utf-8")
+    code, out, _ = run_cli(["verify", bundle, "--source", ".", "--json"], capsys)
+    assert code == 1 and "stale_bundle" in out
+
+
+# --- 5. completion of --template ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ("lineup init demo --template ", ["blank", "pomodoro", "todo"]),
+        ("lineup init demo -t po", ["pomodoro"]),
+        ("lineup init demo --template t", ["todo"]),
+    ],
+    ids=["all", "short-option-prefix", "prefix"],
+)
+def test_template_values_complete_in_bash(tmp_path: Path, words: str, expected: list[str]) -> None:
+    """As bash asks (the script `lineup --install-completion` installs sets these)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "_LINEUP_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split(" ")) - 1),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "from lineup_build.cli import main; main()"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == expected
+
+
+# --- 7. JUnit file attributes ------------------------------------------------------------
+
+
+def test_junit_files_are_relative_to_the_working_folder(
+    focus: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from xml.etree import ElementTree as ET
+
+    monkeypatch.chdir(focus.parent)
+    code, _, _ = run_cli(["test", "focus", "-k", "happy", "--junit", "report.xml"], capsys)
+    assert code == 0
+    (case,) = ET.parse(focus.parent / "report.xml").getroot().iter("testcase")
+    assert case.get("file") == "focus/scenarios/happy.toml"
+    monkeypatch.chdir(tmp_path)  # the project lies outside the working folder: absolute
+    code, _, _ = run_cli(["test", str(focus), "-k", "happy", "--junit", "out.xml"], capsys)
+    assert code == 0
+    (case,) = ET.parse(tmp_path / "out.xml").getroot().iter("testcase")
+    assert case.get("file") == (focus / "scenarios" / "happy.toml").resolve().as_posix()
+
+
+# --- 10. init run again ------------------------------------------------------------------
+
+
+def _readme_main_job() -> str:
+    """The README's main-job command chain from `lineup init` on (the venv and install
+    steps before it are what this test process already is)."""
+    import re
+
+    readme = (REPO / "README.md").read_text("utf-8")
+    block = re.search(r"\*\*Run the main job.*?```bash\n(.*?)\n```", readme, re.DOTALL)
+    assert block is not None
+    chain = block.group(1).strip()
+    assert " && lineup init " in chain
+    return "lineup init " + chain.split(" && lineup init ", 1)[1]
+
+
+def _shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`command` in bash, with this interpreter's `lineup` first on PATH."""
+    import os
+    import sys
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("LINEUP_TRUST_STORE", None)
+    return subprocess.run(
+        ["bash", "-c", f"set -euo pipefail; {command}"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_the_main_job_runs_twice(tmp_path: Path) -> None:
+    chain = _readme_main_job()
+    first = _shell(chain, tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = _shell(chain, tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "already initialised, nothing written" in second.stderr
+    assert second.stdout.count("\n") >= 1  # the scenario played again
+
+
+def test_init_still_refuses_a_changed_or_foreign_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["init", str(tmp_path / "focus"), "--template", "pomodoro"]
+    assert run_cli(args, capsys)[0] == 0
+    code, out, err = run_cli(args, capsys)
+    assert code == 0 and out == "" and "already initialised, nothing written" in err
+    code, out, _ = run_cli([*args, "--json"], capsys)
+    assert code == 0 and json.loads(out)["written"] is False
+    readme = tmp_path / "focus" / "README.md"
+    readme.write_text(readme.read_text("utf-8") + "my notes\n", "utf-8")  # changed
+    code, out, _ = run_cli([*args, "--json"], capsys)
+    assert code == 1 and json.loads(out)["error"]["code"] == "init_target_not_empty"
+    other = ["init", str(tmp_path / "focus"), "--template", "todo", "--json"]
+    code, out, _ = run_cli(other, capsys)  # another template's output is not this one's
+    assert code == 1 and json.loads(out)["error"]["code"] == "init_target_not_empty"
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("x")
+    code, out, _ = run_cli(["init", str(tmp_path / "mine"), "--json"], capsys)
+    assert code == 1 and json.loads(out)["error"]["code"] == "init_target_not_empty"
