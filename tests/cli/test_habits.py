@@ -380,3 +380,124 @@ def test_init_still_refuses_a_changed_or_foreign_folder(
     (tmp_path / "mine" / "notes.txt").write_text("x")
     code, out, _ = run_cli(["init", str(tmp_path / "mine"), "--json"], capsys)
     assert code == 1 and json.loads(out)["error"]["code"] == "init_target_not_empty"
+
+
+# --- 6. diff --format github: file= and line= --------------------------------------------
+
+
+def _tighter(project: Path, to: Path, version: str) -> Path:
+    """A copy of the todo project `project` with `todo.add`'s title limit lowered."""
+    import shutil
+
+    shutil.copytree(project, to)
+    toml = to / "lineup.toml"
+    toml.write_text(toml.read_text().replace('version = "1.0.0"', f'version = "{version}"'))
+    tools = to / "my_todo_app" / "tools.py"
+    tools.write_text(tools.read_text().replace("max_length=200", "max_length=100"))
+    return to
+
+
+def _annotations(out: str) -> list[dict[str, str]]:
+    """The `::level file=...,line=...,title=...::` commands of `out`, as their properties."""
+    found = []
+    for line in out.splitlines():
+        if line.startswith("::"):
+            level, _, rest = line[2:].partition(" ")
+            props = rest.split("::", 1)[0]
+            found.append({"level": level, **dict(p.split("=", 1) for p in props.split(","))})
+    return found
+
+
+def test_diff_github_annotations_point_at_the_declaration(
+    todo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    shutil.copytree(todo, tmp_path / "old")
+    _tighter(todo, tmp_path / "new", "1.1.0")
+    tools = (tmp_path / "new" / "my_todo_app" / "tools.py").read_text().splitlines()
+    declared = next(i for i, text in enumerate(tools, 1) if "max_length=100" in text)
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(["diff", "old", "new", "--format", "github"], capsys)
+    assert code == 1
+    first, *_, verdict = _annotations(out)
+    assert first["file"] == "new/my_todo_app/tools.py"
+    assert 1 <= int(first["line"]) <= declared  # the tool's decorator, above its parameter
+    assert "def add" in "\n".join(tools[int(first["line"]) - 1 : declared + 3])
+    assert (verdict["level"], verdict["file"], verdict["line"]) == ("error", "new/lineup.toml", "1")
+
+
+def test_diff_github_annotations_of_bundles_name_the_bundle_at_line_1(
+    todo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new = _tighter(todo, tmp_path / "new", "1.1.0")
+    monkeypatch.chdir(tmp_path)
+    for folder in (todo, new):
+        assert (
+            run_cli(["build", str(folder), "--dev-key", "--out", "dist", "--json"], capsys)[0] == 0
+        )
+    code, out, _ = run_cli(
+        ["diff", str(todo), "dist/my_todo-1.1.0.lineup", "--format", "github"], capsys
+    )
+    assert code == 1
+    found = _annotations(out)
+    assert found and all(
+        (a["file"], a["line"]) == ("dist/my_todo-1.1.0.lineup", "1") for a in found
+    )
+
+
+# --- 9. diff --trust ---------------------------------------------------------------------
+
+
+@pytest.fixture()
+def signed(todo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Path]:
+    """Bundles 1.0.0 and 1.1.0 signed by one release key; a store trusting it, another not."""
+    from lineup_build.signing import write_keypair
+
+    new = _tighter(todo, tmp_path / "new", "2.0.0")
+    priv, pub, _ = write_keypair(tmp_path / "keys")
+    _, other_pub, _ = write_keypair(tmp_path / "other")
+    out: dict[str, Path] = {}
+    for name, folder in (("old", todo), ("new", new)):
+        args = ["build", str(folder), "--key", str(priv), "--out", str(tmp_path / name), "--json"]
+        code, doc, _ = run_cli(args, capsys)
+        assert code == 0
+        out[name] = Path(json.loads(doc)["bundle"])
+    for name, key in (("trusted", pub), ("untrusted", other_pub)):
+        store = tmp_path / f"{name}.toml"
+        args = ["trust", "add", str(key), "--scope", "my_todo", "--trust", str(store)]
+        assert run_cli(args, capsys)[0] == 0
+        out[name] = store
+    return out
+
+
+def test_diff_verifies_bundles_against_the_trust_store(
+    signed: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bundles = [str(signed["old"]), str(signed["new"])]
+    code, out, _ = run_cli(["diff", *bundles, "--trust", str(signed["trusted"]), "--json"], capsys)
+    assert code == 0 and json.loads(out)["ok"]
+    code, out, _ = run_cli(
+        ["diff", *bundles, "--trust", str(signed["untrusted"]), "--json"], capsys
+    )
+    error = json.loads(out)["error"]
+    assert code == 1 and error["code"] == "untrusted_key" and "OLD" in error["message"]
+    code, verified, _ = run_cli(
+        ["verify", bundles[0], "--trust", str(signed["untrusted"]), "--json"], capsys
+    )
+    assert code == 1 and json.loads(verified)["diagnostics"][0]["code"] == error["code"]
+    # the default store, as every command has it: $LINEUP_TRUST_STORE, else ./trust.toml
+    monkeypatch.setenv("LINEUP_TRUST_STORE", str(signed["untrusted"]))
+    code, out, _ = run_cli(["diff", *bundles, "--json"], capsys)
+    assert code == 1 and json.loads(out)["error"]["code"] == "untrusted_key"
+    monkeypatch.delenv("LINEUP_TRUST_STORE")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "trust.toml").write_bytes(signed["untrusted"].read_bytes())
+    code, out, _ = run_cli(["diff", *bundles, "--json"], capsys)
+    assert code == 1 and json.loads(out)["error"]["code"] == "untrusted_key"
+    (tmp_path / "trust.toml").unlink()  # no store at all: compared unverified, as before
+    code, out, _ = run_cli(["diff", *bundles, "--json"], capsys)
+    assert code == 0
