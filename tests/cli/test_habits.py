@@ -6,6 +6,7 @@ README's commands as written."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -501,3 +502,106 @@ def test_diff_verifies_bundles_against_the_trust_store(
     (tmp_path / "trust.toml").unlink()  # no store at all: compared unverified, as before
     code, out, _ = run_cli(["diff", *bundles, "--json"], capsys)
     assert code == 0
+
+
+# --- 8. the pre-commit hook --------------------------------------------------------------
+
+
+def _hook() -> dict[str, str]:
+    """The `lineup-check` hook of `.pre-commit-hooks.yaml` (a list of flat mappings)."""
+    import yaml
+
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text("utf-8"))
+    (hook,) = (h for h in hooks if h["id"] == "lineup-check")
+    return {k: str(v).lower() if isinstance(v, bool) else v for k, v in hook.items()}
+
+
+def test_the_pre_commit_hook_prints_each_problem_once(tmp_path: Path) -> None:
+    """As pre-commit runs a hook: the matching files split over parallel processes (as
+    many as CPUs, at least 2 here) unless `require_serial` — then one process gets all."""
+    import re
+    import shlex
+    import sys
+
+    hook = _hook()
+    assert hook["require_serial"] == "true"
+    project = tmp_path / "demo"
+    init_project(project, template="todo")
+    tools = project / "demo_app" / "tools.py"
+    tools.write_text(tools.read_text().replace('    """Mark one item as done."""\n', ""))
+    pattern = re.compile(hook["files"])
+    files = sorted(
+        p.relative_to(tmp_path).as_posix()
+        for p in project.rglob("*")
+        if p.is_file() and pattern.search(p.relative_to(tmp_path).as_posix())
+    )
+    assert len(files) >= 3
+    jobs = 1 if hook.get("require_serial") == "true" else 2
+    command = [sys.executable, "-c", "from lineup_build.cli import main; main()"]
+    command += shlex.split(hook["entry"])[1:]
+    printed = ""
+    for part in range(jobs):
+        chunk = files[part::jobs]
+        done = subprocess.run(
+            [*command, *chunk], cwd=tmp_path, capture_output=True, text=True, check=False
+        )
+        printed += done.stdout + done.stderr
+    problems = [line for line in printed.splitlines() if "missing_description" in line]
+    assert len(problems) == 1, printed
+
+
+def test_the_generated_pre_commit_config_says_it_needs_lineup_on_path(tmp_path: Path) -> None:
+    for template in ("blank", "todo", "pomodoro"):
+        project = tmp_path / template
+        init_project(project, template=template)
+        config = (project / ".pre-commit-config.yaml").read_text("utf-8")
+        assert "language: system" in config and "`lineup` from\n# PATH" in config
+        readme = (project / "README.md").read_text("utf-8")
+        assert "runs the `lineup` on PATH" in readme
+
+
+# --- 11. the READMEs' install and verify lines -------------------------------------------
+
+
+def _bash_blocks(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+
+
+def test_the_template_readme_install_line_installs_pytest(tmp_path: Path) -> None:
+    for template in ("blank", "todo", "pomodoro"):
+        project = tmp_path / template
+        init_project(project, template=template)
+        blocks = _bash_blocks((project / "README.md").read_text("utf-8"))
+        installs = [b for b in blocks if "pip install" in b]
+        runs_pytest = [b for b in blocks if re.search(r"^pytest\b", b, re.MULTILINE)]
+        assert installs and runs_pytest, template
+        (install,) = installs
+        assert re.search(r"pip install \"lineup-sdk==[^\"]+\" pytest$", install.strip()), install
+        assert blocks.index(install) < blocks.index(runs_pytest[0])
+
+
+def test_the_readme_verifies_a_dev_key_build_as_written(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text("utf-8")
+    (block,) = (b for b in _bash_blocks(readme) if "dev-key.pub.pem" in b)
+    done = _shell(" && ".join(b for b in block.strip().splitlines()), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verified" in done.stdout
+
+
+# --- 12. .ci/run says what it installs ---------------------------------------------------
+
+
+def test_ci_run_echoes_before_each_install_step() -> None:
+    lines = [
+        line.strip()
+        for line in (REPO / ".ci" / "run").read_text("utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    installs = [
+        i for i, line in enumerate(lines) if re.search(r"\b(pip|npm) install\b|-m venv\b", line)
+    ]
+    assert len(installs) >= 3
+    for i in installs:
+        assert lines[i - 1].startswith("echo "), lines[i]
