@@ -99,7 +99,8 @@ CODES: dict[str, tuple[str, str]] = {
         "Keep the project in one place: delete lineup.toml or the [tool.lineup] table.",
     ),
     "init_target_not_empty": (
-        "`lineup init` target folder exists and is not empty.",
+        "`lineup init` target folder exists, is not empty, and does not hold exactly what "
+        "that init generates (an unchanged generated project is left as it is).",
         "Choose a new folder name or empty the folder first.",
     ),
     "template_unknown": (
