@@ -198,7 +198,7 @@ def check_project(
             Diagnostic(
                 "config_invalid",
                 f"the registry's app_scope {registry['app_scope']!r} differs from "
-                f"lineup.toml's scope {config.scope!r}",
+                f"{config.source}'s scope {config.scope!r}",
                 where=Where(loc["file"], loc["line"]) if loc else None,
                 related=(config.where("scope"),),
                 hint="use the same scope in both places",

@@ -1,4 +1,5 @@
-"""`lineup.toml`: load and validate the MiniApp project file."""
+"""The MiniApp project file: `lineup.toml`, or the `[tool.lineup]` table of `pyproject.toml`
+(SPEC 13.1) — one loader and one set of rules for both."""
 
 from __future__ import annotations
 
@@ -12,9 +13,22 @@ from lineup_build.diagnostics import Diagnostic, Where
 from lineup_build.fsutil import TomlTooDeep, parse_toml, read_regular
 from lineup_sdk.errors import LineupError
 
-__all__ = ["CONFIG_NAME", "MAX_CONFIG_BYTES", "ProjectConfig", "load_config"]
+__all__ = [
+    "CONFIG_NAME",
+    "MAX_CONFIG_BYTES",
+    "PYPROJECT_NAME",
+    "ProjectConfig",
+    "config_file",
+    "is_project",
+    "load_config",
+]
 
 CONFIG_NAME = "lineup.toml"
+PYPROJECT_NAME = "pyproject.toml"
+#: Where the `lineup.toml` document sits inside `pyproject.toml`.
+_TOOL_TABLE = ("tool", "lineup")
+_TOOL_PREFIX = "tool.lineup"
+_TOOL_HEADER = re.compile(r"^\s*\[\s*tool\s*\.\s*lineup\s*[\].]", re.MULTILINE)
 #: The largest `lineup.toml` read (SPEC 12).
 MAX_CONFIG_BYTES = 1024 * 1024
 _SCOPE = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -46,10 +60,12 @@ class ProjectConfig:
     dependencies: tuple[str, ...]
     permissions: tuple[str, ...] = ()
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
+    #: The file the config was read from: `lineup.toml` or `pyproject.toml`.
+    source: str = field(default=CONFIG_NAME, compare=False, hash=False)
 
     def where(self, key: str) -> Where:
-        """The `lineup.toml` location of `app.<key>` (the file alone if unknown)."""
-        return Where(CONFIG_NAME, self.lines.get(f"app.{key}"))
+        """The location of `app.<key>` in the config file (the file alone if unknown)."""
+        return Where(self.source, self.lines.get(f"app.{key}"))
 
 
 _TABLE = re.compile(r"\[\s*([A-Za-z0-9_.\-]+)\s*\]")
@@ -79,22 +95,75 @@ def is_semver(version: str) -> bool:
     return bool(_SEMVER.match(version))
 
 
+def _has_tool_table(path: Path) -> bool:
+    """Whether `path` is a `pyproject.toml` with a `[tool.lineup]` table (a file that does
+    not parse counts when its text has such a header, so its problem gets reported)."""
+    try:
+        text = read_regular(
+            path, limit=MAX_CONFIG_BYTES, code="config_invalid", what=PYPROJECT_NAME
+        ).decode("utf-8")
+    except (LineupError, UnicodeDecodeError):
+        return False
+    try:
+        doc: Any = parse_toml(text)
+    except (tomllib.TOMLDecodeError, TomlTooDeep):
+        return bool(_TOOL_HEADER.search(text))
+    for key in _TOOL_TABLE:
+        doc = doc.get(key) if isinstance(doc, dict) else None
+    return isinstance(doc, dict)
+
+
+def config_file(root: Path) -> Path | None:
+    """The file `root`'s project config is read from: `lineup.toml` when it exists, else a
+    `pyproject.toml` with a `[tool.lineup]` table; None when `root` holds neither."""
+    if (root / CONFIG_NAME).is_file():
+        return root / CONFIG_NAME
+    pyproject = root / PYPROJECT_NAME
+    if pyproject.is_file() and _has_tool_table(pyproject):
+        return pyproject
+    return None
+
+
+def is_project(folder: Path) -> bool:
+    """Whether `folder` is a MiniApp project (holds `lineup.toml` or `[tool.lineup]`)."""
+    return config_file(folder) is not None
+
+
 def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
-    """Read `root/lineup.toml`; return the config, or None and every problem found."""
-    path = root / CONFIG_NAME
+    """Read `root/lineup.toml`, else the `[tool.lineup]` table of `root/pyproject.toml`;
+    return the config, or None and every problem found (each at its line in that file).
+
+    When both exist `lineup.toml` wins, with a `config_shadowed` warning."""
+    chosen = config_file(root)
+    path = chosen or root / CONFIG_NAME
+    name = path.name
+    in_pyproject = name == PYPROJECT_NAME
     lines: dict[str, int] = {}
+    notes: list[Diagnostic] = []
+    shadowed = root / PYPROJECT_NAME
+    if not in_pyproject and shadowed.is_file() and _has_tool_table(shadowed):
+        notes.append(
+            Diagnostic(
+                "config_shadowed",
+                f"{CONFIG_NAME} is read; the [tool.lineup] table of {PYPROJECT_NAME} is ignored",
+                severity="warning",
+                where=Where(PYPROJECT_NAME, None),
+                hint=f"keep the project in one place: delete {CONFIG_NAME} or the "
+                "[tool.lineup] table",
+            )
+        )
 
     def bad(message: str, hint: str | None = None, *, key: str | None = None) -> Diagnostic:
-        where = Where(CONFIG_NAME, lines.get(key or "", lines.get("app")))
+        where = Where(name, lines.get(key or "", lines.get("app")))
         return Diagnostic("config_invalid", message, where=where, hint=hint)
 
     try:
-        raw = read_regular(path, limit=MAX_CONFIG_BYTES, code="config_invalid", what=CONFIG_NAME)
+        raw = read_regular(path, limit=MAX_CONFIG_BYTES, code="config_invalid", what=name)
     except LineupError as exc:
         if isinstance(exc.details, dict) and exc.details.get("reason") == "missing":
             return None, [
                 bad(
-                    f"no {CONFIG_NAME} in {root}",
+                    f"no {CONFIG_NAME} (or {PYPROJECT_NAME} with a [tool.lineup] table) in {root}",
                     "run `lineup init NAME --template todo`, or pass the project folder",
                 )
             ]
@@ -103,34 +172,64 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
         text = raw.decode("utf-8")
         doc = parse_toml(text)
     except UnicodeDecodeError as exc:
-        return None, [bad(f"{CONFIG_NAME} is not UTF-8: {exc}")]
+        return None, [bad(f"{name} is not UTF-8: {exc}")]
     except TomlTooDeep as exc:
-        return None, [bad(f"{CONFIG_NAME} is {exc}", "flatten the tables and arrays")]
+        return None, [bad(f"{name} is {exc}", "flatten the tables and arrays")]
     except tomllib.TOMLDecodeError as exc:
         m = _TOML_LINE.search(str(exc))
         return None, [
             Diagnostic(
                 "config_invalid",
-                f"{CONFIG_NAME} is not valid TOML: {exc}",
-                where=Where(CONFIG_NAME, int(m.group(1)) if m else None),
+                f"{name} is not valid TOML: {exc}",
+                where=Where(name, int(m.group(1)) if m else None),
             )
         ]
-    lines.update(key_lines(text))
+    found = key_lines(text)
+    if in_pyproject:
+        doc = doc["tool"]["lineup"]
+        lines.update(
+            {
+                key.removeprefix(f"{_TOOL_PREFIX}."): line
+                for key, line in found.items()
+                if key.startswith(f"{_TOOL_PREFIX}.")
+            }
+        )
+        if "app" not in lines and _TOOL_PREFIX in found:
+            lines["app"] = found[_TOOL_PREFIX]
+        return _validate(root, doc, lines, bad, table=f"{_TOOL_PREFIX}.")
+    lines.update(found)
+    config, problems = _validate(root, doc, lines, bad, table="")
+    return config, notes + problems
+
+
+def _validate(
+    root: Path,
+    doc: dict[str, Any],
+    lines: dict[str, int],
+    bad: Any,
+    *,
+    table: str,
+) -> tuple[ProjectConfig | None, list[Diagnostic]]:
+    """The `[app]` table of a project document (`table` is how messages name its parent:
+    `""` in `lineup.toml`, `"tool.lineup."` in `pyproject.toml`)."""
+    source = PYPROJECT_NAME if table else CONFIG_NAME
     app = doc.get("app")
     if not isinstance(app, dict):
         return None, [
             bad(
-                "missing [app] table",
+                f"missing [{table}app] table",
                 "add an [app] table with scope, name, version, entry, include",
             )
         ]
     problems: list[Diagnostic] = []
     for key in sorted(set(doc) - {"app"}):
-        problems.append(bad(f"unknown table or key {key!r}", "only [app] is read", key=key))
+        problems.append(
+            bad(f"unknown table or key {table}{key}", f"only [{table}app] is read", key=key)
+        )
     for key in sorted(set(app) - _KNOWN):
         problems.append(
             bad(
-                f"unknown key app.{key}",
+                f"unknown key {table}app.{key}",
                 f"known keys: {', '.join(sorted(_KNOWN))}",
                 key=f"app.{key}",
             )
@@ -138,11 +237,11 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
 
     def check_field(key: str, check: Any, hint: str) -> Any:
         if key not in app:
-            problems.append(bad(f"app.{key} is missing", hint))
+            problems.append(bad(f"{table}app.{key} is missing", hint))
             return None
         value = app[key]
         if not check(value):
-            problems.append(bad(f"app.{key} = {value!r} is invalid", hint, key=f"app.{key}"))
+            problems.append(bad(f"{table}app.{key} = {value!r} is invalid", hint, key=f"app.{key}"))
             return None
         return value
 
@@ -177,7 +276,7 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
     if dep_problem is not None:
         problems.append(
             bad(
-                f"app.dependencies = {deps_raw!r} is invalid: {dep_problem}",
+                f"{table}app.dependencies = {deps_raw!r} is invalid: {dep_problem}",
                 'a list of requirement strings (PEP 508), e.g. dependencies = ["httpx>=0.27", '
                 "'tomli>=2; python_version < \"3.11\"']",
                 key="app.dependencies",
@@ -191,7 +290,7 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
     ):
         problems.append(
             bad(
-                f"[app.permissions] = {perms_raw!r} is invalid",
+                f"[{table}app.permissions] = {perms_raw!r} is invalid",
                 "a table of permissions set to true or false; known: "
                 + ", ".join(_PERMISSIONS)
                 + " (e.g. network = true)",
@@ -213,6 +312,7 @@ def load_config(root: Path) -> tuple[ProjectConfig | None, list[Diagnostic]]:
             dependencies=deps,
             permissions=perms,
             lines=lines,
+            source=source,
         ),
         [],
     )

@@ -44,12 +44,13 @@ def derive_scope(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class InitResult:
-    """The created project."""
+    """The created project (`written` is False when the folder held it already)."""
 
     root: Path
     template: str
     scope: str
     files: list[str]
+    written: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,7 +58,29 @@ class InitResult:
             "template": self.template,
             "scope": self.scope,
             "files": self.files,
+            "written": self.written,
         }
+
+
+def _existing(target: Path) -> dict[str, bytes] | None:
+    """The files of `target` by relative path, leaving out what the toolchain itself
+    writes there (what a build never includes: `.lineup/`, `__pycache__/`, `*.pyc`,
+    `.git/`, the root `dist/`); None when it holds anything but folders and regular files."""
+    from lineup_build.files import _NEVER_DIRS, _ROOT_NEVER
+
+    out: dict[str, bytes] = {}
+    for path in sorted(target.rglob("*")):
+        rel = path.relative_to(target)
+        if rel.parts[0] in _ROOT_NEVER or any(part in _NEVER_DIRS for part in rel.parts):
+            continue
+        if path.is_symlink():
+            return None
+        if path.is_file():
+            if path.suffix != ".pyc":
+                out[rel.as_posix()] = path.read_bytes()
+        elif not path.is_dir():
+            return None
+    return out
 
 
 def init_project(target: Path, *, template: str, scope: str | None = None) -> InitResult:
@@ -65,7 +88,9 @@ def init_project(target: Path, *, template: str, scope: str | None = None) -> In
 
     Only `*.jinja` files are rendered (and lose the suffix); every other file is copied
     byte for byte. A rendered workflow keeps GitHub's own `${{ }}` expressions in
-    `{% raw %}` blocks. The folder must be new or empty.
+    `{% raw %}` blocks. The folder must be new or empty — or hold exactly what this call
+    would write (what the toolchain writes there aside), which is left as it is
+    (`written` False).
 
     Raises:
         LineupError: `template_unknown`, `init_target_not_empty` or `scope_invalid`.
@@ -79,12 +104,6 @@ def init_project(target: Path, *, template: str, scope: str | None = None) -> In
             f"no template {template!r}",
             hint=f"choose one of: {', '.join(names)}",
             exit_code=2,
-        )
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise LineupError(
-            "init_target_not_empty",
-            f"{target} exists and is not empty",
-            hint="choose a new folder name, or empty the folder first",
         )
     if template in _FIXED_SCOPE:
         if scope is not None and scope != _FIXED_SCOPE[template]:
@@ -122,8 +141,7 @@ def init_project(target: Path, *, template: str, scope: str | None = None) -> In
         keep_trailing_newline=True, undefined=jinja2.StrictUndefined, autoescape=False
     )
     source = templates_root() / template
-    written: list[str] = []
-    target.mkdir(parents=True, exist_ok=True)
+    rendered: dict[str, bytes] = {}
     for path in sorted(source.rglob("*")):
         if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
             continue
@@ -132,8 +150,21 @@ def init_project(target: Path, *, template: str, scope: str | None = None) -> In
         if rel.endswith(".jinja"):
             rel = rel.removesuffix(".jinja")
             data = env.from_string(data.decode("utf-8")).render(context).encode("utf-8")
+        rendered[rel] = data
+    files = sorted(rendered)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        # a second run of the same command over its own unchanged output is a no-op
+        if target.is_dir() and _existing(target) == rendered:
+            return InitResult(target, template, scope, files, written=False)
+        raise LineupError(
+            "init_target_not_empty",
+            f"{target} exists and is not empty"
+            + (" (and is not what this template generates)" if target.is_dir() else ""),
+            hint="choose a new folder name, or empty the folder first",
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    for rel in files:
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(data)
-        written.append(rel)
-    return InitResult(target, template, scope, sorted(written))
+        dest.write_bytes(rendered[rel])
+    return InitResult(target, template, scope, files)

@@ -1,21 +1,26 @@
 """Where `lineup diff` and `lineup docs` get a manifest: a bundle file or a project folder.
 
-A bundle is read with the safe reader and every check of `lineup inspect` (no trust store:
-the signature is parsed, not checked); a bundle with any problem is refused, so a
-tampered or hostile file is never compared or documented. A folder is checked and its
+A bundle is read with the safe reader and every check of `lineup inspect` (without a trust
+store the signature is parsed, not checked; with one, every check of `lineup verify`); a
+bundle with any problem is refused, so a tampered or hostile file is never compared or
+documented. A folder is checked and its
 manifest generated exactly as `lineup build` would sign it, with nothing written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lineup_sdk.errors import LineupError
 
-__all__ = ["ManifestSource", "load_manifest"]
+if TYPE_CHECKING:
+    from lineup_build.trust import TrustStore
+
+__all__ = ["ManifestSource", "load_manifest", "shown_path"]
 
 _PATH_HINT = "pass a .lineup bundle or a MiniApp project folder (with lineup.toml)"
 
@@ -28,18 +33,38 @@ class ManifestSource:
         path: The bundle file or project folder.
         kind: `bundle` or `project`.
         manifest: The manifest as data.
+        declared: Where each tool is declared (`method` -> `(file, line)`, the file
+            relative to the working folder when inside it): known for a project folder,
+            empty for a bundle (a manifest records no source locations).
+        home: The file to point at for anything else: the bundle, or the project's
+            config file (relative to the working folder when inside it).
     """
 
     path: Path
     kind: str
     manifest: dict[str, Any]
+    declared: dict[str, tuple[str, int]] = field(default_factory=dict)
+    home: str = ""
+
+    def where(self, method: str | None) -> tuple[str, int] | None:
+        """`(file, line)` of `method`'s declaration when known, else None."""
+        return self.declared.get(method) if method else None
 
 
-def _from_bundle(path: Path, role: str) -> ManifestSource:
+def shown_path(path: Path, cwd: Path | None = None) -> str:
+    """`path` relative to the working folder when it lies inside it, else absolute."""
+    here = (cwd or Path.cwd()).resolve()
+    full = path.resolve()
+    with contextlib.suppress(ValueError):
+        return full.relative_to(here).as_posix()
+    return full.as_posix()
+
+
+def _from_bundle(path: Path, role: str, trust: TrustStore | None) -> ManifestSource:
     from lineup_build.verify import check_bundle
 
-    report = check_bundle(path, None)
-    if report.problems or report.manifest is None:
+    report = check_bundle(path, trust)
+    if report.problems or report.manifest is None or (trust is not None and not report.ok):
         first = report.problems[0] if report.problems else None
         code = first.code if first else "bundle_unreadable"
         message = first.message if first else "the manifest could not be read"
@@ -48,9 +73,10 @@ def _from_bundle(path: Path, role: str) -> ManifestSource:
             f"{role} {path}: {message}",
             hint=first.hint if first else None,
             details={"path": str(path), "problems": [p.to_dict() for p in report.problems]},
-            exit_code=2,
+            # verified against a trust store and refused: rejected, as `lineup verify` says
+            exit_code=1 if trust is not None else 2,
         )
-    return ManifestSource(path, "bundle", report.manifest)
+    return ManifestSource(path, "bundle", report.manifest, home=shown_path(path))
 
 
 def _from_project(path: Path, role: str) -> ManifestSource:
@@ -70,19 +96,31 @@ def _from_project(path: Path, role: str) -> ManifestSource:
             details={"path": str(path), "diagnostics": [d.to_dict() for d in errors]},
             exit_code=2,
         )
-    return ManifestSource(path, "project", manifest)
+    declared: dict[str, tuple[str, int]] = {}
+    for tool in check.tools:
+        loc = tool.get("location") or {}
+        if loc.get("file") and loc.get("line"):
+            declared[tool["method"]] = (shown_path(path / loc["file"]), int(loc["line"]))
+    config = check.config.source if check.config is not None else "lineup.toml"
+    return ManifestSource(
+        path, "project", manifest, declared=declared, home=shown_path(path / config)
+    )
 
 
-def load_manifest(path: Path, *, role: str = "input") -> ManifestSource:
+def load_manifest(
+    path: Path, *, role: str = "input", trust: TrustStore | None = None
+) -> ManifestSource:
     """The manifest of a bundle file or a project folder.
 
     Args:
         path: A `.lineup` bundle or a MiniApp project folder (with `lineup.toml`).
         role: How error messages name the input (`OLD`, `NEW`, ...).
+        trust: Verify a bundle against this store first (a project is not signed).
 
     Raises:
         LineupError: `usage_invalid`, the bundle's first problem (`bundle_unreadable`,
-            `manifest_invalid`, ...) or the project's first build error; exit status 2.
+            `manifest_invalid`, ...) or the project's first build error, exit status 2;
+            with `trust`, a bundle that does not verify: its verify code, exit status 1.
     """
     try:
         mode = path.stat().st_mode
@@ -104,4 +142,4 @@ def load_manifest(path: Path, *, role: str = "input") -> ManifestSource:
             details={"path": str(path)},
             exit_code=2,
         )
-    return _from_bundle(path, role)
+    return _from_bundle(path, role, trust)

@@ -45,10 +45,13 @@ class Built(Protocol):
 
 
 def find_project(start: Path) -> Path | None:
-    """The nearest folder at or above `start` that holds a `lineup.toml`."""
+    """The nearest folder at or above `start` that is a MiniApp project: it holds a
+    `lineup.toml` or a `pyproject.toml` with a `[tool.lineup]` table."""
+    from lineup_build.config import is_project
+
     here = start.resolve()
     for folder in (here, *here.parents):
-        if (folder / CONFIG).is_file():
+        if is_project(folder):
             return folder
     return None
 
@@ -72,7 +75,8 @@ class Case:
 def _no_project(path: Path) -> LineupError:
     return LineupError(
         "usage_invalid",
-        f"{path} is not inside a MiniApp project (no {CONFIG} here or above)",
+        f"{path} is not inside a MiniApp project (no {CONFIG}, nor a pyproject.toml with "
+        "[tool.lineup], here or above)",
         hint="run `lineup test` in a project, or name a project folder or scenario file",
         exit_code=2,
     )
@@ -230,8 +234,17 @@ def play_suite(
     return SuiteReport(results, time.monotonic() - started)
 
 
-def junit_xml(report: SuiteReport) -> str:
-    """JUnit XML: one testsuite, one testcase per scenario."""
+def _shown(path: Path, root: Path | None) -> Path:
+    """`path` relative to `root` (the working folder) when it lies inside it, else as is."""
+    if root is not None:
+        with contextlib.suppress(ValueError):  # outside the root: keep it absolute
+            return path.relative_to(root.resolve())
+    return path
+
+
+def junit_xml(report: SuiteReport, *, root: Path | None = None) -> str:
+    """JUnit XML: one testsuite, one testcase per scenario; each `file` relative to `root`
+    (the working folder) when it lies inside it, else absolute."""
     failures = sum(1 for r in report.results if not r.ok and r.error is None)
     errors = sum(1 for r in report.results if r.error is not None)
     suite = ET.Element(
@@ -248,7 +261,7 @@ def junit_xml(report: SuiteReport) -> str:
             "testcase",
             classname=r.case.project.name,
             name=r.case.name,
-            file=str(r.case.path),
+            file=_shown(r.case.path, root).as_posix(),
             time=f"{r.seconds:.3f}",
         )
         if r.ok:
@@ -279,11 +292,7 @@ def github_annotations(report: SuiteReport, *, root: Path | None = None) -> list
     for r in report.results:
         if r.ok:
             continue
-        path = r.case.path
-        if root is not None:
-            with contextlib.suppress(ValueError):  # outside the root: keep it absolute
-                path = path.relative_to(root.resolve())
-        file = _escape_property(path.as_posix())
+        file = _escape_property(_shown(r.case.path, root).as_posix())
         if r.error is not None:
             details = r.error.details if isinstance(r.error.details, list) else []
             first = details[0] if details and isinstance(details[0], dict) else {}

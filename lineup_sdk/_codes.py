@@ -6,7 +6,8 @@ from __future__ import annotations
 CODES: dict[str, tuple[str, str]] = {
     # --- build (SPEC 2) ---
     "config_invalid": (
-        "`lineup.toml` is missing, unparsable, or a field is invalid.",
+        "`lineup.toml` (or `pyproject.toml`'s `[tool.lineup]`) is missing, unparsable, or a "
+        "field is invalid.",
         "Fix the named key in lineup.toml (see the README's lineup.toml section).",
     ),
     "entry_import_failed": (
@@ -92,8 +93,14 @@ CODES: dict[str, tuple[str, str]] = {
         "Warning: a schema is over 64 KiB of canonical JSON.",
         "Simplify the schema; Agents pay for every byte of it.",
     ),
+    "config_shadowed": (
+        "Warning: a project has both `lineup.toml` and a `[tool.lineup]` table in "
+        "`pyproject.toml`; `lineup.toml` is read.",
+        "Keep the project in one place: delete lineup.toml or the [tool.lineup] table.",
+    ),
     "init_target_not_empty": (
-        "`lineup init` target folder exists and is not empty.",
+        "`lineup init` target folder exists, is not empty, and does not hold exactly what "
+        "that init generates (an unchanged generated project is left as it is).",
         "Choose a new folder name or empty the folder first.",
     ),
     "template_unknown": (

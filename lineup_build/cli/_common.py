@@ -1,5 +1,5 @@
 """What every `lineup` command shares, with the standard library only: the trust-store
-default (SPEC 12), finding `lineup.toml` upward, the global output level, and the one
+default (SPEC 12), finding the project upward, the global output level, and the one
 JSON envelope. The typer app and the `verify` fast path (`_fast`) both use it."""
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ __all__ = [
 JSON_SCHEMA_VERSION = 1
 TRUST_ENV = "LINEUP_TRUST_STORE"
 TRUST_FILE = "trust.toml"
-CONFIG_FILE = "lineup.toml"
 TRUST_HELP = f"Trust store file (TOML; default: ${TRUST_ENV}, else ./{TRUST_FILE} if it exists)."
 
 
@@ -80,20 +79,22 @@ def trust_for_writing(given: Path | None) -> Path:
 
 
 def find_project(start: Path | None = None) -> Path:
-    """The folder holding `lineup.toml`: `start` (default: the working folder) or the
-    nearest parent that has one; `start` itself when none does (the build then reports
-    `config_invalid` for it)."""
+    """The project folder: `start` (default: the working folder) or the nearest parent
+    holding `lineup.toml` or a `pyproject.toml` with `[tool.lineup]` (SPEC 13.1); `start`
+    itself when none does (the build then reports `config_invalid` for it)."""
+    from lineup_build.config import is_project
+
     here = (start or Path.cwd()).absolute()
     for folder in (here, *here.parents):
-        if (folder / CONFIG_FILE).is_file():
+        if is_project(folder):
             return folder
     return here
 
 
 def projects_for(paths: list[Path]) -> list[Path]:
     """Each project that holds one of `paths` (folders or files), once, in first-seen
-    order: a folder with `lineup.toml` is itself a project; anything else belongs to the
-    nearest parent with one."""
+    order: a project folder is itself a project; anything else belongs to the nearest
+    parent that is one (`find_project`)."""
     out: list[Path] = []
     for p in paths:
         start = p if p.is_dir() else p.absolute().parent

@@ -8,6 +8,7 @@ annotation line.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 __all__ = ["github", "inert", "text"]
@@ -64,10 +65,23 @@ def _prop(value: str) -> str:
     return _data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def github(report: Any, out: TextIO | None = None) -> None:
+def github(
+    report: Any,
+    out: TextIO | None = None,
+    *,
+    locate: Callable[[Any], tuple[str, int]] | None = None,
+) -> None:
     """Workflow commands: `::error` for a breaking change that fails the gate,
-    `::warning` for one a major bump allows, `::notice` for a compatible change."""
+    `::warning` for one a major bump allows, `::notice` for a compatible change; each at
+    `file=`/`line=` when `locate` says (given a change, or None for the verdict)."""
     out = out or sys.stdout
+
+    def at(change: Any) -> str:
+        if locate is None:
+            return ""
+        file, line = locate(change)
+        return f"file={_prop(inert(file))},line={line},"
+
     for c in report.changes:
         subject = c.tool or f"app {report.scope}"
         if c.breaking and not report.ok:
@@ -78,8 +92,8 @@ def github(report: Any, out: TextIO | None = None) -> None:
             level, title = "notice", f"Change in {subject}"
         where = _where(c)
         body = f"{where}: {c.kind}: {c.message}" if where else f"{c.kind}: {c.message}"
-        out.write(f"::{level} title={_prop(inert(title))}::{_data(inert(body))}\n")
+        out.write(f"::{level} {at(c)}title={_prop(inert(title))}::{_data(inert(body))}\n")
     out.write(_summary(report) + "\n")
     verdict = report.verdict()
     if verdict is not None:
-        out.write(f"::error title=lineup diff::{_data(inert(verdict.message))}\n")
+        out.write(f"::error {at(None)}title=lineup diff::{_data(inert(verdict.message))}\n")

@@ -58,7 +58,8 @@ def _spellings(table: dict[str, Opt]) -> dict[str, tuple[str, Opt]]:
 
 def parse_verify(args: list[str]) -> tuple[dict[str, bool], dict[str, Any]] | None:
     """`(global flags, verify arguments)` for a plainly spelled `[-v|-q] verify BUNDLE
-    [options]`, or None for anything else (typer then parses it and reports usage)."""
+    [options]` (the global flags also among the options), or None for anything else
+    (typer then parses it and reports usage)."""
     flags = _spellings(GLOBAL_FLAGS)
     glob = {name: False for name in GLOBAL_FLAGS}
     i = 0
@@ -76,7 +77,9 @@ def parse_verify(args: list[str]) -> tuple[dict[str, bool], dict[str, Any]] | No
     while j < len(rest):
         arg = rest[j]
         name_value = arg.split("=", 1) if arg.startswith("--") and "=" in arg else [arg]
-        if name_value[0] in spell:
+        if arg in flags:
+            glob[flags[arg][0]] = True
+        elif name_value[0] in spell:
             name, opt = spell[name_value[0]]
             if name in seen:
                 return None
@@ -97,7 +100,7 @@ def parse_verify(args: list[str]) -> tuple[dict[str, bool], dict[str, Any]] | No
         else:
             bundle = arg
         j += 1
-    if bundle is None:
+    if bundle is None or all(glob.values()):  # -v with -q: typer reports the contradiction
         return None
     for name in ("trust", "source"):
         if values[name] is not None:

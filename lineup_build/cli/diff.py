@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+from lineup_build.cli._common import TRUST_HELP, trust_store_path
 
 __all__ = ["register"]
 
@@ -34,14 +36,24 @@ def diff(
     fmt: Annotated[
         Format, typer.Option("--format", help="text, or github for workflow annotations.")
     ] = Format.text,
+    trust: Annotated[
+        Path | None,
+        typer.Option("--trust", help=f"{TRUST_HELP} Bundles are verified against it first."),
+    ] = None,
 ) -> None:
     """Compare two releases as Agents meet them; exit 1 on a breaking change without a
     major version bump."""
     from lineup_build.diff import diff_manifests
     from lineup_build.sources import load_manifest
 
-    before = load_manifest(old, role="OLD")
-    after = load_manifest(new, role="NEW")
+    store_path = trust_store_path(trust.absolute() if trust else None, required=False)
+    store = None
+    if store_path is not None:
+        from lineup_build.trust import TrustStore
+
+        store = TrustStore.load(store_path)
+    before = load_manifest(old, role="OLD", trust=store)
+    after = load_manifest(new, role="NEW", trust=store)
     report = diff_manifests(
         before.manifest, after.manifest, old_source=str(old), new_source=str(new)
     )
@@ -54,7 +66,19 @@ def diff(
     else:
         from lineup_build.cli import _diff_render
 
-        (_diff_render.github if fmt is Format.github else _diff_render.text)(report)
+        if fmt is Format.github:
+
+            def locate(change: Any) -> tuple[str, int]:
+                """The changed tool's declaration in NEW (in OLD for a removed tool) when
+                that side is a project folder; else NEW's bundle or config file, line 1
+                (a manifest records no source locations)."""
+                tool = getattr(change, "tool", None)
+                in_new = any(t.get("method") == tool for t in after.manifest.get("tools", []))
+                return (after if in_new else before).where(tool) or (after.home, 1)
+
+            _diff_render.github(report, locate=locate)
+        else:
+            _diff_render.text(report)
     raise typer.Exit(0 if report.ok else 1)
 
 

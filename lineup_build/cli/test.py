@@ -30,8 +30,10 @@ def register(app: typer.Typer) -> None:
             Path | None, typer.Option(help="Write JUnit XML here (one testcase per scenario).")
         ] = None,
         output: Annotated[
-            str, typer.Option("--format", help="text, json or github (workflow annotations).")
-        ] = "text",
+            str | None,
+            typer.Option("--format", help="text, json or github (workflow annotations)."),
+        ] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
         keyword: Annotated[
             str | None,
             typer.Option("-k", help="Only scenarios whose name contains this (or matches it)."),
@@ -45,10 +47,18 @@ def register(app: typer.Typer) -> None:
         from lineup_runtime_lite.suite import collect_cases, github_annotations, junit_xml
         from lineup_sdk.sandbox import check_mode
 
-        if output not in ("text", "json", "github"):
+        if output not in (None, "text", "json", "github"):
             raise LineupError(
                 "usage_invalid", f"--format {output!r} must be text, json or github", exit_code=2
             )
+        if as_json and output not in (None, "json"):
+            raise LineupError(
+                "usage_invalid",
+                f"--json and --format {output} contradict each other",
+                hint="--json is --format json; pass one of them",
+                exit_code=2,
+            )
+        output = "json" if as_json else output or "text"
         check_mode(sandbox)
         cwd = Path.cwd()
         cases = collect_cases(list(paths or [find_project(cwd)]), cwd=cwd, pattern=keyword)
@@ -61,7 +71,7 @@ def register(app: typer.Typer) -> None:
             )
         report = run_suite(cases, sandbox=sandbox)
         if junit is not None:
-            junit.write_text(junit_xml(report), "utf-8")
+            junit.write_text(junit_xml(report, root=cwd), "utf-8")
         if output == "json":
             facts = report.to_dict()
             diagnostics = [

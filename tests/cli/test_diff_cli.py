@@ -136,12 +136,16 @@ def test_github_annotations(capsys: pytest.CaptureFixture[str], projects: dict[s
     )
     assert code == 1
     lines = out.splitlines()
-    assert lines[0] == (
-        "::error title=Breaking change in todo.add::params.title "
+    tools = (projects["minor_breaking"] / "todo_app" / "tools.py").resolve().as_posix()
+    assert lines[0].startswith(f"::error file={tools.replace(':', '%3A')},line=")
+    assert lines[0].split(",line=", 1)[1].split(",", 1)[1] == (
+        "title=Breaking change in todo.add::params.title "
         "(/input_schema/properties/title/maxLength): constraint_tightened: "
         "maxLength lowered from 200 to 100"
     )
-    assert lines[-1].startswith("::error title=lineup diff::1 breaking change(s)")
+    assert lines[-1].startswith("::error file=") and (
+        "title=lineup diff::1 breaking change(s)" in lines[-1]
+    )
 
 
 def test_github_annotations_under_a_major_bump_are_warnings(
@@ -151,7 +155,8 @@ def test_github_annotations_under_a_major_bump_are_warnings(
         capsys, "diff", str(projects["old"]), str(projects["major_breaking"]), "--format", "github"
     )
     assert code == 0
-    assert out.startswith("::warning title=Breaking change in todo.add (major bump)::")
+    assert out.startswith("::warning file=")
+    assert ",title=Breaking change in todo.add (major bump)::" in out.splitlines()[0]
     assert "::error" not in out
 
 

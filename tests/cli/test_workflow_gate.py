@@ -91,11 +91,14 @@ def test_gate_in_a_repository(tmp_path: Path) -> None:
     compatible = _play(repo, "v1.0.1", tmp_path)
     assert compatible.returncode == 0, compatible.stdout + compatible.stderr
     assert "comparing with the previous release v1.0.0" in compatible.stdout
-    assert "::notice title=Change in todo.add::" in compatible.stdout
+    # at the tool's declaration in the checked-out release (file=, line=)
+    assert "::notice file=todo_app/tools.py,line=" in compatible.stdout
+    assert ",title=Change in todo.add::" in compatible.stdout
 
     _git(repo, "tag", "v2.0.0-rc.1")  # a pre-release is never "the previous release"
     _release(repo, "1.1.0", ("max_length=300", "max_length=100"))
     breaking = _play(repo, "v1.1.0", tmp_path)
     assert breaking.returncode == 1, breaking.stdout + breaking.stderr
     assert "comparing with the previous release v1.0.1" in breaking.stdout
-    assert "::error title=Breaking change in todo.add::params.title" in breaking.stdout
+    assert "::error file=todo_app/tools.py,line=" in breaking.stdout
+    assert ",title=Breaking change in todo.add::params.title" in breaking.stdout
