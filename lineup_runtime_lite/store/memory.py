@@ -221,6 +221,14 @@ class MemoryFacts:
                 return _session(row)
         return None
 
+    def session_and_activation(
+        self, conversation_id: str, scope: str
+    ) -> tuple[Session | None, Activation | None]:
+        session = self.session(conversation_id, scope)
+        if session is None:
+            return None, None
+        return session, self.current_activation(session.app_session_id)
+
     def session_by_id(self, app_session_id: str) -> Session | None:
         row = self._t.sessions.get(app_session_id)
         return _session(row) if row is not None else None

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import pytest
-from diff_app import base_manifest, edited, field, tool
 from pydantic import Field
 
 from lineup_build.diff import diff_manifests, field_name
 from lineup_build.semver import bump_kind, is_major_bump, next_major, parse_version
+from tests.build.diff_app import base_manifest, edited, field, tool
 
 Edit = Callable[[dict[str, Any]], None]
 Expect = tuple[str | None, str, str, bool]
@@ -893,7 +893,10 @@ def test_breaking_changes_are_still_listed_under_a_major_bump() -> None:
 
 
 def test_a_cycle_of_bare_references_ends() -> None:
-    loop = {"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}, "$ref": "#/$defs/A"}
+    loop: dict[str, Any] = {
+        "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+        "$ref": "#/$defs/A",
+    }
     old = base_manifest()
     new = edited(old)
     tool(old, SEARCH)["result_schema"] = loop

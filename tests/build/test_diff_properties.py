@@ -52,7 +52,7 @@ def _schema(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(st.booleans(), st.lists(keyword, max_size=5).map(dict))
 
 
-SCHEMAS = st.recursive(st.just({}), _schema, max_leaves=12)
+SCHEMAS: st.SearchStrategy[Any] = st.recursive(st.just({}), _schema, max_leaves=12)
 ROOTS = st.builds(
     lambda body, a, b: {**body, "$defs": {"A": a, "B": b}} if isinstance(body, dict) else body,
     SCHEMAS,

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 
 import pytest
-from diff_app import base_manifest, tool
 
 from lineup_build.build import build_project, source_manifest
 from lineup_build.cli import main
@@ -21,6 +20,7 @@ from lineup_build.docs import docs_markdown
 from lineup_build.init import init_project
 from lineup_build.signing import SigningKey
 from lineup_build.sources import load_manifest
+from tests.build.diff_app import base_manifest, tool
 
 GOLDEN = Path(__file__).parent / "golden"
 TEMPLATES = ["todo", "pomodoro"]

@@ -298,9 +298,9 @@ def test_an_entry_printing_20_mb_at_import_leaves_the_captured_output_bounded(
         timeout_s=60,
     )
     assert len(run.stdout) <= 1 << 20 and run.truncated == ("stdout",)
-    report, _, result = run.result.partition(b"\n")  # the sandbox report comes first
+    report, _, collected = run.result.partition(b"\n")  # the sandbox report comes first
     assert json.loads(report)["mode"] == "best_effort"
-    assert json.loads(result)["tools"][0]["description"] == "loud"
+    assert json.loads(collected)["tools"][0]["description"] == "loud"
 
 
 def test_an_entry_forking_a_background_child_returns_promptly_and_the_child_is_gone(

@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundle_kit import (
+
+from lineup_build.bundle import BundleEntry
+from lineup_build.manifest import serialize_manifest
+from lineup_build.signing import b64encode
+from lineup_build.trust import TrustedKey, TrustStore
+from lineup_build.verify import Limits, VerifyError, check_bundle, verify_bundle
+from tests.build.bundle_kit import (
     FILES,
     KEY,
     OTHER,
@@ -30,12 +36,6 @@ from bundle_kit import (
     snapshot,
     trust,
 )
-
-from lineup_build.bundle import BundleEntry
-from lineup_build.manifest import serialize_manifest
-from lineup_build.signing import b64encode
-from lineup_build.trust import TrustedKey, TrustStore
-from lineup_build.verify import Limits, VerifyError, check_bundle, verify_bundle
 
 
 @dataclass

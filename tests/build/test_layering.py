@@ -93,8 +93,8 @@ def _imports_in(source: str, package: list[str]) -> Iterator[tuple[str, int, boo
             and isinstance(node.args[0].value, str)
         ):
             yield node.args[0].value, node.lineno, lazy
-        for child in ast.iter_child_nodes(node):
-            yield from visit(child, lazy)
+        for sub in ast.iter_child_nodes(node):
+            yield from visit(sub, lazy)
 
     yield from visit(tree, False)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from bundle_kit import make_manifest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from lineup_build.manifest_checks import parse_manifest, schema_problems, tool_p
 from lineup_build.model import Manifest
 from lineup_build.reader import Limits
 from lineup_sdk.errors import LineupError
+from tests.build.bundle_kit import make_manifest
 
 GOOD = serialize_manifest(make_manifest())
 

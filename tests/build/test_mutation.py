@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bundle_kit import good_bundle, trust
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lineup_build.verify import VerifyError, check_bundle, verify_bundle
+from tests.build.bundle_kit import good_bundle, trust
 
 BUNDLE = good_bundle()
 STORE = trust()

@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bundle_kit import KEY, OTHER, canonical, entries, sign
 
 from lineup_build.build import build_project
 from lineup_build.init import init_project
@@ -17,6 +16,7 @@ from lineup_build.signing import SigningKey, is_weak_public_key, key_id_of
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_build.verify import check_bundle
 from lineup_sdk.errors import LineupError
+from tests.build.bundle_kit import KEY, OTHER, canonical, entries, sign
 
 # -- 1. a signature is checked only against the key its key_id names ---------------------
 

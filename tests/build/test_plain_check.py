@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from bundle_kit import make_manifest, runtime_tool, sdk_tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -14,6 +13,7 @@ from jsonschema import Draft202012Validator
 from lineup_build.manifest import manifest_schema, manifest_schema_errors
 from lineup_build.manifest_checks import _plain_tools, plainly_valid, schema_problems
 from lineup_build.plain_check import compile_plain
+from tests.build.bundle_kit import make_manifest, runtime_tool, sdk_tool
 
 _VALUES = st.one_of(
     st.none(),

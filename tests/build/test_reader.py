@@ -7,12 +7,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from bundle_kit import FILES, canonical, entries, good_bundle, raw_from, raw_zip
 
 from lineup_build.bundle import BundleEntry
 from lineup_build.canonical import canonical_problems, layout_problems
 from lineup_build.manifest_checks import json_depth
 from lineup_build.reader import Limits, entry_name_problem, iter_entry_chunks, read_archive
+from tests.build.bundle_kit import FILES, canonical, entries, good_bundle, raw_from, raw_zip
 
 
 def _write(tmp_path: Path, data: bytes, name: str = "b.lineup") -> Path:

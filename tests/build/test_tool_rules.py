@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundle_kit import make_manifest, runtime_tool, sdk_tool
 
 from lineup_build import tool_rules
 from lineup_build.checks import check_tools
@@ -20,6 +19,7 @@ from lineup_build.manifest import manifest_schema
 from lineup_build.manifest_checks import schema_problems, tool_problems
 from lineup_build.model import Manifest
 from lineup_sdk.catalog import CATALOG
+from tests.build.bundle_kit import make_manifest, runtime_tool, sdk_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 SCOPE = "pomodoro"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bundle_kit import KEY, OTHER
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +18,7 @@ from lineup_build.trust import (
     trust_revoke,
 )
 from lineup_sdk.errors import LineupError
+from tests.build.bundle_kit import KEY, OTHER
 
 PUB = b64encode(KEY.public_raw)
 KID = KEY.key_id

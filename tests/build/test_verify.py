@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bundle_kit import EPOCH, FILES, KEY, OTHER, canonical, entries, good_bundle, trust
 
 from lineup_build.build import build_project
 from lineup_build.init import init_project
@@ -22,6 +21,7 @@ from lineup_build.verify import (
     verify_bundle,
 )
 from lineup_sdk.errors import LineupError
+from tests.build.bundle_kit import EPOCH, FILES, KEY, OTHER, canonical, entries, good_bundle, trust
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_every_further_problem_is_reported_after_the_first(tmp_path: Path) -> No
     files["todo_app/tools.py"] = b"tampered"
     files["todo_app/extra.py"] = b"unlisted"
     del files["surface/index.html"]
-    from bundle_kit import make_manifest
+    from tests.build.bundle_kit import make_manifest
 
     path = tmp_path / "b.lineup"
     path.write_bytes(canonical(entries(files, manifest=make_manifest(FILES), key=OTHER)))
@@ -188,7 +188,7 @@ def test_stale_when_the_source_does_not_build(todo: tuple[Path, Path, str], tmp_
 
 
 def test_manifest_diff_names_what_changed() -> None:
-    from bundle_kit import make_manifest, sdk_tool
+    from tests.build.bundle_kit import make_manifest, sdk_tool
 
     old = make_manifest(tools=[sdk_tool("todo.add"), sdk_tool("todo.gone")])
     new = make_manifest(

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from bundle_kit import KEY, OTHER, good_bundle, make_manifest
 
 from lineup_build.cli import main
 from lineup_build.signing import b64encode, public_pem
+from tests.build.bundle_kit import KEY, OTHER, good_bundle, make_manifest
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -18,7 +18,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from lineup_build.init import init_project
-from tests.runtime.serve_kit import http_session, until
+from tests.runtime.serve_kit import call_meta, http_session, until
 
 CALL_ID = "io.lineup/call_id"
 LINEUP = [sys.executable, "-c", "from lineup_build.cli import main; main()"]
@@ -61,14 +61,14 @@ async def _first_session(s: ClientSession) -> dict[str, Any]:
     }
     seen = Progress()
     added = await s.call_tool(
-        "todo.add", {"title": "milk"}, progress_callback=seen, meta={CALL_ID: "add-1"}
+        "todo.add", {"title": "milk"}, progress_callback=seen, meta=call_meta({CALL_ID: "add-1"})
     )
     assert not added.is_error and added.structured_content is not None
     assert seen.messages[:1] == ["accepted (activation starting)"]
     assert "activation_ready" in seen.messages
-    again = await s.call_tool("todo.add", {"title": "milk"}, meta={CALL_ID: "add-1"})
+    again = await s.call_tool("todo.add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"}))
     assert again.structured_content == added.structured_content
-    conflict = await s.call_tool("todo.add", {"title": "eggs"}, meta={CALL_ID: "add-1"})
+    conflict = await s.call_tool("todo.add", {"title": "eggs"}, meta=call_meta({CALL_ID: "add-1"}))
     assert conflict.is_error and "call_id_conflict" in conflict.content[0].text  # type: ignore[union-attr]
     bad = await s.call_tool("todo.add", {"title": ""})
     assert bad.is_error and "at /title" in bad.content[0].text  # type: ignore[union-attr]
@@ -81,7 +81,10 @@ async def _first_session(s: ClientSession) -> dict[str, Any]:
 
     async def start() -> None:
         box["r"] = await s.call_tool(
-            "pomodoro.start", {"minutes": 1}, progress_callback=focus, meta={CALL_ID: "f1"}
+            "pomodoro.start",
+            {"minutes": 1},
+            progress_callback=focus,
+            meta=call_meta({CALL_ID: "f1"}),
         )
 
     async with anyio.create_task_group() as tg:
@@ -93,7 +96,7 @@ async def _first_session(s: ClientSession) -> dict[str, Any]:
     result = box["r"]
     assert result.structured_content is not None
     assert result.structured_content["status"] == "interrupted"
-    return added.structured_content
+    return dict(added.structured_content)
 
 
 def test_stdio_serve_restart_keeps_state_and_replays(apps: Path, tmp_path: Path) -> None:
@@ -121,12 +124,16 @@ def test_stdio_serve_restart_keeps_state_and_replays(apps: Path, tmp_path: Path)
                 ClientSession(r, w) as s,
             ):
                 await s.initialize()
-                again = await s.call_tool("todo.add", {"title": "milk"}, meta={CALL_ID: "add-1"})
+                again = await s.call_tool(
+                    "todo.add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"})
+                )
                 assert again.structured_content == added
                 listing = await s.call_tool("todo.list", {})
                 assert listing.structured_content is not None
                 assert [i["id"] for i in listing.structured_content["items"]] == ["add-1"]
-                done = await s.call_tool("pomodoro.start", {"minutes": 1}, meta={CALL_ID: "f1"})
+                done = await s.call_tool(
+                    "pomodoro.start", {"minutes": 1}, meta=call_meta({CALL_ID: "f1"})
+                )
                 assert done.structured_content is not None
                 assert done.structured_content["status"] == "interrupted"
 
@@ -184,10 +191,13 @@ def test_http_serve_through_the_python_client(http_server: str) -> None:
             assert "todo.add" in names
             seen = Progress()
             added = await s.call_tool(
-                "todo.add", {"title": "tea"}, progress_callback=seen, meta={CALL_ID: "h1"}
+                "todo.add",
+                {"title": "tea"},
+                progress_callback=seen,
+                meta=call_meta({CALL_ID: "h1"}),
             )
             assert not added.is_error and seen.messages[0] == "accepted (activation starting)"
-            again = await s.call_tool("todo.add", {"title": "tea"}, meta={CALL_ID: "h1"})
+            again = await s.call_tool("todo.add", {"title": "tea"}, meta=call_meta({CALL_ID: "h1"}))
             assert again.structured_content == added.structured_content
             bad = await s.call_tool("pomodoro.start", {"minutes": "25"})
             assert bad.is_error and "at /minutes" in bad.content[0].text  # type: ignore[union-attr]

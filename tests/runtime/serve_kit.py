@@ -8,7 +8,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
@@ -23,6 +23,12 @@ from lineup_runtime_lite.serve import Bridge, ServeOptions, serve_http
 #: Quick looks and heartbeats, so tests see repeated progress without long waits.
 FAST = ServeOptions(heartbeat_s=0.05, poll_s=0.01)
 TOKEN = "test-token-0123456789"
+
+
+def call_meta(items: dict[str, str]) -> mt.RequestParamsMeta:
+    """A request's `_meta` with LineUp's keys (`io.lineup/call_id`, ...): the SDK types it as an
+    open TypedDict (`extra_items`), which type checkers do not read yet."""
+    return cast(mt.RequestParamsMeta, items)
 
 
 def open_runtime(db: Path | str, trust: Any, bundles: list[Path]) -> tuple[Runtime, VirtualClock]:

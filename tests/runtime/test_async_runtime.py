@@ -134,7 +134,7 @@ def test_large_params_are_checked_off_the_loop(trust: TrustStore, probe_bundle: 
                 seen.append(threading.get_ident())
                 return prepare(*a)
 
-            art._prepare = spy  # type: ignore[method-assign]
+            art._prepare = spy  # type: ignore[method-assign, assignment]
             msg = await art.call("big", "c", "probe.echo", {"text": "x" * 100_000})
             return msg["stage"], seen
         finally:

@@ -527,6 +527,7 @@ def test_a_capability_saved_from_another_conversation_neither_reads_nor_writes(
     else:  # it names a delivery that has ended: refused, and the handler learns nothing
         assert msg["result"] == "worker_protocol_error; worker_protocol_error", msg
     report = log_line(hostile, "REUSE:")
+    assert report is not None
     assert "x-secret" not in report and "read" not in report and "replaced" not in report
     assert report.count("worker_protocol_error") == 2
     snap = hostile.surface("x", SCOPE).get()

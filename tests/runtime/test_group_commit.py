@@ -143,7 +143,7 @@ def test_guards_make_a_stale_decision_lose(tmp_path: Path) -> None:
     try:
         store.batch([_writes(1)])
         stale = Decision((SupersedeIntents("inst1"),))
-        assert store.batch([lambda tx: [tx.apply(c) for c in stale.changes]]) == [[None]]
+        assert store.batch([lambda tx: [tx.apply(c) for c in stale.changes]]) == [[None]]  # type: ignore[func-returns-value]
         from lineup_runtime_lite.decisions import ActivationUpdate
 
         [lost] = store.batch([lambda tx: tx.apply(ActivationUpdate("nope", state="ready"))])
@@ -231,7 +231,7 @@ def test_a_call_has_one_final_whichever_stage() -> None:
         row = NewCall("a1", "fp", "c1", "notes", "notes.add", "{}", None, None, None, "queued", 0)
         error = make_message("a1", "notes", "error", 0, error={"code": "delivery_interrupted"})
         late = make_message("a1", "notes", "result", 1, result=1)
-        assert store.batch([lambda tx: [tx.apply(row), tx.apply(Record(error))]]) == [[None, None]]
+        assert store.batch([lambda tx: [tx.apply(row), tx.apply(Record(error))]]) == [[None, None]]  # type: ignore[func-returns-value]
         [lost] = store.batch([lambda tx: tx.apply(Record(late))])
         assert isinstance(lost, LostRace)
         assert [m["stage"] for m in store.facts.messages("a1")] == ["error"]

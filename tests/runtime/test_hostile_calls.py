@@ -453,7 +453,7 @@ def test_a_slow_validation_delays_only_its_own_caller(bulk: Runtime) -> None:
     thread = threading.Thread(target=slow)
     thread.start()
     started.wait()
-    during = []
+    during: list[float] = []
     while thread.is_alive():
         t0 = time.perf_counter()
         bulk.call(f"d{len(during)}", "ready", "bulk.echo", {"text": "y"})

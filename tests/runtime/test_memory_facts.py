@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -49,6 +49,15 @@ def store() -> Iterator[Store]:
         s.facts.make_current(scope, "1.0.0")
     yield s
     s.close()
+
+
+T = TypeVar("T")
+
+
+def need(value: T | None) -> T:
+    """`value`, which this script's step made exist."""
+    assert value is not None
+    return value
 
 
 def _outcome(apply: Any, changes: tuple[Change, ...], rollback: Any) -> str:
@@ -144,19 +153,19 @@ def _script(kit: Kit) -> None:
     (act1,) = [
         a
         for a in kit.facts.activations_to_drive()
-        if kit.facts.activation(a).trigger_call_id == "show"
+        if need(kit.facts.activation(a)).trigger_call_id == "show"
     ]
     kit.advance(act1, worker_up=True)
     kit.relay(lambda body: None)
     kit.advance(act1, confirmed=True)
-    sid = kit.facts.session("c1", "notes").app_session_id
+    sid = need(kit.facts.session("c1", "notes")).app_session_id
     show = kit.deliver_next(sid)
-    kit.answer(show, reply={"ok": True, "result": []})
+    kit.answer(need(show), reply={"ok": True, "result": []})
     added = kit.deliver_next(sid)
     kit.replace_session_data("notes", sid, {"notes": ["one"]}, 0)
     kit.replace_session_data("notes", sid, {"notes": ["two"]}, 1)
-    kit.answer(added, reply={"ok": True, "result": 1})
-    kit.answer(added, reply={"ok": True, "result": 1})  # a second answer loses
+    kit.answer(need(added), reply={"ok": True, "result": 1})
+    kit.answer(need(added), reply={"ok": True, "result": 1})  # a second answer loses
     kit.call(event("a3", "c1", "notes.add", {"text": "q"}), idle=False)
     kit.call(event("a4", "c1", "notes.add", {"text": "r"}), idle=True)
     kit.worker_lost(act1)
@@ -167,8 +176,8 @@ def _script(kit: Kit) -> None:
         kit.advance(act, worker_up=True)
     kit.relay(lambda body: None)
     kit.call(event("s2", "c2", "pomodoro.start", {"minutes": 2}))  # its intent stays queued
-    p1 = kit.facts.session("c1", "pomodoro").app_session_id
-    kit.advance(kit.facts.current_activation(p1).activation_id, confirmed=True)
+    p1 = need(kit.facts.session("c1", "pomodoro")).app_session_id
+    kit.advance(need(kit.facts.current_activation(p1)).activation_id, confirmed=True)
     kit.call(event("i1", "c2", "pomodoro.interrupt"))  # cancels c2's start
     kit.now += 60_000
     kit.tick()  # c1's focus completes; c2 (notes) activation times out
@@ -194,7 +203,7 @@ def test_every_read_agrees_after_every_decision(store: Store) -> None:
     # the script reached the states the reads are about
     assert (
         mem.im_records("c1")
-        and mem.session_data("notes", mem.session("c1", "notes").app_session_id).revision == 2
+        and mem.session_data("notes", need(mem.session("c1", "notes")).app_session_id).revision == 2
     )
     assert any(i["superseded"] for i in mem.intents())
 

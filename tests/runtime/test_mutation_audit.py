@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -46,12 +47,11 @@ def test_a_replace_in_one_conversation_sends_no_frame_to_another_conversations_s
     ready(probe, "c1")
     ready(probe, "c2")
     seen: dict[str, list[tuple[str, Snapshot]]] = {"c1": [], "c2": []}
-    unsubscribe = [
-        probe.surface(conv, "probe").subscribe(
-            lambda kind, snap, conv=conv: seen[conv].append((kind, snap))
-        )
-        for conv in seen
-    ]
+
+    def collect(conv: str) -> Callable[[str, Snapshot], None]:
+        return lambda kind, snap: seen[conv].append((kind, snap))
+
+    unsubscribe = [probe.surface(conv, "probe").subscribe(collect(conv)) for conv in seen]
     write = {"data": {"n": 1}, "expected_revision": 0}
     assert probe.call("w1", "c1", "probe.write", write)["result"] == 1
     probe.settle()  # every queued frame delivered

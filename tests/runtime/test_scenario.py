@@ -151,7 +151,7 @@ def test_problems_carry_the_step_line(tmp_path: Path) -> None:
     with pytest.raises(LineupError) as exc:
         load_scenario(path)
     assert exc.value.code == "scenario_invalid"
-    assert exc.value.details[0]["step"] == 2 and exc.value.details[0]["line"] == 4  # type: ignore[index]
+    assert exc.value.details[0]["step"] == 2 and exc.value.details[0]["line"] == 4
 
 
 def test_a_file_without_header_is_version_2() -> None:

@@ -25,6 +25,7 @@ from tests.runtime.serve_kit import (
     FAST,
     HttpServer,
     advance,
+    call_meta,
     http_session,
     memory_session,
     open_runtime,
@@ -93,7 +94,10 @@ async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:
     # the first app_ready call starts the app: its receipts arrive as progress
     first_progress = Progress()
     first = await s.call_tool(
-        "todo.add", {"title": "milk"}, progress_callback=first_progress, meta={CALL_ID: "add-1"}
+        "todo.add",
+        {"title": "milk"},
+        progress_callback=first_progress,
+        meta=call_meta({CALL_ID: "add-1"}),
     )
     assert not first.is_error
     assert first.structured_content == {
@@ -105,7 +109,7 @@ async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:
     assert first_progress.stages == ["accepted (activation starting)", "activation_ready"]
 
     # replay by call_id: the same answer, no second effect
-    again = await s.call_tool("todo.add", {"title": "milk"}, meta={CALL_ID: "add-1"})
+    again = await s.call_tool("todo.add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"}))
     assert again.structured_content == first.structured_content
     listing = await s.call_tool("todo.list", {})
     assert listing.structured_content == {
@@ -114,7 +118,7 @@ async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:
     assert listing.meta is not None and listing.meta[CALL_ID].startswith("mcp_")  # minted
 
     # the same call_id with another argument
-    conflict = await s.call_tool("todo.add", {"title": "eggs"}, meta={CALL_ID: "add-1"})
+    conflict = await s.call_tool("todo.add", {"title": "eggs"}, meta=call_meta({CALL_ID: "add-1"}))
     assert conflict.is_error and conflict.structured_content is None
     assert (
         conflict.meta is not None and conflict.meta["io.lineup/error"]["code"] == "call_id_conflict"
@@ -151,7 +155,7 @@ async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:
             "pomodoro.start",
             {"minutes": 25, "label": "report"},
             progress_callback=focus,
-            meta={CALL_ID: "focus-1"},
+            meta=call_meta({CALL_ID: "focus-1"}),
         )
 
     async with anyio.create_task_group() as tg:
@@ -253,7 +257,9 @@ def test_state_and_replay_survive_a_restart(
 
     async def first() -> mt.CallToolResult:
         async with memory_session(Bridge(rt, FAST)) as s:
-            return await s.call_tool("todo.add", {"title": "milk"}, meta={CALL_ID: "add-1"})
+            return await s.call_tool(
+                "todo.add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"})
+            )
 
     rt, _ = open_runtime(db, trust, bundles)
     try:
@@ -265,7 +271,9 @@ def test_state_and_replay_survive_a_restart(
 
         async def second() -> None:
             async with memory_session(Bridge(rt, FAST)) as s:
-                again = await s.call_tool("todo.add", {"title": "milk"}, meta={CALL_ID: "add-1"})
+                again = await s.call_tool(
+                    "todo.add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"})
+                )
                 assert again.structured_content == before.structured_content
                 listing = await s.call_tool("todo.list", {})
                 assert listing.structured_content is not None
@@ -292,7 +300,7 @@ def test_replay_of_a_waiting_call_waits_for_its_final(
                         "pomodoro.start",
                         {"minutes": 5},
                         progress_callback=seen,
-                        meta={CALL_ID: "f"},
+                        meta=call_meta({CALL_ID: "f"}),
                     )
 
                 await anyio.to_thread.run_sync(
@@ -395,10 +403,10 @@ def test_dashed_names_and_a_default_conversation(
             async with memory_session(bridge) as s:
                 names = {t.name for t in (await s.list_tools()).tools}
                 assert "todo-add" in names and "todo.add" not in names
-                res = await s.call_tool("todo-add", {"title": "x"}, meta={CALL_ID: "d1"})
+                res = await s.call_tool("todo-add", {"title": "x"}, meta=call_meta({CALL_ID: "d1"}))
                 assert not res.is_error
                 other = await s.call_tool(
-                    "todo-list", {}, meta={"io.lineup/conversation_id": "elsewhere"}
+                    "todo-list", {}, meta=call_meta({"io.lineup/conversation_id": "elsewhere"})
                 )
                 assert other.structured_content == {"items": []}
 
@@ -424,7 +432,10 @@ def test_a_2026_client_gets_progress_and_no_tasks(
                 assert tools["pomodoro.start"].execution is None
                 seen = Progress()
                 added = await s.call_tool(
-                    "todo.add", {"title": "x"}, progress_callback=seen, meta={CALL_ID: "m1"}
+                    "todo.add",
+                    {"title": "x"},
+                    progress_callback=seen,
+                    meta=call_meta({CALL_ID: "m1"}),
                 )
                 assert added.structured_content is not None
                 assert added.structured_content["item"]["id"] == "m1"

@@ -147,7 +147,7 @@ def test_no_session_starts_one_and_an_activation(fg: bool) -> None:
     tool_, ev = (SHOW, EV_SHOW) if fg else (ADD, EV)
     d = accept(ev, tool_, None, None)
     m = msg("k1", "accepted", activation="starting")
-    expected = [
+    expected: list[Any] = [
         NewSession("ses_new", "c1", "notes", "1.0.0", NOW),
         NewActivation("inst_new", "ses_new", "k1", fg, NOW + 60_000, NOW),
         row(ev, tool_, "ses_new", "inst_new", 1),

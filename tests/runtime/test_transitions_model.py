@@ -248,7 +248,7 @@ class Machine(RuleBasedStateMachine):
             return  # deliveries to a session are serial
         queue = self._session_queue(conv, "notes")
         got = self.kit.deliver_next(sess.app_session_id)
-        if not queue or self.all_acts[self.calls[queue[0]].act or ""].state != "ready":  # type: ignore[index]
+        if not queue or self.all_acts[self.calls[queue[0]].act or ""].state != "ready":
             assert got is None
             return
         assert got is not None and got.call_id == queue[0]
@@ -267,13 +267,14 @@ class Machine(RuleBasedStateMachine):
         cid = flying[0]
         call = self.kit.facts.call(cid)
         assert call is not None
-        kw: dict[str, Any] = {
+        outcomes: dict[str, dict[str, Any]] = {
             "ok": {"reply": {"ok": True, "result": 1}},
             "app": {"reply": {"ok": False, "error": {"code": "app.nope", "message": "m"}}},
             "bogus": {"reply": {"ok": False, "error": {"code": "nope", "message": "m"}}},
             "timeout": {"timed_out": True},
             "crash": {"worker_error": ("crashed", "gone")},
-        }[outcome]
+        }
+        kw = outcomes[outcome]
         assert self.kit.answer(call, **kw) is not None
         final = {
             "ok": "1",

@@ -263,4 +263,4 @@ def test_one_registry_per_module_but_modules_are_independent(tmp_path: Path) -> 
 
 def test_define_agent_tools_requires_a_keyword_scope() -> None:
     with pytest.raises(TypeError):
-        define_agent_tools("demo")  # type: ignore[misc]
+        define_agent_tools("demo")  # type: ignore[call-arg]

@@ -12,6 +12,7 @@ import select
 import socket
 import sys
 import time
+import types
 from typing import Any
 
 from lineup_sdk import ToolContext, define_agent_tools
@@ -21,12 +22,12 @@ tools = define_agent_tools(app_scope="hostile")
 
 # Test switches travel in the bundle (a `switches.py` a test writes before building).
 try:
-    from hostile_app import switches  # type: ignore[attr-defined]
+    from hostile_app import switches  # type: ignore[import-not-found]
 except ImportError:
     switches = None
 
 if getattr(switches, "SPOOF_REPORT", False):  # claim a containment the sandbox lacks
-    _frame = sys._getframe()
+    _frame: types.FrameType | None = sys._getframe()
     while _frame is not None:
         _report = _frame.f_locals.get("sandbox")
         if isinstance(_report, dict) and "files" in _report:

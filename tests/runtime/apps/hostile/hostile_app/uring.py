@@ -55,7 +55,7 @@ class Ring:
         struct.pack_into("I", self.cq, self.cq_head, head + 1)
         if res < 0:
             raise OSError(-res, os.strerror(-res))
-        return res
+        return int(res)
 
     def close(self) -> None:
         for m in (self.sq, self.cq, self.sqes):

@@ -15,7 +15,7 @@ tools = define_agent_tools(app_scope="probe")
 # Test switches travel in the bundle (a `switches.py` a test writes before building) or in
 # the runtime's explicit `worker_env`: the sandbox passes nothing else of the environment.
 try:
-    from probe_app import switches  # type: ignore[attr-defined]
+    from probe_app import switches  # type: ignore[import-not-found]
 except ImportError:
     switches = None
 
