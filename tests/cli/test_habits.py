@@ -509,7 +509,7 @@ def test_diff_verifies_bundles_against_the_trust_store(
 
 def _hook() -> dict[str, str]:
     """The `lineup-check` hook of `.pre-commit-hooks.yaml` (a list of flat mappings)."""
-    import yaml  # type: ignore[import-untyped]
+    import yaml
 
     hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text("utf-8"))
     (hook,) = (h for h in hooks if h["id"] == "lineup-check")
