@@ -10,6 +10,9 @@ Figures (p50 over `--calls` requests after a warm-up):
   bridge adds nothing of its own when `serve p50 <= Runtime.call p50 + SDK ping p50`.
 * `tools/list` of a 1,000-tool app (the generator of bench_build.py) through
   `lineup serve`, and the SDK's low-level server listing the same 1,000 tools.
+* `pending`: with `--max-wait 0`, the time from a long-running `tools/call` without a
+  progress token (`pomodoro-start`, each in a conversation of its own) to its `pending`
+  answer, interleaved with the ping tool on the same server (SPEC 13.2).
 
 Run it with the interpreter that has the toolchain and the `mcp` extra installed:
 
@@ -179,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_build import generate
 
+    from lineup_build.init import init_project
+
     tmp = Path(tempfile.mkdtemp(prefix="lineup-bench-serve-"))
     results: dict[str, Any] = {"python": sys.version.split()[0], "calls": args.calls}
     try:
@@ -195,10 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             assert msg["kind"] == "result", msg
 
         async def ping_round(serve: Any, sdk: Any) -> dict[str, Any]:
-            await serve.call_tool("bench.ping", {})  # starts the app
+            await serve.call_tool("bench-ping", {})  # starts the app
             samples: dict[str, list[float]] = {k: [] for k in ("serve", "direct", "ping", "tool")}
             steps: dict[str, Callable[[int], Awaitable[Any]]] = {
-                "serve": lambda i: serve.call_tool("bench.ping", {}),
+                "serve": lambda i: serve.call_tool("bench-ping", {}),
                 "direct": direct_call,
                 "ping": lambda i: sdk.send_ping(),
                 "tool": lambda i: sdk.call_tool("ping", {}),
@@ -236,6 +241,43 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             direct.close()
 
+        focus = tmp / "focus"
+        init_project(focus, template="pomodoro")
+
+        async def pending_round(s: Any) -> dict[str, Any]:
+            await s.call_tool("bench-ping", {})  # starts the ping app
+            samples: dict[str, list[float]] = {"pending": [], "ping": []}
+            for i in range(-5, args.calls // 3):
+                start = time.perf_counter()
+                res = await s.call_tool(
+                    "pomodoro-start",
+                    {"minutes": 25},
+                    meta={"io.lineup/conversation_id": f"focus-{i}"},
+                )
+                took = time.perf_counter() - start
+                assert res.structured_content["status"] == "pending", res
+                ping_start = time.perf_counter()
+                await s.call_tool("bench-ping", {})
+                if i >= 0:
+                    samples["pending"].append(took)
+                    samples["ping"].append(time.perf_counter() - ping_start)
+            return {
+                "pending_answer_p50_ms": _p50(samples["pending"]),
+                "pending_round_ping_p50_ms": _p50(samples["ping"]),
+            }
+
+        pending_cmd = [
+            *LINEUP,
+            "serve",
+            str(ping_app),
+            str(focus),
+            "--max-wait",
+            "0",
+            "--db",
+            str(tmp / "pending.db"),
+        ]
+        results.update(anyio.run(_over_stdio, pending_cmd, tmp, pending_round))
+
         big_cmd = [*LINEUP, "serve", str(big_app), "--db", str(tmp / "big.db")]
         results.update(anyio.run(_over_stdio, big_cmd, tmp, lister("serve_list_1000_p50_ms", 1000)))
         # the SDK baseline lists the very same 1,000 tool entries
@@ -261,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         ("budget: Runtime.call + SDK ping", budget),
         ("tools/list, 1,000 tools, lineup serve", results["serve_list_1000_p50_ms"]),
         ("tools/list, 1,000 tools, SDK low-level", results["sdk_list_1000_p50_ms"]),
+        ("long-running call to `pending`, --max-wait 0", results["pending_answer_p50_ms"]),
+        ("  the ping tool, same server, interleaved", results["pending_round_ping_p50_ms"]),
     ]
     for label, ms in rows:
         print(f"{label:<44} p50 {ms:8.3f} ms")

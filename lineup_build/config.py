@@ -12,6 +12,7 @@ from typing import Any
 from lineup_build.diagnostics import Diagnostic, Where
 from lineup_build.fsutil import TomlTooDeep, parse_toml, read_regular
 from lineup_sdk.errors import LineupError
+from lineup_sdk.names import RESERVED_SCOPES
 
 __all__ = [
     "CONFIG_NAME",
@@ -250,6 +251,15 @@ def _validate(
         lambda v: isinstance(v, str) and len(v) <= 64 and _SCOPE.match(v),
         'a lowercase name matching [a-z][a-z0-9_]*, e.g. scope = "todo"',
     )
+    if scope in RESERVED_SCOPES:  # the toolchain's own tools (`lineup-result`, SPEC 13.2)
+        problems.append(
+            bad(
+                f"{table}app.scope = {scope!r} is reserved for the toolchain's own tools",
+                'choose another scope, e.g. scope = "my_app"',
+                key="app.scope",
+            )
+        )
+        scope = None
     name = check_field(
         "name",
         lambda v: isinstance(v, str) and v.strip() and len(v) <= 200,

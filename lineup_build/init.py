@@ -10,6 +10,7 @@ from typing import Any
 
 from lineup_sdk import __version__ as SDK_VERSION
 from lineup_sdk.errors import LineupError
+from lineup_sdk.names import RESERVED_SCOPES
 
 __all__ = ["InitResult", "derive_scope", "init_project", "template_names", "templates_root"]
 
@@ -128,6 +129,13 @@ def init_project(target: Path, *, template: str, scope: str | None = None) -> In
             "scope_invalid",
             f"scope {scope!r} must match [a-z][a-z0-9_]*",
             hint="pass --scope NAME with a lowercase name, e.g. --scope my_todo",
+            exit_code=2,
+        )
+    if scope in RESERVED_SCOPES:
+        raise LineupError(
+            "scope_invalid",
+            f"scope {scope!r} is reserved for the toolchain's own tools",
+            hint="pass --scope NAME with another name, e.g. --scope my_app",
             exit_code=2,
         )
     context = {

@@ -333,4 +333,19 @@ CODES: dict[str, tuple[str, str]] = {
         "A tool name would exceed MCP's 64-character limit, so `lineup serve` refuses to start.",
         "Shorten the method name in the MiniApp's declarations.",
     ),
+    # --- `lineup serve` for the MCP clients people use (SPEC 13.2) ---
+    "call_pending": (
+        "The call is still running; `lineup serve` stopped holding the request (`--max-wait`) "
+        "so the client's own timeout cannot end it unanswered.",
+        "Call the `lineup-result` tool with the call_id in `details` for its final answer.",
+    ),
+    "call_not_found": (
+        "`lineup-result` was asked for a call_id this conversation never made.",
+        "Pass the call_id of an earlier call of the same conversation (its answer's `_meta`).",
+    ),
+    "scope_reserved": (
+        "An installed app uses the scope `lineup`, reserved for the toolchain's own tools, so "
+        "`lineup serve` refuses to start.",
+        "Rebuild the app with another scope (`lineup build` refuses `lineup` too).",
+    ),
 }

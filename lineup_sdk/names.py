@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SEGMENT", "method_name_problem", "scope_problem"]
+__all__ = ["RESERVED_SCOPES", "SEGMENT", "method_name_problem", "scope_problem"]
+
+#: Scopes no MiniApp may take: `lineup` names the toolchain's own tools (SPEC 13.2).
+RESERVED_SCOPES = frozenset({"lineup"})
 
 SEGMENT = re.compile(r"[a-z][a-z0-9_]*\Z")
 _SEGMENT = SEGMENT

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+import lineup_sdk
 from lineup_build.signing import SigningKey, key_from_seed
 
 # Reproducible CI: every Hypothesis test tries the same examples each run (derandomized)
@@ -137,3 +140,31 @@ def make_app(tmp_path: Path) -> MakeApp:
         return app.write(content)
 
     return factory
+
+
+@pytest.fixture(scope="session")
+def toolchain_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the wheel built from this checkout (offline: hatchling from here)."""
+    out = tmp_path_factory.mktemp("toolchain-wheel")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-q",
+            "-w",
+            str(out),
+            str(Path(__file__).resolve().parents[1]),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = out.glob("*.whl")
+    assert wheel.name.startswith(f"lineup_sdk-{lineup_sdk.__version__}-")
+    return out

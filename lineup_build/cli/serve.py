@@ -13,6 +13,9 @@ import typer
 from lineup_build.cli._common import TRUST_HELP, trust_store_path
 from lineup_sdk.errors import LineupError
 
+#: A fixed bearer token for `--http` (otherwise a fresh one each start).
+TOKEN_ENV = "LINEUP_SERVE_TOKEN"
+
 
 def _say(text: str) -> None:
     # stdout belongs to the protocol on stdio; every human line goes to stderr
@@ -56,11 +59,28 @@ def register(app: typer.Typer) -> None:
         ] = None,
         http: Annotated[
             str | None,
-            typer.Option(help="Serve streamable HTTP on HOST:PORT instead of stdio."),
+            typer.Option(
+                help="Serve streamable HTTP on HOST:PORT instead of stdio; clients send "
+                "Authorization: Bearer TOKEN, the token printed at start (a fresh one each "
+                "start, or $LINEUP_SERVE_TOKEN)."
+            ),
         ] = None,
         tool_names: Annotated[
-            str, typer.Option(help="dotted (todo.add) or dashed (todo-add).")
-        ] = "dotted",
+            str,
+            typer.Option(
+                help="dashed (todo-add, what every MCP client accepts) or dotted (todo.add); "
+                "tools/call takes either spelling."
+            ),
+        ] = "dashed",
+        max_wait: Annotated[
+            float,
+            typer.Option(
+                help="Seconds a call without a progress token is held before it answers "
+                "pending (call lineup-result for its final); 0 = right after acceptance.",
+                min=0,
+                max=3600,
+            ),
+        ] = 45.0,
         conversation: Annotated[
             str, typer.Option(help="Conversation of calls whose _meta names none.")
         ] = "mcp",
@@ -72,7 +92,11 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "best_effort",
     ) -> None:
-        """Serve MiniApps' tools over the Model Context Protocol (stdio, or HTTP)."""
+        """Serve MiniApps' tools over the Model Context Protocol (stdio, or HTTP).
+
+        Over HTTP every request needs Authorization: Bearer TOKEN: the token printed on
+        start, or the value of LINEUP_SERVE_TOKEN when set.
+        """
         from lineup_runtime_lite import serve as mcp_serve  # usage_invalid without the extra
 
         address = _host_port(http) if http is not None else None
@@ -114,7 +138,10 @@ def register(app: typer.Typer) -> None:
             for done in mcp_serve.install_targets(rt, prepared):
                 _say(f"{done['scope']} {done['version']} ({done['action']})")
             bridge = mcp_serve.Bridge(
-                rt, mcp_serve.ServeOptions(tool_names=tool_names, conversation=conversation)
+                rt,
+                mcp_serve.ServeOptions(
+                    tool_names=tool_names, conversation=conversation, max_wait_s=max_wait
+                ),
             )
             if address is None:
                 import anyio
@@ -122,11 +149,13 @@ def register(app: typer.Typer) -> None:
                 _say(f"{len(bridge.tools)} tools over stdio")
                 anyio.run(mcp_serve.serve_stdio, bridge)
                 return
-            token = os.environ.get("LINEUP_SERVE_TOKEN") or secrets.token_urlsafe(32)
+            token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(32)
 
             def ready(url: str) -> None:
                 _say(f"{len(bridge.tools)} tools at {url}")
-                _say(f"token {token}  (send: Authorization: Bearer <token>)")
+                _say(
+                    f"token {token}  (send: Authorization: Bearer <token>; set {TOKEN_ENV} to fix it)"
+                )
 
             mcp_serve.serve_http(bridge, address[0], address[1], token, on_ready=ready)
         finally:

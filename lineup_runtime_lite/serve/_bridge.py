@@ -21,10 +21,17 @@ from mcp.shared.exceptions import MCPError
 from lineup_runtime_lite.serve._mapping import (
     CALL_ID_META,
     CONVERSATION_META,
+    ERROR_META,
+    RESULT_TOOL,
     McpTool,
     call_result,
     catalog,
+    closest,
+    error_text,
+    other_spelling,
+    pending_result,
     progress_text,
+    result_tool_entry,
 )
 from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
@@ -42,32 +49,56 @@ class ServeOptions:
     """How the bridge maps names and ids, and how often it looks and speaks while waiting.
 
     Attributes:
-        tool_names: `dotted` (method as is) or `dashed` (`.` → `-`).
+        tool_names: `dashed` (`.` → `-`, the default) or `dotted` (method as is).
         conversation: The conversation of calls whose `_meta` names none.
         heartbeat_s: Real seconds between repeated progress while a call waits (≤ 15).
         poll_s: The longest real pause between two looks at a waiting call's facts.
+        max_wait_s: The longest a request without a progress token is held (real seconds;
+            0 = answer right after acceptance); then it answers `pending`/`call_pending`
+            and `lineup-result` fetches the final (SPEC 13.2).
     """
 
-    tool_names: str = "dotted"
+    tool_names: str = "dashed"
     conversation: str = "mcp"
     heartbeat_s: float = 10.0
     poll_s: float = 0.2
+    max_wait_s: float = 45.0
 
 
 class _Progress:
-    """Progress for one request: strictly increasing values, sent only with a token."""
+    """Progress for one request: strictly increasing values, sent only with a token. The
+    first notification names the call_id in its `_meta` and its text (sent raw: Python
+    clients drop notification `_meta`), so a client that timed out can find its call."""
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any, Any], call_id: str) -> None:
         self._ctx = ctx
+        self.call_id = call_id
+        self.token = _progress_token(ctx)
         self.value = 0.0
         self.last_sent = time.monotonic()
+        self._first = True
 
     async def send(
         self, message: str, value: float | None = None, total: float | None = None
     ) -> None:
         self.value = max(self.value + 1, value if value is not None else 0.0)
         self.last_sent = time.monotonic()
-        await self._ctx.session.report_progress(self.value, total, message)
+        if self.token is None:
+            return
+        if not self._first:
+            await self._ctx.session.report_progress(self.value, total, message)
+            return
+        self._first = False
+        note = mt.ProgressNotification(
+            params=mt.ProgressNotificationParams(
+                progress_token=self.token,
+                progress=self.value,
+                total=total,
+                message=f"{message} · call_id {self.call_id}",
+                _meta={CALL_ID_META: self.call_id},
+            )
+        )
+        await self._ctx.session.send_notification(note, related_request_id=self._ctx.request_id)
 
 
 class _Server(Server[Any]):
@@ -99,14 +130,18 @@ class Bridge:
         listing = mt.ListToolsResult(tools=[]).model_dump(by_alias=True, mode="json")
         self._listing: dict[str, Any] = {
             **{k: v for k, v in listing.items() if v is not None},
-            "tools": [t.entry for t in self.tools.values()],
+            "tools": [
+                *(t.entry for t in self.tools.values()),
+                result_tool_entry(self.options.max_wait_s),
+            ],
         }
         self.server: Server[Any] = _Server(
             "lineup",
             version=__version__,
             instructions=(
                 "LineUp MiniApp tools. Pass _meta['io.lineup/call_id'] to make a call "
-                "idempotent; repeating it answers with the stored result."
+                "idempotent; repeating it answers with the stored result. A call still "
+                f"running after a while answers pending; {RESULT_TOOL} fetches its final."
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
@@ -160,10 +195,14 @@ class Bridge:
 
     # -- tools/call ----------------------------------------------------------------------
     def tool(self, name: str) -> McpTool:
-        """The tool an MCP name denotes; an unknown name is a JSON-RPC error (SPEC 10)."""
-        tool = self.tools.get(name)
+        """The tool an MCP name denotes, in either spelling (the mapping is one-to-one); an
+        unknown name is a JSON-RPC error (SPEC 10) naming the closest listed one."""
+        tool = self.tools.get(name) or self.tools.get(other_spelling(name))
         if tool is None:
-            raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {name}")
+            listed = [*self.tools, RESULT_TOOL]
+            near = closest(name, listed)
+            hint = f"; did you mean {near!r}?" if near else "; tools/list names every tool"
+            raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {name}{hint}")
         return tool
 
     def tool_of_method(self, method: str) -> McpTool | None:
@@ -196,17 +235,90 @@ class Bridge:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams
     ) -> Any:
+        if params.name == RESULT_TOOL:
+            return {"resultType": "complete", **await self._result_tool(params)}
         tool = self.tool(params.name)
         call_id, conversation = self.ids(params.meta)
         args = params.arguments if params.arguments is not None else {}
         msg = await self.send(call_id, conversation, tool.method, args)
         if msg["kind"] not in FINAL_KINDS:
-            msg = await self.wait_final(str(call_id), _Progress(ctx))
+            progress = _Progress(ctx, str(call_id))
+            # held with progress until the final when the client asked for progress; else
+            # at most max_wait_s, so no client's own timeout ends the call unanswered
+            limit = None if progress.token is not None else self.options.max_wait_s
+            final, latest = await self.wait_final_within(str(call_id), limit, progress, msg)
+            if final is None:
+                return {"resultType": "complete", **pending_result(tool, latest, str(call_id))}
+            msg = final
         return {"resultType": "complete", **call_result(tool, msg, str(call_id))}
 
-    async def wait_final(self, call_id: str, progress: _Progress | None = None) -> dict[str, Any]:
+    async def _result_tool(self, params: mt.CallToolRequestParams) -> dict[str, Any]:
+        """`lineup-result`: the stored final of a call of the asking conversation, at once,
+        or after up to `wait_s` (≤ `max_wait_s`) its pending answer again."""
+        args = params.arguments if isinstance(params.arguments, dict) else {}
+        _, conversation = self.ids(params.meta)
+        call_id = args.get("call_id")
+        wait_s = args.get("wait_s", 0)
+        if (
+            not isinstance(call_id, str)
+            or not 1 <= len(call_id) <= 200
+            or isinstance(wait_s, bool)
+            or not isinstance(wait_s, int | float)
+            or not 0 <= wait_s <= self.options.max_wait_s
+            or set(args) - {"call_id", "wait_s"}
+        ):
+            return _error_answer(
+                "invalid_params",
+                f"{RESULT_TOOL} takes call_id (a string of 1–200 characters) and optionally "
+                f"wait_s (0 to {self.options.max_wait_s:g} seconds)",
+                str(call_id) if isinstance(call_id, str) else "",
+            )
+        record = await anyio.to_thread.run_sync(self.rt.call_record, call_id)
+        if record is None or record["conversation_id"] != conversation:
+            return _error_answer(
+                "call_not_found",
+                f"this conversation made no call {call_id!r}",
+                call_id,
+                hint="pass the call_id of an earlier call of this conversation (its answer's "
+                "_meta['io.lineup/call_id'])",
+            )
+        tool = self.tool_of_method(record["method"]) or McpTool(
+            record["method"], record["method"], True, True, {}
+        )
+        final, latest = await self.wait_final_within(call_id, float(wait_s))
+        if final is None:
+            return pending_result(tool, latest, call_id)
+        return call_result(tool, final, call_id)
+
+    async def wait_final_within(
+        self,
+        call_id: str,
+        limit_s: float | None,
+        progress: _Progress | None = None,
+        first: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """`(final, None)` once the call's final is stored, or `(None, latest receipt)` when
+        `limit_s` real seconds passed first (None: no limit)."""
+        latest: list[dict[str, Any]] = [first] if first is not None else []
+        if limit_s is None:
+            return await self.wait_final(call_id, progress, latest), None
+        with anyio.move_on_after(limit_s):
+            return await self.wait_final(call_id, progress, latest), None
+        record = await anyio.to_thread.run_sync(self.rt.call_record, call_id)
+        messages: list[dict[str, Any]] = record["messages"] if record else []
+        if messages and messages[-1]["kind"] in FINAL_KINDS:  # it ended as time ran out
+            return messages[-1], None
+        return None, (messages[-1] if messages else latest[-1] if latest else None)
+
+    async def wait_final(
+        self,
+        call_id: str,
+        progress: _Progress | None = None,
+        seen: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         """Wait for a call's persisted final, relaying each new receipt as progress and
-        repeating progress every `heartbeat_s` while nothing changes."""
+        repeating progress every `heartbeat_s` while nothing changes (`seen` collects the
+        receipts read so far)."""
         sent: set[str] = set()
         delay = 0.002
         latest: dict[str, Any] | None = None
@@ -217,6 +329,8 @@ class Bridge:
                 if m["kind"] in FINAL_KINDS:
                     return m
                 latest = m
+                if seen is not None:
+                    seen[:] = [m]  # the latest receipt, for a pending answer
                 if progress is not None and m["id"] not in sent:
                     sent.add(m["id"])
                     await progress.send(progress_text(m), *self._focus(m))
@@ -242,6 +356,30 @@ class Bridge:
         if elapsed is not None and total is not None:
             return f"focusing: {elapsed:.0f} s of {total:.0f} s"
         return f"waiting: {progress_text(latest)}"
+
+
+def _progress_token(ctx: ServerRequestContext[Any, Any]) -> str | int | None:
+    """The request's `_meta.progressToken` (a bool is no token: it would alias 1)."""
+    raw = ctx.params.get("_meta") if isinstance(ctx.params, dict) else None
+    token = raw.get("progressToken") if isinstance(raw, dict) else None
+    if token is None and isinstance(ctx.meta, dict):
+        token = ctx.meta.get("progress_token")
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
+
+
+def _error_answer(
+    code: str, message: str, call_id: str, *, hint: str | None = None
+) -> dict[str, Any]:
+    """A `tools/call` error result of the toolchain's own tool (`isError`, the error in the
+    text and in `_meta`)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if hint:
+        error["hint"] = hint
+    return {
+        "content": [{"type": "text", "text": error_text(error, call_id)}],
+        "isError": True,
+        "_meta": {CALL_ID_META: call_id, ERROR_META: error},
+    }
 
 
 def _ms(ts: str) -> int:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 import socket
 import threading
 from collections.abc import Callable
@@ -143,6 +144,34 @@ class _LoopWriter:
         self._writer.close()
 
 
+#: What a request without the right bearer token is told: where the token is (no OAuth).
+UNAUTHORIZED_TEXT = (
+    "send Authorization: Bearer <token>, the token lineup serve printed on its start line "
+    "(or the value of LINEUP_SERVE_TOKEN when the server was started with it set)"
+)
+UNAUTHORIZED_BODY = json.dumps(
+    {"error": "invalid_token", "error_description": UNAUTHORIZED_TEXT}
+).encode()
+UNAUTHORIZED_CHALLENGE = (
+    f'Bearer realm="lineup serve", error="invalid_token", error_description="{UNAUTHORIZED_TEXT}"'
+).encode()
+
+
+async def _answer(send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                *headers,
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 def _authority(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
@@ -164,21 +193,15 @@ def http_app(bridge: Bridge, host: str, token: str) -> Any:
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
+            if str(scope.get("path", "")).startswith("/.well-known/"):
+                # no OAuth here: a client that looks for its metadata finds none (SPEC 13.2)
+                await _answer(send, 404, b'{"error":"not_found"}', [])
+                return
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(given, expected):
-                body = b'{"error":"unauthorized","hint":"send Authorization: Bearer <token printed by lineup serve>"}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="lineup serve"'),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
+                await _answer(
+                    send, 401, UNAUTHORIZED_BODY, [(b"www-authenticate", UNAUTHORIZED_CHALLENGE)]
                 )
-                await send({"type": "http.response.body", "body": body})
                 return
         await inner(scope, receive, send)
 

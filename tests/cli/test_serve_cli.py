@@ -53,26 +53,27 @@ class Progress:
 async def _first_session(s: ClientSession) -> dict[str, Any]:
     tools = {t.name for t in (await s.list_tools()).tools}
     assert tools == {
-        "todo.add",
-        "todo.list",
-        "todo.complete",
-        "pomodoro.start",
-        "pomodoro.interrupt",
+        "todo-add",
+        "todo-list",
+        "todo-complete",
+        "pomodoro-start",
+        "pomodoro-interrupt",
+        "lineup-result",
     }
     seen = Progress()
     added = await s.call_tool(
-        "todo.add", {"title": "milk"}, progress_callback=seen, meta=call_meta({CALL_ID: "add-1"})
+        "todo-add", {"title": "milk"}, progress_callback=seen, meta=call_meta({CALL_ID: "add-1"})
     )
     assert not added.is_error and added.structured_content is not None
-    assert seen.messages[:1] == ["accepted (activation starting)"]
+    assert seen.messages[:1] == ["accepted (activation starting) · call_id add-1"]
     assert "activation_ready" in seen.messages
-    again = await s.call_tool("todo.add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"}))
+    again = await s.call_tool("todo-add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"}))
     assert again.structured_content == added.structured_content
-    conflict = await s.call_tool("todo.add", {"title": "eggs"}, meta=call_meta({CALL_ID: "add-1"}))
+    conflict = await s.call_tool("todo-add", {"title": "eggs"}, meta=call_meta({CALL_ID: "add-1"}))
     assert conflict.is_error and "call_id_conflict" in conflict.content[0].text  # type: ignore[union-attr]
-    bad = await s.call_tool("todo.add", {"title": ""})
+    bad = await s.call_tool("todo-add", {"title": ""})
     assert bad.is_error and "at /title" in bad.content[0].text  # type: ignore[union-attr]
-    failed = await s.call_tool("todo.complete", {"item_id": "nope"})
+    failed = await s.call_tool("todo-complete", {"item_id": "nope"})
     assert failed.is_error and "app.not_found" in failed.content[0].text  # type: ignore[union-attr]
 
     # a long-running start over a real clock: receipts as progress, then its final
@@ -81,7 +82,7 @@ async def _first_session(s: ClientSession) -> dict[str, Any]:
 
     async def start() -> None:
         box["r"] = await s.call_tool(
-            "pomodoro.start",
+            "pomodoro-start",
             {"minutes": 1},
             progress_callback=focus,
             meta=call_meta({CALL_ID: "f1"}),
@@ -91,11 +92,12 @@ async def _first_session(s: ClientSession) -> dict[str, Any]:
         tg.start_soon(start)
         await until(lambda: any(m.startswith("started (") for m in focus.messages))
         assert "r" not in box
-        stop = await s.call_tool("pomodoro.interrupt", {})
+        stop = await s.call_tool("pomodoro-interrupt", {})
         assert stop.structured_content == {"status": "interrupted"}
     result = box["r"]
     assert result.structured_content is not None
-    assert result.structured_content["status"] == "interrupted"
+    assert result.structured_content["status"] == "final"
+    assert result.structured_content["result"]["status"] == "interrupted"
     return dict(added.structured_content)
 
 
@@ -125,17 +127,17 @@ def test_stdio_serve_restart_keeps_state_and_replays(apps: Path, tmp_path: Path)
             ):
                 await s.initialize()
                 again = await s.call_tool(
-                    "todo.add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"})
+                    "todo-add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"})
                 )
                 assert again.structured_content == added
-                listing = await s.call_tool("todo.list", {})
+                listing = await s.call_tool("todo-list", {})
                 assert listing.structured_content is not None
                 assert [i["id"] for i in listing.structured_content["items"]] == ["add-1"]
                 done = await s.call_tool(
-                    "pomodoro.start", {"minutes": 1}, meta=call_meta({CALL_ID: "f1"})
+                    "pomodoro-start", {"minutes": 1}, meta=call_meta({CALL_ID: "f1"})
                 )
                 assert done.structured_content is not None
-                assert done.structured_content["status"] == "interrupted"
+                assert done.structured_content["result"]["status"] == "interrupted"
 
     anyio.run(second)
     assert "(unchanged)" in errors.read_text()
@@ -188,18 +190,19 @@ def test_http_serve_through_the_python_client(http_server: str) -> None:
     async def main() -> None:
         async with http_session(http_server, "cli-token-0123456789") as s:
             names = {t.name for t in (await s.list_tools()).tools}
-            assert "todo.add" in names
+            assert "todo-add" in names
             seen = Progress()
             added = await s.call_tool(
-                "todo.add",
+                "todo-add",
                 {"title": "tea"},
                 progress_callback=seen,
                 meta=call_meta({CALL_ID: "h1"}),
             )
-            assert not added.is_error and seen.messages[0] == "accepted (activation starting)"
-            again = await s.call_tool("todo.add", {"title": "tea"}, meta=call_meta({CALL_ID: "h1"}))
+            assert not added.is_error
+            assert seen.messages[0] == "accepted (activation starting) · call_id h1"
+            again = await s.call_tool("todo-add", {"title": "tea"}, meta=call_meta({CALL_ID: "h1"}))
             assert again.structured_content == added.structured_content
-            bad = await s.call_tool("pomodoro.start", {"minutes": "25"})
+            bad = await s.call_tool("pomodoro-start", {"minutes": "25"})
             assert bad.is_error and "at /minutes" in bad.content[0].text  # type: ignore[union-attr]
 
     anyio.run(main)
@@ -259,9 +262,9 @@ def test_the_mcp_inspector_lists_and_calls(apps: Path, tmp_path: Path) -> None:
 
     listed = run("--method", "tools/list")
     names = {t["name"] for t in listed["tools"]}
-    assert {"todo.add", "pomodoro.start"} <= names
+    assert {"todo-add", "pomodoro-start"} <= names
     called = run(
-        "--method", "tools/call", "--tool-name", "todo.add", "--tool-args-json", '{"title":"milk"}'
+        "--method", "tools/call", "--tool-name", "todo-add", "--tool-args-json", '{"title":"milk"}'
     )
     assert called["structuredContent"]["item"]["title"] == "milk"
     assert not called.get("isError")
@@ -338,7 +341,7 @@ def test_a_task_survives_a_restart_of_the_real_server(apps: Path, tmp_path: Path
         created = first.request(
             "tools/call",
             {
-                "name": "pomodoro.start",
+                "name": "pomodoro-start",
                 "arguments": {"minutes": 1},
                 "task": {},
                 "_meta": {CALL_ID: "task-1"},
@@ -358,12 +361,12 @@ def test_a_task_survives_a_restart_of_the_real_server(apps: Path, tmp_path: Path
     try:
         got = second.request("tasks/get", {"taskId": "task-1"})["result"]
         assert got["status"] == "working" and got["statusMessage"].startswith("started")
-        stop = second.request("tools/call", {"name": "pomodoro.interrupt", "arguments": {}})
+        stop = second.request("tools/call", {"name": "pomodoro-interrupt", "arguments": {}})
         assert stop["result"]["structuredContent"] == {"status": "interrupted"}
         done = second.request("tasks/get", {"taskId": "task-1"})["result"]
         assert done["status"] == "completed"
         payload = second.request("tasks/result", {"taskId": "task-1"})["result"]
-        assert payload["structuredContent"]["status"] == "interrupted"
+        assert payload["structuredContent"]["result"]["status"] == "interrupted"
     finally:
         second.close()
 
@@ -418,4 +421,4 @@ def test_stdio_from_a_terminal_falls_back_to_the_sdks_transport(apps: Path, tmp_
         if proc.stdout is not None:
             proc.stdout.close()
     assert [a.get("id") for a in answers] == [1, 2]
-    assert {t["name"] for t in answers[1]["result"]["tools"]} >= {"todo.add", "todo.list"}
+    assert {t["name"] for t in answers[1]["result"]["tools"]} >= {"todo-add", "todo-list"}

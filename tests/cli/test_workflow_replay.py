@@ -110,34 +110,6 @@ def test_push_runs_the_checks_and_tags_also_release(template: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def toolchain_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding the wheel built from this checkout (offline: hatchling from here)."""
-    out = tmp_path_factory.mktemp("toolchain-wheel")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "-q",
-            "-w",
-            str(out),
-            str(CHECKOUT),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    (wheel,) = out.glob("*.whl")
-    assert wheel.name.startswith(f"lineup_sdk-{__version__}-")
-    return out
-
-
-@pytest.fixture(scope="session")
 def runner_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The `bin` folder of a fresh virtual environment (what setup-python provides)."""
     root = tmp_path_factory.mktemp("runner-venv")

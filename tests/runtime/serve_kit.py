@@ -21,7 +21,9 @@ from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.serve import Bridge, ServeOptions, serve_http
 
 #: Quick looks and heartbeats, so tests see repeated progress without long waits.
-FAST = ServeOptions(heartbeat_s=0.05, poll_s=0.01)
+#: Fast polling; dotted names so the mapping tests read as the manifest (dashed is tested
+#: on its own and is what `lineup serve` uses by default).
+FAST = ServeOptions(tool_names="dotted", heartbeat_s=0.05, poll_s=0.01)
 TOKEN = "test-token-0123456789"
 
 

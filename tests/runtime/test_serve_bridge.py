@@ -78,7 +78,7 @@ async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:
     assert caps.tasks.cancel is None  # refused
     listed = {t.name: t for t in (await s.list_tools()).tools}
     inventory = {e["method"]: e for e in rt.inventory()}
-    assert set(listed) == set(inventory)
+    assert set(listed) == set(inventory) | {"lineup-result"}  # and the toolchain's own tool
     add = listed["todo.add"]
     assert add.input_schema == inventory["todo.add"]["input_schema"]  # as is
     assert add.output_schema == inventory["todo.add"]["result_schema"]
@@ -90,6 +90,10 @@ async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:
         "io.lineup/long_running": True,
     }
     assert start.execution is not None and start.execution.task_support == "optional"
+    assert start.output_schema is not None  # the envelope: its result is the tool's result
+    assert start.output_schema["properties"]["result"] == {
+        k: v for k, v in inventory["pomodoro.start"]["result_schema"].items() if k != "$defs"
+    }
 
     # the first app_ready call starts the app: its receipts arrive as progress
     first_progress = Progress()
@@ -106,7 +110,11 @@ async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:
     }
     assert json.loads(first.content[0].text) == first.structured_content  # type: ignore[union-attr]
     assert first.meta is not None and first.meta[CALL_ID] == "add-1"
-    assert first_progress.stages == ["accepted (activation starting)", "activation_ready"]
+    # the first notification names the call_id in its text (Python clients drop `_meta`)
+    assert first_progress.stages == [
+        "accepted (activation starting) · call_id add-1",
+        "activation_ready",
+    ]
 
     # replay by call_id: the same answer, no second effect
     again = await s.call_tool("todo.add", {"title": "milk"}, meta=call_meta({CALL_ID: "add-1"}))
@@ -169,8 +177,11 @@ async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:
     result = box["r"]
     assert not result.is_error
     assert result.structured_content is not None
-    assert result.structured_content["status"] == "completed"
-    assert focus.stages[0] == "accepted (activation starting)"
+    # a long-running tool answers its envelope; the business result is inside
+    assert result.structured_content["status"] == "final"
+    assert result.structured_content["call_id"] == "focus-1"
+    assert result.structured_content["result"]["status"] == "completed"
+    assert focus.stages[0] == "accepted (activation starting) · call_id focus-1"
     assert focus.stages[1].startswith("started (started_at ") and "ends_at" in focus.stages[1]
     values = [p for p, _, _ in focus.seen]
     assert values == sorted(values) and len(set(values)) == len(values)  # strictly increasing
@@ -231,7 +242,13 @@ def test_http_requires_the_token_and_a_local_origin(
         with httpx2.Client() as http:
             none = http.post(server.url, json=body, headers=headers)
             assert none.status_code == 401
-            assert none.json()["error"] == "unauthorized"
+            # the body and the challenge say where the token is; no OAuth is advertised
+            assert none.json()["error"] == "invalid_token"
+            for said in (none.json()["error_description"], none.headers["www-authenticate"]):
+                assert "start line" in said and "LINEUP_SERVE_TOKEN" in said
+            for well_known in ("oauth-protected-resource", "oauth-authorization-server"):
+                found = http.get(server.url.replace("/mcp", f"/.well-known/{well_known}"))
+                assert found.status_code == 404
             wrong = http.post(
                 server.url, json=body, headers={**headers, "Authorization": "Bearer x"}
             )
@@ -312,7 +329,7 @@ def test_replay_of_a_waiting_call_waits_for_its_final(
                     assert "r" not in box
                     await advance(clock, 5 * MIN)
                 assert box["r"].structured_content is not None
-                assert box["r"].structured_content["status"] == "completed"
+                assert box["r"].structured_content["result"]["status"] == "completed"
 
         anyio.run(main)
     finally:
@@ -369,7 +386,8 @@ def test_a_task_is_polled_across_a_restart(
             done = (await raw.request("tasks/get", {"taskId": "focus-t"}))["result"]
             assert done["status"] == "completed"
             payload = (await raw.request("tasks/result", {"taskId": "focus-t"}))["result"]
-            assert payload["structuredContent"]["status"] == "completed"
+            assert payload["structuredContent"]["status"] == "final"
+            assert payload["structuredContent"]["result"]["status"] == "completed"
             assert payload["isError"] is False
             assert payload["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": "focus-t"}
             unknown = await raw.request("tasks/get", {"taskId": "nope"})
@@ -439,7 +457,10 @@ def test_a_2026_client_gets_progress_and_no_tasks(
                 )
                 assert added.structured_content is not None
                 assert added.structured_content["item"]["id"] == "m1"
-                assert seen.stages == ["accepted (activation starting)", "activation_ready"]
+                assert seen.stages == [
+                    "accepted (activation starting) · call_id m1",
+                    "activation_ready",
+                ]
 
         anyio.run(main)
     finally:
@@ -484,13 +505,15 @@ def test_hints_and_a_wrapped_result_end_to_end(
 
         async def main() -> None:
             async with memory_session(Bridge(rt, FAST)) as s:
-                (look,) = (await s.list_tools()).tools
+                look, own = (await s.list_tools()).tools
+                assert own.name == "lineup-result"
                 assert look.annotations is not None
                 assert look.annotations.read_only_hint is True
                 assert look.annotations.open_world_hint is False
                 assert look.annotations.destructive_hint is None
                 assert look.output_schema is not None
                 assert look.output_schema["required"] == ["result"]
+                assert look.output_schema["x-fastmcp-wrap-result"] is True  # fastmcp unwraps
                 res = await s.call_tool("demo.look", {"limit": 2})  # the client checks the schema
                 assert res.structured_content == {"result": ["a", "b"]}
                 assert json.loads(res.content[0].text) == {"result": ["a", "b"]}  # type: ignore[union-attr]

@@ -49,9 +49,12 @@ class Folder:
     scripts: Path  # block scripts live here, outside the working folder
 
     @classmethod
-    def fresh(cls, root: Path) -> Folder:
+    def fresh(cls, root: Path, *, wheels: Path | None = None) -> Folder:
         """A working folder under `root`, with HOME and XDG_STATE_HOME beside it, this
-        venv's `lineup` first on PATH, and no LINEUP_* variable from the caller's shell."""
+        venv's `lineup` first on PATH, and no LINEUP_* variable from the caller's shell.
+        `wheels`: a folder with this checkout's wheel, where pip finds `lineup-sdk==<this
+        version>` (unpublished yet) as a user will find it on the index; pip keeps the
+        caller's cache, so other packages come from it or the index."""
         for name in ("work", "home", "state", "scripts"):
             (root / name).mkdir(parents=True, exist_ok=True)
         env = {
@@ -60,8 +63,13 @@ class Folder:
             if not k.startswith(("LINEUP_", "PYTEST_")) and k != "PYTHONPATH"
         }
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
         env["HOME"] = str(root / "home")
         env["XDG_STATE_HOME"] = str(root / "state")
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        if wheels is not None:
+            links = [str(wheels), os.environ.get("PIP_FIND_LINKS", "")]
+            env["PIP_FIND_LINKS"] = " ".join(filter(None, links))
         return cls(root / "work", env, root / "scripts")
 
     def inside(self, sub: str) -> Folder:

@@ -103,8 +103,10 @@ def test_readme_blocks_run_in_one_fresh_folder(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("template", TEMPLATES)
-def test_generated_readme_blocks_run_in_the_project(template: str, tmp_path: Path) -> None:
-    folder = Folder.fresh(tmp_path)
+def test_generated_readme_blocks_run_in_the_project(
+    template: str, tmp_path: Path, toolchain_wheels: Path
+) -> None:
+    folder = Folder.fresh(tmp_path, wheels=toolchain_wheels)
     name = f"my-{template}"
     init = Block("bash", f"lineup init {name} --template {template}\n", 0, None)
     run_block(init, folder)
