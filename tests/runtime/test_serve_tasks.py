@@ -81,7 +81,7 @@ async def started(c: ModernClient, task_id: str) -> dict[str, Any]:
     """Poll `tasks/get` (bounded) until the focus has started."""
     with anyio.fail_after(30):
         while True:
-            got = (await c.request("tasks/get", {"taskId": task_id}))["result"]
+            got: dict[str, Any] = (await c.request("tasks/get", {"taskId": task_id}))["result"]
             if str(got.get("statusMessage", "")).startswith("started"):
                 return got
             await anyio.sleep(0.01)
