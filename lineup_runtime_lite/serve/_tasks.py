@@ -1,5 +1,6 @@
 """MCP tasks (protocol revision 2025-11-25) for long-running tools: a task is the call,
 its id the `call_id`, its state the runtime's persisted receipts — so it survives restarts.
+On 2026-07-28 the same methods route to the tasks extension (`_tasks_ext`).
 
 The SDK carries the wire types but serves none of `tasks/*`, and its `tools/call` result
 check knows only `CallToolResult`; a task-augmented call is therefore answered by a
@@ -15,6 +16,7 @@ import mcp.types as mt
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from lineup_runtime_lite.serve import _tasks_ext
 from lineup_runtime_lite.serve._mapping import CALL_ID_META, McpTool, call_result, progress_text
 
 if TYPE_CHECKING:
@@ -30,7 +32,8 @@ TASKS_VERSION = "2025-11-25"
 
 
 def task_of(record: dict[str, Any]) -> dict[str, Any]:
-    """The MCP task of a persisted call: `working` with the latest stage until its final."""
+    """The MCP task of a persisted call: `working` with the latest stage until its final,
+    then `completed` — or `failed` for a final error (`isError: true`), as 2025-11-25 says."""
     messages = record["messages"]
     latest = messages[-1]
     done = latest["kind"] in ("result", "error")
@@ -42,7 +45,7 @@ def task_of(record: dict[str, Any]) -> dict[str, Any]:
         status_message = "result"
     return {
         "taskId": record["call_id"],
-        "status": "completed" if done else "working",
+        "status": ("failed" if latest["kind"] == "error" else "completed") if done else "working",
         "statusMessage": status_message,
         "createdAt": messages[0]["at"],
         "lastUpdatedAt": latest["at"],
@@ -52,8 +55,10 @@ def task_of(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def install(bridge: Bridge) -> None:
-    """Serve task-augmented `tools/call` and `tasks/get`, `tasks/result`, `tasks/cancel`."""
+    """Serve task-augmented `tools/call` and `tasks/get`, `tasks/result`, `tasks/cancel` on
+    2025-11-25, and the tasks extension's `tasks/get|update|cancel` on 2026-07-28."""
     rt = bridge.rt
+    modern = _tasks_ext.install(bridge)
 
     def gate(ctx: ServerRequestContext[Any, Any]) -> None:
         if ctx.protocol_version != TASKS_VERSION:
@@ -122,7 +127,27 @@ def install(bridge: Bridge) -> None:
             "call the app's interrupt tool (e.g. pomodoro.interrupt) instead",
         )
 
+    async def no_update(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+        raise MCPError(mt.METHOD_NOT_FOUND, "Method not found", ctx.method)
+
+    def route(method: str, legacy: Any) -> Any:
+        """One handler per method name: the extension's on its revisions, else `legacy`."""
+        binding = modern[method]
+        versions = binding.protocol_versions or frozenset()
+
+        async def handler(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
+            if ctx.protocol_version in versions:
+                return await binding.handler(ctx, params)
+            return await legacy(ctx, params)
+
+        return handler
+
     bridge.add_middleware(middleware)
-    bridge.server.add_request_handler("tasks/get", mt.GetTaskRequestParams, get)
+    bridge.server.add_request_handler("tasks/get", mt.GetTaskRequestParams, route("tasks/get", get))
     bridge.server.add_request_handler("tasks/result", mt.GetTaskPayloadRequestParams, result)
-    bridge.server.add_request_handler("tasks/cancel", mt.CancelTaskRequestParams, cancel)
+    bridge.server.add_request_handler(
+        "tasks/cancel", mt.CancelTaskRequestParams, route("tasks/cancel", cancel)
+    )
+    bridge.server.add_request_handler(
+        "tasks/update", modern["tasks/update"].params_type, route("tasks/update", no_update)
+    )
