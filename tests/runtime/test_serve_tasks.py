@@ -166,7 +166,8 @@ def test_tasks_get_through_a_server_restart(
             assert got["status"] == "completed"
             assert got["result"]["resultType"] == "complete"
             assert got["result"]["isError"] is False
-            assert got["result"]["structuredContent"]["status"] == "completed"
+            assert got["result"]["structuredContent"]["status"] == "final"  # the envelope
+            assert got["result"]["structuredContent"]["result"]["status"] == "completed"
             assert got["result"]["_meta"][CALL_ID] == "focus-x"
             unknown = await c.request("tasks/get", {"taskId": "nope"})
             assert unknown["error"]["code"] == mt.INVALID_PARAMS

@@ -88,7 +88,9 @@ class Machine(RuleBasedStateMachine):
         for cid, c in self.calls.items():
             if c.act != act.id or c.status != "queued":
                 continue
-            if cid == act.trigger:
+            # a trigger already told `activation_ready` (its worker was lost since) gets no
+            # second progress receipt, only its final (transitions.worker_lost)
+            if cid == act.trigger and "activation_ready" not in c.stages:
                 c.stages.append(
                     "activation_failed" if state == "failed" else "activation_cancelled"
                 )
