@@ -20,30 +20,9 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    # --no-build-isolation: hatchling comes from this environment (the `test` extra), so
-    # building needs no network.
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "-q",
-            "-w",
-            str(out),
-            str(CHECKOUT),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    (path,) = out.glob("*.whl")
+def wheel(toolchain_wheels: Path) -> Path:
+    """The wheel built from this checkout (tests/conftest.py: offline, hatchling from here)."""
+    (path,) = toolchain_wheels.glob("*.whl")
     return path
 
 

@@ -46,6 +46,22 @@ def build_app(src: Path, dest: Path, key: SigningKey, **switches: object) -> Pat
     return result.bundle
 
 
+def build_source_app(root: Path, scope: str, tools_source: str, key: SigningKey) -> Path:
+    """Write a one-module MiniApp (`<scope>_app/tools.py` = `tools_source`) and build it;
+    returns the bundle path."""
+    package = root / f"{scope}_app"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "tools.py").write_text(tools_source)
+    (root / "lineup.toml").write_text(
+        f'[app]\nscope = "{scope}"\nname = "{scope.title()}"\nversion = "1.0.0"\n'
+        f'entry = "{scope}_app.tools"\ninclude = ["{scope}_app/**/*.py"]\n'
+    )
+    result = build_project(root, signing_key=key)
+    assert result.ok and result.bundle is not None, [d.to_dict() for d in result.diagnostics]
+    return result.bundle
+
+
 @pytest.fixture(scope="session")
 def probe_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
     return build_app(APPS / "probe", tmp_path_factory.mktemp("probe") / "probe", rt_key)

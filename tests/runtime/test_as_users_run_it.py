@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from lineup_build.build import build_project
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.store import SCHEMA_VERSION
 from lineup_sdk.errors import LineupError
+from tests.runtime.conftest import build_source_app
 from tests.runtime.test_store_migrations import FIXTURE
 
 REPEATS = 200
@@ -327,17 +327,7 @@ if "lineup_sdk._worker" in sys.modules:  # fine at build time, fails in the work
 
 @pytest.fixture(scope="module")
 def broken_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
-    root = tmp_path_factory.mktemp("broken") / "broken"
-    (root / "broken_app").mkdir(parents=True)
-    (root / "broken_app" / "__init__.py").write_text("")
-    (root / "broken_app" / "tools.py").write_text(BROKEN)
-    (root / "lineup.toml").write_text(
-        '[app]\nscope = "broken"\nname = "Broken"\nversion = "1.0.0"\n'
-        'entry = "broken_app.tools"\ninclude = ["broken_app/**/*.py"]\n'
-    )
-    result = build_project(root, signing_key=rt_key)
-    assert result.ok and result.bundle is not None, [d.to_dict() for d in result.diagnostics]
-    return result.bundle
+    return build_source_app(tmp_path_factory.mktemp("broken") / "broken", "broken", BROKEN, rt_key)
 
 
 def test_worker_failed_carries_its_cause_and_says_where_the_log_is(

@@ -21,6 +21,7 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.serve import Bridge
+from tests.runtime.conftest import build_source_app
 from tests.runtime.serve_kit import (
     FAST,
     HttpServer,
@@ -484,17 +485,7 @@ async def look(ctx: ToolContext, limit: int = 2) -> list[str]:
 
 @pytest.fixture(scope="session")
 def hinted_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
-    root = tmp_path_factory.mktemp("hinted") / "demo"
-    (root / "demo_app").mkdir(parents=True)
-    (root / "demo_app" / "__init__.py").write_text("")
-    (root / "demo_app" / "tools.py").write_text(HINTED)
-    (root / "lineup.toml").write_text(
-        '[app]\nscope = "demo"\nname = "Demo"\nversion = "1.0.0"\n'
-        'entry = "demo_app.tools"\ninclude = ["demo_app/**/*.py"]\n'
-    )
-    result = build_project(root, signing_key=rt_key)
-    assert result.ok and result.bundle is not None, [d.to_dict() for d in result.diagnostics]
-    return result.bundle
+    return build_source_app(tmp_path_factory.mktemp("hinted") / "demo", "demo", HINTED, rt_key)
 
 
 def test_hints_and_a_wrapped_result_end_to_end(
