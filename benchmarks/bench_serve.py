@@ -9,7 +9,8 @@ Figures (p50 over `--calls` requests after a warm-up):
   the same schemas. The four are sampled round-robin, so load drift hits them alike. The
   bridge adds nothing of its own when `serve p50 <= Runtime.call p50 + SDK ping p50`.
 * `tools/list` of a 1,000-tool app (the generator of bench_build.py) through
-  `lineup serve`, and the SDK's low-level server listing the same 1,000 tools.
+  `lineup serve`, and the SDK's low-level server listing the same 1,001 entries (the
+  app's tools and `lineup-result`).
 * `pending`: with `--max-wait 0`, the time from a long-running `tools/call` without a
   progress token (`pomodoro-start`, each in a conversation of its own) to its `pending`
   answer, interleaved with the ping tool on the same server (SPEC 13.2).
@@ -128,7 +129,7 @@ def _entries(app: Path, db: Path) -> list[dict[str, Any]]:
     trust, prepared = prepare_targets([app], None)
     with Runtime.open(db, trust=trust) as rt:
         install_targets(rt, prepared)
-        return [t.entry for t in Bridge(rt).tools.values()]
+        return list(Bridge(rt)._listing["tools"])  # the app's tools and `lineup-result`
 
 
 def _open_direct(app: Path, db: Path) -> Any:
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             return body
 
         # the SDK baseline serves the very same tool entry (schemas included), named `ping`
-        (ping_entry,) = _entries(ping_app, tmp / "ping-inv.db")
+        ping_entry, _own = _entries(ping_app, tmp / "ping-inv.db")
         (tmp / "ping_tools.json").write_text(json.dumps([{**ping_entry, "name": "ping"}]))
         serve_cmd = [*LINEUP, "serve", str(ping_app), "--db", str(tmp / "serve.db")]
         sdk_cmd = [PY, str(sdk_script), str(tmp / "ping_tools.json")]
@@ -279,12 +280,12 @@ def main(argv: list[str] | None = None) -> int:
         results.update(anyio.run(_over_stdio, pending_cmd, tmp, pending_round))
 
         big_cmd = [*LINEUP, "serve", str(big_app), "--db", str(tmp / "big.db")]
-        results.update(anyio.run(_over_stdio, big_cmd, tmp, lister("serve_list_1000_p50_ms", 1000)))
+        results.update(anyio.run(_over_stdio, big_cmd, tmp, lister("serve_list_1000_p50_ms", 1001)))
         # the SDK baseline lists the very same 1,000 tool entries
         entries = _entries(big_app, tmp / "big-inv.db")
         (tmp / "big_tools.json").write_text(json.dumps(entries))
         sdk_big = [PY, str(sdk_script), str(tmp / "big_tools.json")]
-        results.update(anyio.run(_over_stdio, sdk_big, tmp, lister("sdk_list_1000_p50_ms", 1000)))
+        results.update(anyio.run(_over_stdio, sdk_big, tmp, lister("sdk_list_1000_p50_ms", 1001)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
