@@ -52,7 +52,7 @@ XFAIL_13_2 = pytest.mark.xfail(
 OPEN_S = 90.0
 QUICK_S = 60.0
 #: The longest the server may hold a call without a progress token (`--max-wait` default)...
-MAX_WAIT_S = 45.0
+MAX_WAIT_S = 45
 #: ...below the 60 s the TypeScript SDK and the Inspector wait by default.
 CLIENT_TIMEOUT_S = 60.0
 FOCUS_MINUTES = 1
@@ -78,6 +78,12 @@ class ClientRun:
     started: float = 0.0
     ended: float = 0.0
     log: Path | None = None
+
+
+@dataclass(frozen=True)
+class Suite:
+    runs: dict[str, ClientRun]
+    wall_s: float  # the four runs, at once
 
 
 def _method(names: list[str], method: str) -> str:
@@ -251,21 +257,23 @@ def _drive(run: ClientRun, root: Path, where: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ClientRun]]:
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Suite]:
     """The four clients' runs, at once, each in a thread of its own."""
     root = tmp_path_factory.mktemp("clients")
     in_ci = os.environ.get("CI") == "true"
     results = {c: ClientRun(c) for c in CLIENTS}
+    found: dict[str, Any] = {}
+    for client in CLIENTS:  # all located (npm ci, if need be) before any starts
+        where, why = _locate(client)
+        if why is not None:
+            assert not in_ci, f"{client} must run in CI: {why}"
+            results[client].unavailable = why
+        else:
+            found[client] = (where, _projects(root / client))
     threads = []
     begun = time.monotonic()
     try:
-        for client in CLIENTS:
-            where, why = _locate(client)
-            if why is not None:
-                assert not in_ci, f"{client} must run in CI: {why}"
-                results[client].unavailable = why
-                continue
-            folder = _projects(root / client)
+        for client, (where, folder) in found.items():
             thread = threading.Thread(
                 target=_drive, args=(results[client], folder, where), name=client, daemon=True
             )
@@ -276,8 +284,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ClientR
         late = [t.name for t in threads if t.is_alive()]
         assert not late, f"still running after {SUITE_S:.0f}s: {late}"
         wall = time.monotonic() - begun
-        print(f"\nfour MCP clients at once: {wall:.1f}s")  # shown with -s / in -rA
-        yield results
+        yield Suite(results, wall)
     finally:
         kill_strays(root)
 
@@ -296,17 +303,18 @@ def _log_tail(run: ClientRun) -> str:
         *(pytest.param(c, marks=XFAIL_13_2) for c in LONG_CASES),
     ],
 )
-def test_a_default_client(runs: dict[str, ClientRun], client: str, case: str) -> None:
-    run = runs[client]
+def test_a_default_client(suite: Suite, client: str, case: str) -> None:
+    run = suite.runs[client]
     if run.unavailable is not None:
         pytest.skip(f"{client}: {run.unavailable}")
     outcome = run.cases[case]
     assert outcome.ok, f"{client} {case} ({outcome.seconds:.1f}s): {outcome.detail}{_log_tail(run)}"
 
 
-def test_the_clients_ran_at_once(runs: dict[str, ClientRun]) -> None:
-    ran = [r for r in runs.values() if r.unavailable is None]
+def test_the_clients_ran_at_once(suite: Suite) -> None:
+    ran = [r for r in suite.runs.values() if r.unavailable is None]
     assert ran
+    print(f"four MCP clients at once: {suite.wall_s:.1f}s")  # shown with -s / -rA
     assert max(r.started for r in ran) < min(r.ended for r in ran), "the runs did not overlap"
 
 
