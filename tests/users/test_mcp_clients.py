@@ -44,9 +44,6 @@ CLIENTS = ("python-sdk", "fastmcp", "ts-sdk", "inspector")
 #: The cases that need SPEC 13.2's max-wait answer and `lineup-result` (issue 19).
 LONG_CASES = ("long_running", "lineup_result", "long_replay")
 CASES = ("list", "plain", "error", "replay", *LONG_CASES)
-XFAIL_13_2 = pytest.mark.xfail(
-    reason="needs SPEC 13.2 max-wait/lineup-result (issue 19)", strict=False
-)
 
 #: Deadlines (seconds). A first request builds both projects and starts the runtime.
 OPEN_S = 90.0
@@ -296,13 +293,7 @@ def _log_tail(run: ClientRun) -> str:
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-@pytest.mark.parametrize(
-    "case",
-    [
-        *(c for c in CASES if c not in LONG_CASES),
-        *(pytest.param(c, marks=XFAIL_13_2) for c in LONG_CASES),
-    ],
-)
+@pytest.mark.parametrize("case", CASES)
 def test_a_default_client(suite: Suite, client: str, case: str) -> None:
     run = suite.runs[client]
     if run.unavailable is not None:
