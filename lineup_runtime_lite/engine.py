@@ -150,7 +150,7 @@ class Engine:
         """Commit the decision `step` makes inside its savepoint of the next group commit,
         then perform its effects. None when it decided nothing or lost a race."""
         try:
-            decision = await self.commits.submit(_applying(step))
+            decision = await self.commits.submit(_applying(step, self.delivery.will_kick))
         except LostRace:
             return None
         if decision is not None:
@@ -244,7 +244,7 @@ class Engine:
                 session is not None
                 and act is not None
                 and act.state == "ready"
-                and self.delivery.idle(tx, session, tool.method)
+                and self.delivery.idle(session, tool.method)
             )
             version = session.version if session else tx.app_version(tool.scope)
             assert version is not None
@@ -372,15 +372,20 @@ def _fresh_ids() -> t.NewIds:
 
 def _applying(
     step: Callable[[Facts], Decision | None],
+    will_kick: Callable[[tuple[str, ...]], None],
 ) -> Callable[[Facts], Decision | None]:
     """The batch step: decide, then write the decision's changes (a guard that finds no
-    row raises `LostRace`, so the savepoint is rolled back and the decision dropped)."""
+    row raises `LostRace`, so the savepoint is rolled back and the decision dropped). The
+    sessions a written decision kicks are marked at once, so a later decision of the same
+    batch never sends past their queue (`DeliveryDriver.idle`)."""
 
     def run(tx: Facts) -> Decision | None:
         decision = step(tx)
         if decision is not None:
             for change in decision.changes:
                 tx.apply(change)
+            if decision.kick:
+                will_kick(decision.kick)
         return decision
 
     return run

@@ -44,16 +44,21 @@ class DeliveryDriver:
         #: Sessions kicked since their pump last looked at the queue: a fast send is
         #: followed by a pump step only when something may be waiting behind it.
         self._dirty: set[str] = set()
+        #: Sessions a decision of the batch being written will kick (`will_kick`).
+        self._kicking: set[str] = set()
+        #: Sessions whose pump gave up on a failing step: their queue waits for a kick.
+        self._stalled: set[str] = set()
 
     # -- the fast path -------------------------------------------------------------------
-    def idle(self, tx: Facts, session: Session, method: str) -> bool:
-        """A call of `method` may be sent right after its commit: the session's pump is not
-        sending, nothing is queued ahead of it in `tx` (the batch's facts: an activation
-        that became ready earlier in this batch has not kicked its pump yet, so "no pump"
-        alone does not mean "empty queue"), its worker is up and its version serves the
-        method from the SDK (SPEC 5.2: arrival order)."""
+    def idle(self, session: Session, method: str) -> bool:
+        """A call of `method` may be sent right after its commit: nothing may be queued
+        ahead of it (SPEC 5.2: arrival order) — the session's pump is not sending, no
+        decision earlier in this batch will kick it (an activation that became ready there
+        has not started its pump yet: that happens after the COMMIT, so "no pump" alone
+        does not mean "empty queue"), no pump gave up on its queue — and its worker is up
+        and its version serves the method from the SDK."""
         sid = session.app_session_id
-        if sid in self._claimed:
+        if sid in self._claimed or sid in self._kicking or sid in self._stalled:
             return False
         pump = self._pumps.get(sid)
         if pump is not None and not pump.done():
@@ -61,9 +66,13 @@ class DeliveryDriver:
         if self.pool.live(session.scope, session.version) is None:
             return False
         pinned = self.shell.tools_of(session.scope, session.version).get(method)
-        if pinned is None or pinned.delivery != "miniapp_sdk":
-            return False
-        return tx.queue_head(sid) is None
+        return pinned is not None and pinned.delivery == "miniapp_sdk"
+
+    def will_kick(self, session_ids: tuple[str, ...]) -> None:
+        """A decision of the batch being written kicks these sessions after its COMMIT:
+        until then no call of theirs takes the fast path (`kick` clears the mark; a batch
+        that failed leaves it, which only sends the next call through the queue)."""
+        self._kicking.update(session_ids)
 
     def claim(self, session_id: str) -> None:
         self._claimed.add(session_id)
@@ -101,6 +110,7 @@ class DeliveryDriver:
     # -- the pump ------------------------------------------------------------------------
     def kick(self, session_id: str) -> None:
         """Make sure the session's serial delivery pump is running."""
+        self._kicking.discard(session_id)
         self._dirty.add(session_id)
         if session_id in self._claimed:
             return  # its send starts the pump after the commit
@@ -129,11 +139,13 @@ class DeliveryDriver:
         while True:
             try:
                 if not await self._step(session_id):
+                    self._stalled.discard(session_id)
                     return
             except Exception:
                 failures += 1
                 self.shell.wake_waiters()
                 if failures >= STEP_TRIES:
+                    self._stalled.add(session_id)  # no fast send may overtake its queue
                     raise
                 await asyncio.sleep(0.01 * (2**failures))
                 continue
