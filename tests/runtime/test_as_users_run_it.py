@@ -370,3 +370,22 @@ def test_the_cause_is_clipped_to_500_characters() -> None:
     assert len(cause) == CAUSE_MAX == 500 and cause.startswith("ValueError: xxx")
     assert failure_cause("E: a\tb\x00") == "E: a\\tb\\x00"
     assert failure_cause("E: one\r\ntwo") == "E: one\\r"
+
+
+def test_no_fast_send_past_a_queue_whose_pump_gave_up(probe: Runtime) -> None:
+    """A pump that gave up on failing steps leaves its queue for the next kick: until then a
+    new call of that session must queue behind it, not take the fast path."""
+    probe.call("w", "conv", "probe.echo", {"text": "hi"})
+    probe.settle()
+    core = probe._core
+    session = core.facts.session("conv", "probe")
+    assert session is not None
+    assert core.delivery.idle(session, "probe.echo")  # ready, nothing queued: fast path
+    core.delivery._stalled.add(session.app_session_id)  # as `_pump` leaves it after giving up
+    assert not core.delivery.idle(session, "probe.echo")
+    answer = probe.call("q", "conv", "probe.echo", {"text": "behind"})
+    assert answer["stage"] == "result" and answer["result"] == "behind"
+    # it went through the queue: its kick ran the pump (a fast send never does), which
+    # found the queue empty and cleared the mark
+    assert session.app_session_id not in core.delivery._stalled
+    assert core.delivery.idle(session, "probe.echo")
