@@ -34,8 +34,12 @@ from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.workers import WorkerOptions
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
+from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
 
 __all__ = ["MAX_FETCH", "AsyncRuntime"]
+
+#: The bounds of `worker_processes` (a worker needs its launcher, loop and threads).
+MIN_PROCESSES, MAX_PROCESSES = 16, 32768
 
 #: The most messages one `outbox_fetch` returns.
 MAX_FETCH = 1000
@@ -76,6 +80,7 @@ class AsyncRuntime:
         max_params_bytes: int = DEFAULT_MAX_PARAMS_BYTES,
         sandbox: str = "best_effort",
         worker_memory_mb: int = 1024,
+        worker_processes: int = DEFAULT_PROCESSES,
         worker_heartbeat_s: float = 5.0,
         worker_log_max_bytes: int = 10 * 1024 * 1024,
         worker_env: Mapping[str, str] | None = None,
@@ -96,7 +101,11 @@ class AsyncRuntime:
                 report it in `sandbox`), `required` (refuse to start a worker without
                 file, network and process-tree containment: `sandbox_unavailable`) or
                 `off` (debugging only).
-            worker_memory_mb: Data-memory cap of each worker process.
+            worker_memory_mb: Memory cap of each worker: over its whole process tree
+                where the runtime can create a memory cgroup, else per process (`sandbox`
+                says which).
+            worker_processes: Cap on the tasks (processes and threads) of each worker's
+                tree: a pids cgroup, else the fallbacks `sandbox` names (16 to 32768).
             worker_heartbeat_s: A worker whose loop does not answer a heartbeat this long
                 is recycled (real time).
             worker_log_max_bytes: Each worker log is truncated, with a note, past this size.
@@ -138,6 +147,15 @@ class AsyncRuntime:
                 "worker_memory_mb must be at least 64, worker_heartbeat_s positive and "
                 "worker_log_max_bytes not negative",
             )
+        if (
+            type(worker_processes) is not int
+            or not MIN_PROCESSES <= worker_processes <= MAX_PROCESSES
+        ):
+            raise LineupError(
+                "usage_invalid",
+                f"worker_processes must be an integer from {MIN_PROCESSES} to "
+                f"{MAX_PROCESSES}, not {worker_processes!r}",
+            )
         extra_env = _worker_env(worker_env)
         # every path is resolved against the working folder once, here (SPEC 13.1): no
         # worker, sandbox or later chdir resolves a relative one again
@@ -155,6 +173,7 @@ class AsyncRuntime:
             rt.trust = TrustStore.load(rt._trust_path)
         rt._sandbox_mode = sandbox
         rt.clock = clock or RealClock()
+        sweep_leftovers()  # cgroups and sandbox folders of runtimes killed before they closed
         store = Store(db_path)
         try:
             if in_memory and apps_dir is None:
@@ -188,6 +207,7 @@ class AsyncRuntime:
                 worker_options=WorkerOptions(
                     sandbox=sandbox,
                     memory_mb=worker_memory_mb,
+                    processes=worker_processes,
                     heartbeat_s=worker_heartbeat_s,
                     log_max_bytes=worker_log_max_bytes,
                     env=extra_env,

@@ -24,6 +24,7 @@ from lineup_runtime_lite.install import InstallResult
 from lineup_runtime_lite.params import DEFAULT_MAX_PARAMS_BYTES
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
+from lineup_sdk.sandbox import DEFAULT_PROCESSES
 
 __all__ = ["Outbox", "Runtime", "Surface"]
 
@@ -144,6 +145,7 @@ class Runtime:
         max_params_bytes: int = DEFAULT_MAX_PARAMS_BYTES,
         sandbox: str = "best_effort",
         worker_memory_mb: int = 1024,
+        worker_processes: int = DEFAULT_PROCESSES,
         worker_heartbeat_s: float = 5.0,
         worker_log_max_bytes: int = 10 * 1024 * 1024,
         worker_env: Mapping[str, str] | None = None,
@@ -171,6 +173,7 @@ class Runtime:
                     max_params_bytes=max_params_bytes,
                     sandbox=sandbox,
                     worker_memory_mb=worker_memory_mb,
+                    worker_processes=worker_processes,
                     worker_heartbeat_s=worker_heartbeat_s,
                     worker_log_max_bytes=worker_log_max_bytes,
                     worker_env=worker_env,

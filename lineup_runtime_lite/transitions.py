@@ -457,9 +457,11 @@ def answer_delivery(
     result_problems: list[dict[str, Any]] | None = None,
     timed_out: bool = False,
     worker_error: tuple[str, str] | None = None,
+    worker_reason: str | None = None,
 ) -> Decision:
     """The one final answer of a delivered call: its result, the handler's error, a
-    timeout, or the worker's failure (`(kind, message)`)."""
+    timeout, or the worker's failure (`(kind, message)`, with the `details.reason` where
+    one is known: `memory_limit`)."""
     if timed_out:
         return _final(
             call,
@@ -471,7 +473,8 @@ def answer_delivery(
     if worker_error is not None:
         kind, text = worker_error
         code = "worker_protocol_error" if kind == "protocol" else "delivery_interrupted"
-        return _final(call, now, error=error_body(code, f"{tool.method}: {text}"))
+        details = {"reason": worker_reason} if worker_reason else None
+        return _final(call, now, error=error_body(code, f"{tool.method}: {text}", details=details))
     assert reply is not None
     if reply.get("ok"):
         if result_problems:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lineup_sdk.bridge import MAX_MESSAGE, ProtocolError, parse_line
-from lineup_sdk.sandbox import Sandbox, stop_tree
+from lineup_sdk.sandbox import DEFAULT_PROCESSES, Sandbox, stop_tree
 
 __all__ = ["Worker", "WorkerError", "WorkerOptions"]
 
@@ -30,17 +30,21 @@ class WorkerOptions:
 
     sandbox: str = "best_effort"
     memory_mb: int = 1024
+    processes: int = DEFAULT_PROCESSES
     heartbeat_s: float = 5.0
     log_max_bytes: int = 10 * 1024 * 1024
     env: tuple[tuple[str, str], ...] = ()  # `Runtime.open(worker_env=...)`, checked there
 
 
 class WorkerError(Exception):
-    """The worker failed: `kind` is `crashed`, `protocol`, `start`, `hung` or `sandbox`."""
+    """The worker failed: `kind` is `crashed`, `protocol`, `start`, `hung` or `sandbox`;
+    `reason`, where known, is the `details.reason` its deliveries end with
+    (`memory_limit`)."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, *, reason: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.reason = reason
 
 
 class _LogPipe(asyncio.Protocol):
@@ -102,7 +106,7 @@ class _BridgeReader(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._worker._die(WorkerError("crashed", "the worker exited"))
+        self._worker._die(self._worker.exit_error())
 
 
 class Worker:
@@ -124,7 +128,11 @@ class Worker:
         self.app_dir, self.entry, self.log_path = app_dir, entry, log_path
         self.options = options or WorkerOptions()
         self._box = Sandbox(
-            self.options.sandbox, app_dir, network=network, memory_mb=self.options.memory_mb
+            self.options.sandbox,
+            app_dir,
+            network=network,
+            memory_mb=self.options.memory_mb,
+            processes=self.options.processes,
         )
         self._on_sd = on_session_request
         self._proc: subprocess.Popen[bytes] | None = None
@@ -215,6 +223,17 @@ class Worker:
         self.methods = sorted(methods)
         return self.methods
 
+    def exit_error(self) -> WorkerError:
+        """Why the worker's bridge ended: the memory cap's OOM kill, or an exit."""
+        if self._box.oom_kills():
+            return WorkerError(
+                "crashed",
+                f"the worker was killed at its memory cap ({self.options.memory_mb} MiB "
+                "over its process tree)",
+                reason="memory_limit",
+            )
+        return WorkerError("crashed", "the worker exited")
+
     def _die(self, err: WorkerError, *, culprit: int | None = None) -> None:
         """Fail the worker: the delivery `culprit` answered gets `err`, every other
         in-flight delivery an interruption (at most once holds), and the tree is stopped."""
@@ -226,7 +245,7 @@ class Worker:
         if self._hello is not None and not self._hello.done():
             self._hello.set_exception(err)
             self._hello.exception()  # retrieved: a start that was cancelled never reads it
-        interrupted = WorkerError("crashed", f"the worker failed: {err}")
+        interrupted = WorkerError("crashed", f"the worker failed: {err}", reason=err.reason)
         for rid, fut in self._pending.items():
             if not fut.done():
                 fut.set_exception(err if rid == culprit or err.kind != "protocol" else interrupted)

@@ -246,7 +246,7 @@ class DeliveryDriver:
                 flight.worker.forget(flight.rid)
             outcome = {"timed_out": True}
         except WorkerError as exc:
-            outcome = {"worker_error": (exc.kind, str(exc))}
+            outcome = {"worker_error": (exc.kind, str(exc)), "worker_reason": exc.reason}
         else:
             faults.hit("deliver.after_reply")
             problems = None
