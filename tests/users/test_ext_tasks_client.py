@@ -212,8 +212,11 @@ def test_cancel_and_update_are_refused_and_the_focus_runs_on(report: dict[str, A
     assert update["ok"] is False and update["error"]["code"] == -32602, update
     assert report["after_cancel"]["status"] == "working", report["after_cancel"]
     # the requester's own cancels (on close too) never ended the focus: it was still
-    # working after the restart, until pomodoro interrupt
-    for exchange in _wire(report, "tasks/cancel"):
+    # working after the restart, until pomodoro interrupt. A cancel sent while the
+    # connection closes may get no answer at all; every answered one is a refusal.
+    answered = [e for e in _wire(report, "tasks/cancel") if "answer" in e]
+    assert answered, report
+    for exchange in answered:
         assert exchange["answer"]["error"]["code"] == -32602, exchange
     assert report["resumed"]["statuses"][0]["status"] == "working"
 
