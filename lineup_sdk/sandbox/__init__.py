@@ -121,7 +121,7 @@ class Sandbox:
             "open_files": self.open_files,
             "unavailable": sorted(_UNAVAILABLE),
             "parent": os.getpid(),
-            "cgroups": groups.procs_files() if groups else [],
+            "cgroups": groups.joins() if groups else [],
             "cgroups_say": groups.describe() if groups else {},
         }
 

@@ -139,11 +139,15 @@ def enter(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _enter_groups(cfg: dict[str, Any], report: dict[str, Any]) -> None:
-    """Join the control groups the parent made for this tree, before anything is
-    unshared (a user namespace could no longer write them): everything started from here
-    on is counted and capped."""
+    """Be in the control groups the parent made for this tree before anything is unshared
+    (a user namespace could no longer join them): everything started from here on is
+    counted and capped."""
     joined = True
-    for procs in cfg.get("cgroups", ()):
+    joins = cfg.get("cgroups", ())
+    current = _current_groups() if joins else {}
+    for procs, hierarchy, path in joins:
+        if current.get(hierarchy) == path:
+            continue
         try:
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
@@ -152,6 +156,22 @@ def _enter_groups(cfg: dict[str, Any], report: dict[str, Any]) -> None:
     if joined:
         for key, says in cfg.get("cgroups_say", {}).items():
             report[key] = says
+
+
+def _current_groups() -> dict[str, str]:
+    """Hierarchy name (`""` for v2) → this process's group, from `/proc/self/cgroup`."""
+    out: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for name in parts[1].split(",") if parts[1] else [""]:
+                out[name] = parts[2]
+    return out
 
 
 def _cap_processes(
