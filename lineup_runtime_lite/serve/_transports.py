@@ -11,6 +11,12 @@ from collections.abc import Callable
 from typing import Any
 
 from lineup_runtime_lite.serve._bridge import Bridge
+from lineup_runtime_lite.serve._limits import (
+    HttpLimits,
+    bearer,
+    raise_descriptor_limit,
+    uvicorn_options,
+)
 
 __all__ = ["LOOPBACK", "http_app", "serve_http", "serve_stdio"]
 
@@ -216,14 +222,17 @@ def serve_http(
     *,
     on_ready: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    limits: HttpLimits | None = None,
 ) -> None:
-    """Serve streamable HTTP at `http://HOST:PORT/mcp` until interrupted (or `stop` is set).
+    """Serve streamable HTTP at `http://HOST:PORT/mcp` until interrupted (or `stop` is set),
+    with the HTTP limits of SPEC 13.2 (`serve._limits`; defaults unless `limits`).
 
     `on_ready(url)` runs once the socket listens (with port 0, the URL names the real port).
     """
     import anyio
     import uvicorn
 
+    raise_descriptor_limit()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -239,7 +248,12 @@ def serve_http(
     sock.listen(128)
     real_port = sock.getsockname()[1]
     url = f"http://{_authority(host)}:{real_port}/mcp"
-    config = uvicorn.Config(http_app(bridge, host, token), log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        http_app(bridge, host, token),
+        log_level="warning",
+        lifespan="on",
+        **uvicorn_options(limits or HttpLimits(), bearer(token)),
+    )
     server = uvicorn.Server(config)
 
     async def main() -> None:
