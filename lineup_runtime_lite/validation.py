@@ -17,13 +17,13 @@ import math
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date, datetime, time
 from typing import Any
 
 from lineup_build.schema_cost import schema_cost
 from lineup_build.schemas import canonical_json, compile_pattern
 from lineup_runtime_lite._validator_pool import OverBudget, ValidatorPool
+from lineup_runtime_lite.messages import BUDGET_REASON, Checked, Unchecked
 from lineup_runtime_lite.params import YIELD_EVERY, yield_gil
 
 __all__ = [
@@ -36,9 +36,6 @@ __all__ = [
     "clip",
     "validator_for",
 ]
-
-#: `details.reason` of a value not validated within the validation budget.
-BUDGET_REASON = "validation_budget"
 
 _EMAIL = re.compile(r"[^@\s]{1,64}@[^@\s]{1,255}\Z")  # fixed, linear: no Agent-made patterns
 
@@ -298,21 +295,6 @@ def validator_for(schema: dict[str, Any] | bool) -> Validator:
     if len(_BY_ID) < 10_000:  # the schemas of installed tools; bounded all the same
         _BY_ID[id(schema)] = (schema, v)  # holding the schema keeps its id unique
     return v
-
-
-@dataclass(frozen=True, slots=True)
-class Unchecked:
-    """A value that was not validated within the validation budget (so it is refused)."""
-
-    budget_s: float
-
-    def details(self) -> dict[str, Any]:
-        """The error's `details`: `{"reason": "validation_budget", "budget_s": ...}`."""
-        return {"reason": BUDGET_REASON, "budget_s": self.budget_s}
-
-
-#: Every problem of a value (empty when valid), or `Unchecked`.
-Checked = list[dict[str, Any]] | Unchecked
 
 
 def check_value(schema: dict[str, Any] | bool, value: Any, pool: ValidatorPool) -> Checked:

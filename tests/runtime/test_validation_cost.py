@@ -215,3 +215,63 @@ def test_the_validation_budget_option_is_checked(trust: TrustStore) -> None:
     with pytest.raises(LineupError) as caught:
         Runtime.open(":memory:", trust=trust, validation_budget_s=0)
     assert caught.value.code == "usage_invalid"
+
+
+def test_serve_answers_an_exponential_input_validation_budget_while_another_session_is_served(
+    tmp_path: Path, trust: TrustStore, slow_bundle: Path, fast_bundle: Path
+) -> None:
+    import anyio
+
+    from lineup_runtime_lite import VirtualClock
+    from lineup_runtime_lite.serve import Bridge
+    from tests.runtime.serve_kit import FAST, memory_session
+
+    rt = Runtime.open(
+        tmp_path / "rt.db",
+        trust=trust,
+        clock=VirtualClock(),
+        host=HostSimulator(policy="auto"),
+        validation_budget_s=2.0,
+    )
+    try:
+        rt.install(slow_bundle)
+        rt.install(fast_bundle)
+        bridge = Bridge(rt, FAST)
+        seen: dict[str, Any] = {}
+
+        async def slow_client() -> None:
+            async with memory_session(bridge) as s:
+                seen["slow"] = await s.call_tool("slow.check", {"x": "s"})
+
+        async def main() -> None:
+            async with memory_session(bridge) as s2, anyio.create_task_group() as tg:
+                await s2.call_tool("fast.ping", {"n": 0})  # its session ready first
+                tg.start_soon(slow_client)
+                await anyio.sleep(0)  # let the slow call be sent first
+                assert len((await s2.list_tools()).tools) == 5
+                res = await s2.call_tool("fast.ping", {"n": 1})
+                seen["fast_done_first"] = "slow" not in seen
+                assert res.structured_content == {"result": 2}
+
+        anyio.run(main)
+    finally:
+        rt.close()
+    assert seen["fast_done_first"]
+    slow = seen["slow"]
+    assert slow.is_error
+    text = slow.content[0].text
+    assert "invalid_params" in text and "validation_budget" in text
+
+
+def test_install_refuses_an_existing_bundle_past_the_static_bound(tmp_path: Path) -> None:
+    from lineup_sdk.errors import LineupError
+    from tests.build import bundle_kit as kit
+    from tests.build.test_schema_cost import too_complex_bundle
+
+    bundle = too_complex_bundle(tmp_path / "deep.lineup")
+    with Runtime.open(":memory:", trust=kit.trust()) as rt:
+        with pytest.raises(LineupError) as caught:
+            rt.install(bundle)
+        assert caught.value.code == "schema_too_complex"
+        assert caught.value.hint
+        assert rt.apps() == []
