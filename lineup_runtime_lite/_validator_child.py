@@ -1,8 +1,9 @@
 """The validator process: validates values against schemas it is sent, one at a time.
 
 Frames on stdin and stdout are a 4-byte big-endian length and UTF-8 JSON. The parent
-sends `{"k": key, "s": schema or null, "v": value}` (the schema only the first time this
-process sees its key) and reads `{"p": problems}` or `{"e": message}`. It kills this
+sends `{"k": key, "s": schema}` the first time this process sees a schema (answered
+`{"p": []}` once compiled), then `{"k": key, "v": value}` per value, and reads
+`{"p": problems}` or `{"e": message}`. It kills this
 process when a value is over its time budget, so nothing here needs to be interruptible.
 """
 
@@ -53,10 +54,12 @@ def main() -> None:
         try:
             msg = json.loads(body)
             key = msg["k"]
-            if msg.get("s") is not None:
+            if "s" in msg:  # a schema to compile, answered at once
                 if len(known) >= 256:
                     known.clear()
                 known[key] = Validator(msg["s"])
+                _write(wr, {"p": []})
+                continue
             validator = known.get(key)
             if validator is None:
                 _write(wr, {"e": "unknown schema"})

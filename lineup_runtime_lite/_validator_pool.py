@@ -60,14 +60,20 @@ class _Child:
             raise OverBudget(0.0, "the validator process did not start")
 
     def ask(self, key: str, schema: Any, value: Any, budget_s: float) -> Any:
-        msg = {"k": key, "s": None if key in self.known else schema, "v": value}
+        if key not in self.known:  # compiling a schema is once per process: not budgeted
+            self._send({"k": key, "s": schema})
+            answer = self._read(time.monotonic() + _START_S)
+            if answer is None or "p" not in answer:
+                return answer
+            self.known.add(key)
+        self._send({"k": key, "v": value})
+        return self._read(time.monotonic() + budget_s)
+
+    def _send(self, msg: dict[str, Any]) -> None:
         data = json.dumps(msg, ensure_ascii=False).encode("utf-8", "surrogatepass")
         view = memoryview(_HEAD.pack(len(data)) + data)
-        deadline = time.monotonic() + budget_s
         while view:  # the child reads whole frames before it works: this cannot deadlock
             view = view[os.write(self.wr, view) :]
-        self.known.add(key)
-        return self._read(deadline)
 
     def _read(self, deadline: float) -> Any:
         head = self._exact(_HEAD.size, deadline)

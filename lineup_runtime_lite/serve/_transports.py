@@ -108,9 +108,7 @@ class _LoopLines:
         self._reader, self._transport, self._overlong = reader, transport, overlong
 
     @classmethod
-    async def open(
-        cls, fd: int, overlong: Callable[[], None], limit: int = MAX_LINE
-    ) -> _LoopLines:
+    async def open(cls, fd: int, overlong: Callable[[], None], limit: int = MAX_LINE) -> _LoopLines:
         import asyncio
         import os
 

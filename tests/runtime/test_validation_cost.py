@@ -108,7 +108,8 @@ def fast_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) ->
 
 def _final(record: dict[str, Any] | None) -> dict[str, Any]:
     assert record is not None
-    return record["messages"][-1]
+    final: dict[str, Any] = record["messages"][-1]
+    return final
 
 
 def _finals_order(outbox: list[dict[str, Any]]) -> list[str]:
@@ -199,7 +200,7 @@ def test_the_sync_runtime_checks_an_exponential_input_in_the_callers_thread(
     trust: TrustStore, slow_bundle: Path
 ) -> None:
     with Runtime.open(
-        ":memory:", trust=trust, host=HostSimulator(policy="auto"), validation_budget_s=0.05
+        ":memory:", trust=trust, host=HostSimulator(policy="auto"), validation_budget_s=0.2
     ) as rt:
         rt.install(slow_bundle)
         msg = rt.call("s", "c", "slow.check", {"x": "s"})
