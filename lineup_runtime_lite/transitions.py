@@ -36,7 +36,7 @@ from lineup_runtime_lite.decisions import (
     SupersedeIntents,
 )
 from lineup_runtime_lite.install import Tool
-from lineup_runtime_lite.messages import error_body, make_message
+from lineup_runtime_lite.messages import Checked, Unchecked, error_body, make_message
 from lineup_runtime_lite.store.records import Activation, Call, Intent, Session
 from lineup_sdk.context import Snapshot, session_data_blob
 from lineup_sdk.errors import LineupError
@@ -454,7 +454,7 @@ def answer_delivery(
     *,
     now: int,
     reply: Mapping[str, Any] | None = None,
-    result_problems: list[dict[str, Any]] | None = None,
+    result_problems: Checked | None = None,
     timed_out: bool = False,
     worker_error: tuple[str, str] | None = None,
     worker_reason: str | None = None,
@@ -477,6 +477,17 @@ def answer_delivery(
         return _final(call, now, error=error_body(code, f"{tool.method}: {text}", details=details))
     assert reply is not None
     if reply.get("ok"):
+        if isinstance(result_problems, Unchecked):
+            return _final(
+                call,
+                now,
+                error=error_body(
+                    "handler_result_invalid",
+                    f"{tool.method} returned a result that could not be validated within the "
+                    f"{result_problems.budget_s:g} s validation budget",
+                    details=result_problems.details(),
+                ),
+            )
         if result_problems:
             return _final(
                 call,

@@ -19,7 +19,7 @@ from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.store.facts import Facts
 from lineup_runtime_lite.store.records import Call, Session
-from lineup_runtime_lite.validation import validator_for
+from lineup_runtime_lite.validation import acheck_value
 from lineup_runtime_lite.workers import Worker, WorkerError
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
@@ -251,7 +251,9 @@ class DeliveryDriver:
             faults.hit("deliver.after_reply")
             problems = None
             if reply.get("ok"):
-                problems = validator_for(tool.result_schema).problems(reply.get("result"))
+                # a plain schema here as before; any other awaited from a validator process
+                pool = self.shell.validators
+                problems = await acheck_value(tool.result_schema, reply.get("result"), pool)
             outcome = {"reply": reply, "result_problems": problems}
         finally:
             if flight.timer is not None:
