@@ -147,6 +147,7 @@ class Runtime:
         worker_memory_mb: int = 1024,
         worker_processes: int = DEFAULT_PROCESSES,
         worker_heartbeat_s: float = 5.0,
+        worker_cpu_s: float = 600.0,
         worker_log_max_bytes: int = 10 * 1024 * 1024,
         worker_env: Mapping[str, str] | None = None,
     ) -> Runtime:
@@ -175,6 +176,7 @@ class Runtime:
                     worker_memory_mb=worker_memory_mb,
                     worker_processes=worker_processes,
                     worker_heartbeat_s=worker_heartbeat_s,
+                    worker_cpu_s=worker_cpu_s,
                     worker_log_max_bytes=worker_log_max_bytes,
                     worker_env=worker_env,
                     _follow_clock=False,
