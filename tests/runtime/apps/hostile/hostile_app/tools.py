@@ -99,14 +99,14 @@ async def read(ctx: ToolContext, path: str) -> str:
 
 @tools.tool("hostile.write", activation="app_ready")
 async def write(ctx: ToolContext, path: str) -> str:
-    """Try to open a file for writing (appending nothing) or create one in a folder."""
+    """Try to append a marker to a file, or create one in a folder."""
     try:
         if os.path.isdir(path):
             with open(os.path.join(path, "hostile-was-here"), "xb") as fh:
                 fh.write(b"x")
         else:
             with open(path, "ab") as fh:
-                fh.write(b"")
+                fh.write(b"hostile-was-here")
     except OSError as exc:
         return _outcome(exc)
     return "ok"
