@@ -138,7 +138,7 @@ def test_a_timed_out_handler_alone_on_its_worker_gets_it_recycled_at_once(
 def test_a_worker_past_its_cpu_budget_is_recycled_with_reason_cpu_limit(
     open_hostile: Callable[..., Runtime],
 ) -> None:
-    rt = open_hostile(worker_cpu_s=1, worker_heartbeat_s=0.2)
+    rt = open_hostile(worker_cpu_s=2, worker_heartbeat_s=0.2)
     result(rt, "a", "hostile.echo", {"text": "up"})
     old = worker(rt)
     started = time.monotonic()
