@@ -84,6 +84,7 @@ class AsyncRuntime:
         worker_memory_mb: int = 1024,
         worker_processes: int = DEFAULT_PROCESSES,
         worker_heartbeat_s: float = 5.0,
+        worker_cpu_s: float = 600.0,
         worker_log_max_bytes: int = 10 * 1024 * 1024,
         worker_env: Mapping[str, str] | None = None,
         validation_budget_s: float = DEFAULT_BUDGET_S,
@@ -111,6 +112,9 @@ class AsyncRuntime:
                 tree: a pids cgroup, else the fallbacks `sandbox` names (16 to 32768).
             worker_heartbeat_s: A worker whose loop does not answer a heartbeat this long
                 is recycled (real time).
+            worker_cpu_s: CPU-seconds a worker's whole process tree may use between
+                recycles; past it the worker is recycled and what it was running ends
+                `delivery_interrupted` with `details.reason = "cpu_limit"`.
             worker_log_max_bytes: Each worker log is truncated, with a note, past this size.
             worker_env: Extra environment variables for every worker (configuration an
                 operator chooses to give MiniApps; nothing of this process's environment
@@ -148,6 +152,12 @@ class AsyncRuntime:
                 f"activation_timeout_s must be a positive number, not {activation_timeout_s!r}",
             )
         check_mode(sandbox)
+        if isinstance(worker_cpu_s, bool) or not (
+            isinstance(worker_cpu_s, int | float) and 0 < worker_cpu_s < 10**9
+        ):
+            raise LineupError(
+                "usage_invalid", f"worker_cpu_s must be a positive number, not {worker_cpu_s!r}"
+            )
         if worker_memory_mb < 64 or worker_heartbeat_s <= 0 or worker_log_max_bytes < 0:
             raise LineupError(
                 "usage_invalid",
@@ -224,6 +234,7 @@ class AsyncRuntime:
                     memory_mb=worker_memory_mb,
                     processes=worker_processes,
                     heartbeat_s=worker_heartbeat_s,
+                    cpu_s=float(worker_cpu_s),
                     log_max_bytes=worker_log_max_bytes,
                     env=extra_env,
                 ),

@@ -461,7 +461,7 @@ def answer_delivery(
 ) -> Decision:
     """The one final answer of a delivered call: its result, the handler's error, a
     timeout, or the worker's failure (`(kind, message)`, with the `details.reason` where
-    one is known: `memory_limit`)."""
+    one is known: `memory_limit`, `cpu_limit`, `worker_lost`)."""
     if timed_out:
         return _final(
             call,

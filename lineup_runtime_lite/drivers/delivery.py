@@ -86,7 +86,7 @@ class DeliveryDriver:
         sid = session.app_session_id
         self._claimed.discard(sid)
         tool = self.shell.tools_of(session.scope, session.version)[call.method]
-        worker = self.pool.live(session.scope, session.version)
+        worker = self.pool.sendable(session.scope, session.version)
         flight: _Flight | None = None
         try:
             if worker is None:  # it died between the decision and its commit
@@ -243,7 +243,7 @@ class DeliveryDriver:
             reply = await flight.reply
         except TimeoutError:
             if flight.worker is not None and flight.rid is not None:
-                flight.worker.forget(flight.rid)
+                flight.worker.timed_out(flight.rid)  # its capability goes below, now
             outcome = {"timed_out": True}
         except WorkerError as exc:
             outcome = {"worker_error": (exc.kind, str(exc)), "worker_reason": exc.reason}
