@@ -38,7 +38,27 @@ from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
 
-__all__ = ["MAX_FETCH", "AsyncRuntime"]
+__all__ = ["DEFAULT_ISOLATION", "ISOLATIONS", "MAX_FETCH", "AsyncRuntime", "check_isolation"]
+
+#: `Runtime.open(isolation=...)`: a worker per app version, or per App session (SPEC 13.3).
+ISOLATIONS = ("app", "session")
+DEFAULT_ISOLATION = "app"
+
+
+def check_isolation(isolation: object) -> str:
+    """Return `isolation` if it is one of `ISOLATIONS`.
+
+    Raises:
+        LineupError: `usage_invalid` for anything else.
+    """
+    if isolation not in ISOLATIONS:
+        raise LineupError(
+            "usage_invalid",
+            f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}",
+            hint="session runs a worker per App session; app one per app version",
+        )
+    return str(isolation)
+
 
 #: The bounds of `worker_processes` (a worker needs its launcher, loop and threads).
 MIN_PROCESSES, MAX_PROCESSES = 16, 32768
@@ -88,6 +108,9 @@ class AsyncRuntime:
         worker_log_max_bytes: int = 10 * 1024 * 1024,
         worker_env: Mapping[str, str] | None = None,
         validation_budget_s: float = DEFAULT_BUDGET_S,
+        isolation: str = DEFAULT_ISOLATION,
+        session_idle_s: float = 300.0,
+        workers_memory_mb: int = 4096,
         _follow_clock: bool = True,
     ) -> AsyncRuntime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
@@ -124,6 +147,13 @@ class AsyncRuntime:
                 validator process when its schema is not plain; over it the call answers
                 `invalid_params` / `handler_result_invalid` with `details.reason =
                 "validation_budget"` (SPEC 13.3).
+            isolation: `app` (one worker serves every conversation of an app version) or
+                `session` (a worker per App session: code serving one conversation never
+                shares a process with another's; SPEC 13.3).
+            session_idle_s: Under `session`, a session's worker idle this long (real
+                time) is recycled; its next delivery starts a new one.
+            workers_memory_mb: Under `session`, one memory cap over all workers of this
+                runtime together, where a memory cgroup can be made (`sandbox` says).
 
         Raises:
             LineupError: `usage_invalid` for a bad option, `trust_store_invalid`,
@@ -181,6 +211,19 @@ class AsyncRuntime:
                 "validation_budget_s must be a number of seconds in (0, 3600], "
                 f"not {validation_budget_s!r}",
             )
+        check_isolation(isolation)
+        if isinstance(session_idle_s, bool) or not (
+            isinstance(session_idle_s, int | float) and 0 < session_idle_s < 10**9
+        ):
+            raise LineupError(
+                "usage_invalid", f"session_idle_s must be a positive number, not {session_idle_s!r}"
+            )
+        if type(workers_memory_mb) is not int or workers_memory_mb < worker_memory_mb:
+            raise LineupError(
+                "usage_invalid",
+                f"workers_memory_mb must be an integer of at least worker_memory_mb "
+                f"({worker_memory_mb}), not {workers_memory_mb!r}",
+            )
         extra_env = _worker_env(worker_env)
         # every path is resolved against the working folder once, here (SPEC 13.1): no
         # worker, sandbox or later chdir resolves a relative one again
@@ -237,8 +280,11 @@ class AsyncRuntime:
                     cpu_s=float(worker_cpu_s),
                     log_max_bytes=worker_log_max_bytes,
                     env=extra_env,
+                    isolation=isolation,
+                    session_idle_s=float(session_idle_s),
                 ),
                 validation_budget_s=float(validation_budget_s),
+                workers_memory_mb=workers_memory_mb if isolation == "session" else None,
             )
             sim.bind(rt._engine.host_event)
             await rt._engine.recover()

@@ -39,6 +39,7 @@ from lineup_runtime_lite.validation import Checked, Unchecked, check_value, clip
 from lineup_runtime_lite.workers import WorkerOptions
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
+from lineup_sdk.sandbox import shared_memory
 
 __all__ = ["Engine", "input_problems", "new_id"]
 
@@ -67,6 +68,7 @@ class Engine:
         worker_options: WorkerOptions,
         handlers: dict[str, RuntimeHandler] | None = None,
         validation_budget_s: float = DEFAULT_BUDGET_S,
+        workers_memory_mb: int | None = None,
     ) -> None:
         self.store = store
         self.facts: Facts = store.facts
@@ -83,7 +85,14 @@ class Engine:
         #: Validator processes for schemas that are not plain (SPEC 13.3).
         self.validators = ValidatorPool(validation_budget_s)
         self.commits = GroupCommit(store)
-        self.pool = WorkerPool(self, logs_dir, worker_options, check_app, self._session_request)
+        self.pool = WorkerPool(
+            self,
+            logs_dir,
+            worker_options,
+            check_app,
+            self._session_request,
+            shared_memory=shared_memory(workers_memory_mb) if workers_memory_mb else None,
+        )
         self.delivery = DeliveryDriver(self, self.pool, self.subs)
         self.activations = ActivationDriver(self, self.pool, self.handlers, check_trust)
         self.host = HostRelay(self, host_intent)
@@ -361,8 +370,9 @@ class Engine:
         }
 
     @property
-    def workers(self) -> dict[tuple[str, str], Any]:
-        """The running workers by `(scope, version)`."""
+    def workers(self) -> dict[tuple[str, ...], Any]:
+        """The running workers by `(scope, version)` (and App session id under
+        `isolation="session"`)."""
         return self.pool.workers
 
     @property

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S
 from lineup_runtime_lite.async_runtime import (
+    DEFAULT_ISOLATION,
     AsyncRuntime,
     _check_ids,
     _check_limit,
@@ -151,6 +152,9 @@ class Runtime:
         worker_log_max_bytes: int = 10 * 1024 * 1024,
         worker_env: Mapping[str, str] | None = None,
         validation_budget_s: float = DEFAULT_BUDGET_S,
+        isolation: str = DEFAULT_ISOLATION,
+        session_idle_s: float = 300.0,
+        workers_memory_mb: int = 4096,
     ) -> Runtime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
@@ -181,6 +185,9 @@ class Runtime:
                     worker_log_max_bytes=worker_log_max_bytes,
                     worker_env=worker_env,
                     validation_budget_s=validation_budget_s,
+                    isolation=isolation,
+                    session_idle_s=session_idle_s,
+                    workers_memory_mb=workers_memory_mb,
                     _follow_clock=False,
                 ),
                 rt._loop,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
 from lineup_runtime_lite.clock import LAST_MS, VirtualClock, format_ts, parse_duration
 from lineup_runtime_lite.expect import Difference, compare, explain
 from lineup_runtime_lite.host import HostSimulator
@@ -70,6 +71,7 @@ class Simulation:
     scope: str
     policy: str
     sandbox: str = "best_effort"
+    isolation: str = DEFAULT_ISOLATION
     clock: VirtualClock = field(default_factory=VirtualClock)
     rt: Runtime | None = None
     _tmp: Path | None = None
@@ -92,6 +94,7 @@ class Simulation:
             clock=self.clock,
             host=HostSimulator(self.policy),
             sandbox=self.sandbox,
+            isolation=self.isolation,
         )
         if resume_at_ms is not None:
             self.clock.advance(0)  # persist the time that passed while down

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from xml.etree import ElementTree as ET
 
+from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
 from lineup_runtime_lite.scenario import load_scenario
 from lineup_runtime_lite.simulate import Simulation, StepReport
 from lineup_sdk.errors import LineupError
@@ -186,7 +187,7 @@ class SuiteReport:
         }
 
 
-def _play(case: Case, built: Built, sandbox: str) -> list[StepReport]:
+def _play(case: Case, built: Built, sandbox: str, isolation: str) -> list[StepReport]:
     scenario = load_scenario(case.path)
     tmp = Path(tempfile.mkdtemp(prefix="lineup-test-"))
     sim = Simulation(
@@ -196,6 +197,7 @@ def _play(case: Case, built: Built, sandbox: str) -> list[StepReport]:
         built.scope,
         scenario.host_policy or "auto",
         sandbox,
+        isolation,
     )
     sim._tmp = tmp
     try:
@@ -206,7 +208,11 @@ def _play(case: Case, built: Built, sandbox: str) -> list[StepReport]:
 
 
 def play_suite(
-    cases: list[Case], build: Callable[[Path], Built], *, sandbox: str = "best_effort"
+    cases: list[Case],
+    build: Callable[[Path], Built],
+    *,
+    sandbox: str = "best_effort",
+    isolation: str = DEFAULT_ISOLATION,
 ) -> SuiteReport:
     """Play each case in a fresh runtime; never stops at a failure. `build(project)` makes
     each project's bundle once (the CLI builds it with the project's dev key); a
@@ -225,7 +231,7 @@ def play_suite(
         try:
             if isinstance(built, LineupError):
                 raise built
-            steps = _play(case, built, sandbox)
+            steps = _play(case, built, sandbox, isolation)
         except LineupError as exc:
             results.append(CaseResult(case, False, time.monotonic() - t0, error=exc))
             continue

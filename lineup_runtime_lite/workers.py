@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from lineup_runtime_lite.proctree import tree_cpu_s
 from lineup_sdk.bridge import MAX_MESSAGE, ProtocolError, parse_line
-from lineup_sdk.sandbox import DEFAULT_PROCESSES, Sandbox, stop_tree
+from lineup_sdk.sandbox import DEFAULT_PROCESSES, Sandbox, SharedMemory, stop_tree
 
 __all__ = ["Worker", "WorkerError", "WorkerOptions"]
 
@@ -58,6 +58,10 @@ class WorkerOptions:
     max_requests: int = 64
     log_max_bytes: int = 10 * 1024 * 1024
     env: tuple[tuple[str, str], ...] = ()  # `Runtime.open(worker_env=...)`, checked there
+    #: `app`: one worker per app version; `session`: one per App session (SPEC 13.3).
+    isolation: str = "app"
+    #: Under `session`: a session worker idle this long (real time) is recycled.
+    session_idle_s: float = 300.0
 
 
 class WorkerError(Exception):
@@ -172,6 +176,7 @@ class Worker:
         *,
         options: WorkerOptions | None = None,
         network: bool = False,
+        shared_memory: SharedMemory | None = None,
     ) -> None:
         self.scope, self.version = scope, version
         self.app_dir, self.entry, self.log_path = app_dir, entry, log_path
@@ -182,6 +187,7 @@ class Worker:
             network=network,
             memory_mb=self.options.memory_mb,
             processes=self.options.processes,
+            shared=shared_memory,
         )
         self._on_sd = on_session_request
         self._proc: subprocess.Popen[bytes] | None = None
@@ -212,6 +218,11 @@ class Worker:
         #: Taking no new deliveries: it is stopped once those in flight have ended.
         self.draining = False
         self._drain_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether a delivery is in flight on it."""
+        return any(not fut.done() for fut in self._pending.values())
 
     @property
     def pid(self) -> int | None:

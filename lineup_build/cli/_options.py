@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["JsonOpt", "PathArg", "SandboxOpt"]
+__all__ = ["IsolationOpt", "JsonOpt", "PathArg", "SandboxOpt", "checked_isolation"]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]
 SandboxOpt = Annotated[
@@ -18,6 +18,15 @@ SandboxOpt = Annotated[
         "containment) or off (debugging).",
     ),
 ]
+IsolationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--isolation",
+        help="app: one worker per app version; session: one per App session, so one "
+        "conversation's code never shares a process with another's (default: the "
+        "runtime's; see the README's Security model).",
+    ),
+]
 PathArg = Annotated[
     Path | None,
     typer.Argument(
@@ -25,3 +34,10 @@ PathArg = Annotated[
         "upward from the working folder)."
     ),
 ]
+
+
+def checked_isolation(value: str | None) -> str:
+    """`--isolation` as given, or the runtime's default; `usage_invalid` for anything else."""
+    from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION, check_isolation
+
+    return check_isolation(DEFAULT_ISOLATION if value is None else value)

@@ -73,6 +73,7 @@ def open_simulation(
     policy: str | None,
     scenario: Scenario | None,
     sandbox: str = "best_effort",
+    isolation: str | None = None,
 ) -> Simulation:
     """`lineup run`: a started simulation of a project folder (built with its dev key, which
     alone is trusted) or of a bundle (checked against the trust store `trust`).
@@ -82,6 +83,7 @@ def open_simulation(
             without `--trust`, or the bundle's first verification problem.
     """
     from lineup_build.verify import check_bundle
+    from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
     from lineup_runtime_lite.simulate import Simulation
 
     report_worker_failures()
@@ -107,7 +109,13 @@ def open_simulation(
             assert report.model is not None
             scope = report.model.app.scope
         sim = Simulation(
-            db or tmp / "runtime.db", trust_obj, bundle, scope, effective_policy, sandbox
+            db or tmp / "runtime.db",
+            trust_obj,
+            bundle,
+            scope,
+            effective_policy,
+            sandbox,
+            isolation or DEFAULT_ISOLATION,
         )
         sim._tmp = tmp
         sim.start()
@@ -117,9 +125,12 @@ def open_simulation(
         raise
 
 
-def run_suite(cases: list[Case], *, sandbox: str = "best_effort") -> SuiteReport:
+def run_suite(
+    cases: list[Case], *, sandbox: str = "best_effort", isolation: str | None = None
+) -> SuiteReport:
     """`lineup test`: play each case in a fresh runtime, each project built once with its
     dev key (`lineup_runtime_lite.suite.play_suite` with this CLI's builder)."""
+    from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
     from lineup_runtime_lite.suite import play_suite
 
     report_worker_failures()
@@ -127,7 +138,7 @@ def run_suite(cases: list[Case], *, sandbox: str = "best_effort") -> SuiteReport
     def build(project: Path) -> DevBuild:
         return build_with_dev_key(project, sandbox=sandbox)
 
-    return play_suite(cases, build, sandbox=sandbox)
+    return play_suite(cases, build, sandbox=sandbox, isolation=isolation or DEFAULT_ISOLATION)
 
 
 @dataclass(frozen=True)

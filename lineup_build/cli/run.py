@@ -16,6 +16,7 @@ from lineup_build.cli._common import (
     trust_store_path,
     write_json,
 )
+from lineup_build.cli._options import IsolationOpt, checked_isolation
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ def register(app: typer.Typer) -> None:
                 "containment) or off (debugging)."
             ),
         ] = "best_effort",
+        isolation: IsolationOpt = None,
     ) -> None:
         """Simulate a MiniApp: install it into an embedded runtime and play a scenario."""
         from lineup_build.cli import _render
@@ -138,6 +140,7 @@ def register(app: typer.Typer) -> None:
         from lineup_sdk.sandbox import check_mode, describe
 
         check_mode(sandbox)
+        isolation = checked_isolation(isolation)
         verbose = verbose or output.verbose
         if not target.exists():  # before asking for a trust store it would not need
             raise LineupError(
@@ -150,7 +153,13 @@ def register(app: typer.Typer) -> None:
             trust = trust_store_path(trust, required=True, why="run a bundle with")
         plan = load_scenario(scenario) if scenario is not None else None
         sim = open_simulation(
-            target, db=db, trust=trust, policy=host, scenario=plan, sandbox=sandbox
+            target,
+            db=db,
+            trust=trust,
+            policy=host,
+            scenario=plan,
+            sandbox=sandbox,
+            isolation=isolation,
         )
         try:
             rt = sim.runtime()

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from lineup_build.cli._common import TRUST_HELP, trust_store_path
+from lineup_build.cli._options import IsolationOpt, checked_isolation
 from lineup_sdk.errors import LineupError
 
 #: A fixed bearer token for `--http` (otherwise a fresh one each start).
@@ -91,6 +92,7 @@ def register(app: typer.Typer) -> None:
                 "containment) or off (debugging)."
             ),
         ] = "best_effort",
+        isolation: IsolationOpt = None,
     ) -> None:
         """Serve MiniApps' tools over the Model Context Protocol (stdio, or HTTP).
 
@@ -111,6 +113,7 @@ def register(app: typer.Typer) -> None:
         from lineup_sdk.sandbox import check_mode, describe
 
         check_mode(sandbox)
+        isolation = checked_isolation(isolation)
         bundles = [t for t in targets if not t.is_dir()]
         store = trust_store_path(
             trust, required=bool(bundles), why=f"serve {bundles[0]}" if bundles else ""
@@ -124,7 +127,7 @@ def register(app: typer.Typer) -> None:
         state = Path(os.path.abspath(db)) if db is not None else serve_state(targets, os.environ)
         _say(f"state in {state}")
         try:
-            rt = Runtime.open(state, trust=trust_store, sandbox=sandbox)
+            rt = Runtime.open(state, trust=trust_store, sandbox=sandbox, isolation=isolation)
         except LineupError as exc:
             if exc.code != "runtime_locked" or db is not None:
                 raise

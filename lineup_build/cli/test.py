@@ -11,6 +11,7 @@ import typer
 
 from lineup_build.cli._common import envelope, find_project, write_json
 from lineup_build.cli._common import output as level
+from lineup_build.cli._options import IsolationOpt, checked_isolation
 from lineup_sdk.errors import LineupError
 
 
@@ -41,6 +42,7 @@ def register(app: typer.Typer) -> None:
         sandbox: Annotated[
             str, typer.Option(help="Contain MiniApp code: best_effort, required or off.")
         ] = "best_effort",
+        isolation: IsolationOpt = None,
     ) -> None:
         """Play every scenario as a test, each in a fresh runtime on the virtual clock."""
         from lineup_build.cli.compose import run_suite
@@ -60,6 +62,7 @@ def register(app: typer.Typer) -> None:
             )
         output = "json" if as_json else output or "text"
         check_mode(sandbox)
+        isolation = checked_isolation(isolation)
         cwd = Path.cwd()
         cases = collect_cases(list(paths or [find_project(cwd)]), cwd=cwd, pattern=keyword)
         if not cases:
@@ -69,7 +72,7 @@ def register(app: typer.Typer) -> None:
                 hint="scenarios are TOML files under the project's scenarios/ folder",
                 exit_code=2,
             )
-        report = run_suite(cases, sandbox=sandbox)
+        report = run_suite(cases, sandbox=sandbox, isolation=isolation)
         if junit is not None:
             junit.write_text(junit_xml(report, root=cwd), "utf-8")
         if output == "json":

@@ -73,7 +73,7 @@ class ActivationDriver:
         tools = self.shell.tools_of(session.scope, session.version)
         if any(tool.delivery == "miniapp_sdk" for tool in tools.values()):
             try:
-                await self.pool.ensure(session.scope, session.version)
+                await self.pool.ensure(session.scope, session.version, session.app_session_id)
             except WorkerError as exc:
                 if exc.kind == "method_mismatch":
                     reason, cause = "method_mismatch", None

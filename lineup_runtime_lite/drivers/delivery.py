@@ -63,7 +63,7 @@ class DeliveryDriver:
         pump = self._pumps.get(sid)
         if pump is not None and not pump.done():
             return False
-        if self.pool.live(session.scope, session.version) is None:
+        if self.pool.live(session.scope, session.version, session.app_session_id) is None:
             return False
         pinned = self.shell.tools_of(session.scope, session.version).get(method)
         return pinned is not None and pinned.delivery == "miniapp_sdk"
@@ -86,7 +86,7 @@ class DeliveryDriver:
         sid = session.app_session_id
         self._claimed.discard(sid)
         tool = self.shell.tools_of(session.scope, session.version)[call.method]
-        worker = self.pool.sendable(session.scope, session.version)
+        worker = self.pool.sendable(session.scope, session.version, session.app_session_id)
         flight: _Flight | None = None
         try:
             if worker is None:  # it died between the decision and its commit
@@ -168,7 +168,9 @@ class DeliveryDriver:
         tool = tools.get(head[0].method)
         if tool is not None and tool.delivery == "miniapp_sdk":
             try:
-                worker = await self.pool.ensure(session.scope, session.version)
+                worker = await self.pool.ensure(
+                    session.scope, session.version, session.app_session_id
+                )
             except (WorkerError, LineupError):
                 await self._worker_lost(head[0])
                 return True

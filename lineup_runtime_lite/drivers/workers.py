@@ -14,6 +14,7 @@ from lineup_runtime_lite.drivers import WORKER_START_TRIES
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.install import install_folder
 from lineup_runtime_lite.workers import Worker, WorkerError, WorkerOptions
+from lineup_sdk.sandbox import SharedMemory
 
 __all__ = ["CAUSE_MAX", "WorkerPool", "failure_cause"]
 
@@ -35,7 +36,15 @@ def failure_cause(text: str) -> str:
     return shown if len(shown) <= CAUSE_MAX else shown[: CAUSE_MAX - 1] + "…"
 
 
+#: A worker's key in the pool: `(scope, version)`, and the App session under `session`.
+Key = tuple[str, ...]
+
+
 class WorkerPool:
+    """Workers by app version (`isolation="app"`) or by App session (`"session"`: a worker
+    per session, recycled after `session_idle_s` idle and started again for its next
+    delivery — no new activation, receipt, instance or Host intent)."""
+
     def __init__(
         self,
         shell: Shell,
@@ -43,16 +52,21 @@ class WorkerPool:
         options: WorkerOptions,
         check_app: Callable[[str, str], None],
         on_session_request: Callable[[Worker, dict[str, Any]], Awaitable[dict[str, Any]]],
+        *,
+        shared_memory: SharedMemory | None = None,
     ) -> None:
         self.shell = shell
         self.logs_dir = logs_dir
         self.options = options
         self.check_app = check_app
         self.on_session_request = on_session_request
-        self.workers: dict[tuple[str, str], Worker] = {}
+        self.shared_memory = shared_memory
+        self.workers: dict[Key, Worker] = {}
+        self._used: dict[Key, float] = {}
+        self._sweeper: asyncio.TimerHandle | None = None
         #: Workers replaced while draining: each stops itself once its deliveries end.
         self.draining: set[Worker] = set()
-        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._locks: dict[Key, asyncio.Lock] = {}
         self.sandbox_report: dict[str, Any] | None = None  # what the last worker enforced
         self._reported: set[tuple[str, str]] = set()
 
@@ -74,26 +88,73 @@ class WorkerPool:
             extra={"scope": scope, "version": version, "cause": cause},
         )
 
-    def live(self, scope: str, version: str) -> Worker | None:
-        """The worker that takes new deliveries of an app version, if one is up."""
-        worker = self.workers.get((scope, version))
-        return worker if worker is not None and not worker.dead and not worker.draining else None
+    def key(self, scope: str, version: str, session: str) -> Key:
+        """The pool key of the worker that serves App session `session`."""
+        return (
+            (scope, version, session) if self.options.isolation == "session" else (scope, version)
+        )
 
-    def sendable(self, scope: str, version: str) -> Worker | None:
+    def _touch(self, key: Key) -> None:
+        if self.options.isolation == "session":
+            self._used[key] = asyncio.get_running_loop().time()
+            if self._sweeper is None:
+                self._arm_sweeper()
+
+    def live(self, scope: str, version: str, session: str) -> Worker | None:
+        """The worker that takes new deliveries of this session's app, if one is up."""
+        key = self.key(scope, version, session)
+        worker = self.workers.get(key)
+        if worker is None or worker.dead or worker.draining:
+            return None
+        self._touch(key)
+        return worker
+
+    def sendable(self, scope: str, version: str, session: str) -> Worker | None:
         """The worker a delivery decided on a moment ago may still be sent to: one that
         began to drain since is not yet replaced, and stops only after it (at most once:
         a committed delivery is sent now or never)."""
-        worker = self.workers.get((scope, version))
-        return worker if worker is not None and not worker.dead else None
+        key = self.key(scope, version, session)
+        worker = self.workers.get(key)
+        if worker is None or worker.dead:
+            return None
+        self._touch(key)
+        return worker
 
-    async def ensure(self, scope: str, version: str) -> Worker:
-        """The running worker of an app version, started (with retries) if needed.
+    # -- idle session workers ------------------------------------------------------------
+    def _arm_sweeper(self) -> None:
+        every = max(0.05, min(self.options.session_idle_s / 4, 30.0))
+        self._sweeper = asyncio.get_running_loop().call_later(every, self._sweep)
+
+    def _sweep(self) -> None:
+        """Recycle session workers idle for `session_idle_s` with nothing in flight."""
+        self._sweeper = None
+        now = asyncio.get_running_loop().time()
+        for key, worker in list(self.workers.items()):
+            if worker.busy:  # idle time counts from the end of its last delivery
+                self._used[key] = now
+                continue
+            idle = now - self._used.get(key, now)
+            if worker.dead or idle < self.options.session_idle_s:
+                continue
+            del self.workers[key]
+            self._used.pop(key, None)
+            lock = self._locks.get(key)
+            if lock is not None and not lock.locked():
+                del self._locks[key]
+            self.shell.spawn(worker.kill())
+        if self.workers:
+            self._arm_sweeper()
+
+    async def ensure(self, scope: str, version: str, session: str) -> Worker:
+        """The running worker of this session's app (of its own session under
+        `isolation="session"`), started (with retries) if needed.
 
         Raises:
             WorkerError: the worker cannot start (`sandbox` when the mode refuses).
             LineupError: the installed app fails its checks (`install_tampered`, trust).
         """
-        key = (scope, version)
+        key = self.key(scope, version, session)
+        self._touch(key)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             worker = self.workers.get(key)
@@ -121,6 +182,7 @@ class WorkerPool:
                     self.on_session_request,
                     options=self.options,
                     network=manifest.app.network,
+                    shared_memory=self.shared_memory,
                 )
                 try:
                     methods = await worker.start()
@@ -151,7 +213,12 @@ class WorkerPool:
             raise last
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for worker in [*self.workers.values(), *self.draining]:
             await worker.kill()
         self.workers.clear()
         self.draining.clear()
+        if self.shared_memory is not None:
+            self.shared_memory.remove()

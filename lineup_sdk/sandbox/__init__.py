@@ -22,6 +22,7 @@ from typing import Any
 
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import _cgroups
+from lineup_sdk.sandbox._cgroups import SharedMemory, shared_memory
 
 __all__ = [
     "DEFAULT_PROCESSES",
@@ -29,10 +30,12 @@ __all__ = [
     "REPORT_KEYS",
     "Captured",
     "Sandbox",
+    "SharedMemory",
     "check_mode",
     "describe",
     "probe",
     "run_bounded",
+    "shared_memory",
     "simulate_unavailable",
     "stop_tree",
     "sweep_leftovers",
@@ -96,6 +99,7 @@ class Sandbox:
     processes: int | None = DEFAULT_PROCESSES
     tmp: Path | None = None
     groups: _cgroups.BoxGroups | None = None
+    shared: _cgroups.SharedMemory | None = None  # a memory group over several sandboxes
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
@@ -106,7 +110,7 @@ class Sandbox:
         if self.tmp is None:
             self.tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
         if self.groups is None and self.mode != "off" and "cgroups" not in _UNAVAILABLE:
-            self.groups = _cgroups.create(self.memory_mb, self.processes)
+            self.groups = _cgroups.create(self.memory_mb, self.processes, under=self.shared)
 
     def config(self) -> dict[str, Any]:
         groups = self.groups
@@ -122,7 +126,7 @@ class Sandbox:
             "unavailable": sorted(_UNAVAILABLE),
             "parent": os.getpid(),
             "cgroups": groups.joins() if groups else [],
-            "cgroups_say": groups.describe() if groups else {},
+            "cgroups_say": groups.describe(self.shared) if groups else {},
         }
 
     def oom_kills(self) -> int:

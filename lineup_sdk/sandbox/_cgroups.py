@@ -27,7 +27,16 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CONTROLLERS", "BoxGroups", "Hierarchy", "available", "create", "sweep"]
+__all__ = [
+    "CONTROLLERS",
+    "BoxGroups",
+    "Hierarchy",
+    "SharedMemory",
+    "available",
+    "create",
+    "shared_memory",
+    "sweep",
+]
 
 CONTROLLERS = ("memory", "pids")
 _PREFIX = "lineup-"
@@ -166,11 +175,12 @@ class BoxGroups:
         it from this process only adds another.)"""
         out = []
         for h, folder in self.dirs.values():
-            path = f"{h.own.rstrip('/')}/{folder.parent.name}/{folder.name}"
+            rel = folder.relative_to(h.base).as_posix()
+            path = f"{h.own.rstrip('/')}/{rel}"
             out.append((str(folder / "cgroup.procs"), h.controller if h.version == 1 else "", path))
         return out
 
-    def describe(self) -> dict[str, str]:
+    def describe(self, shared: SharedMemory | None = None) -> dict[str, str]:
         """What the groups enforce, in `rt.sandbox`'s words (the child confirms it entered)."""
         out: dict[str, str] = {}
         if "pids" in self.dirs and self.processes:
@@ -179,6 +189,8 @@ class BoxGroups:
         if "memory" in self.dirs and self.memory_mb:
             h = self.dirs["memory"][0]
             out["memory"] = f"memory cgroup v{h.version}: {self.memory_mb} MiB over the tree"
+            if shared is not None and self.dirs["memory"][1].parent == shared.folder:
+                out["memory"] += f", {shared.describe()}"
         return out
 
     def oom_kills(self) -> int:
@@ -230,17 +242,51 @@ def _remove(folder: Path) -> bool:
     return True
 
 
-def create(memory_mb: int | None, processes: int | None) -> BoxGroups:
+@dataclass
+class SharedMemory:
+    """One memory group over every sandboxed tree made under it (`lineup-<pid>/rt-N`): the
+    cap of all workers of one runtime together."""
+
+    folder: Path | None
+    memory_mb: int
+
+    def describe(self) -> str | None:
+        return f"{self.memory_mb} MiB over all workers" if self.folder else None
+
+    def remove(self) -> bool:
+        return self.folder is None or _remove(self.folder)
+
+
+def shared_memory(memory_mb: int) -> SharedMemory:
+    """Make a memory group that caps the boxes created `under` it together (None where no
+    memory group can be made here)."""
+    h = available().get("memory")
+    if h is None:
+        return SharedMemory(None, memory_mb)
+    try:
+        folder = _make(h, f"rt-{next(_seq)}")
+        _limit(h, folder, memory_mb)
+        if h.version == 2:
+            _write(folder / "cgroup.subtree_control", "+memory")
+    except OSError:
+        return SharedMemory(None, memory_mb)
+    return SharedMemory(folder, memory_mb)
+
+
+def create(
+    memory_mb: int | None, processes: int | None, *, under: SharedMemory | None = None
+) -> BoxGroups:
     """Make the groups of one sandboxed process with their limits set (those this process
-    may create; the others are left out)."""
+    may create; the others are left out); its memory group goes `under` a shared one."""
     dirs: dict[str, tuple[Hierarchy, Path]] = {}
     name = f"box-{next(_seq)}"
     for controller, h in available().items():
         limit = memory_mb if controller == "memory" else processes
         if not limit:
             continue
+        parent = under.folder if under is not None and controller == "memory" else None
         try:
-            folder = _make(h, name)
+            folder = _make(h, name, parent)
             _limit(h, folder, limit)
         except OSError:
             with contextlib.suppress(OSError, UnboundLocalError):
@@ -259,7 +305,11 @@ def _at_exit() -> None:
         _remove(parent)
 
 
-def _make(h: Hierarchy, name: str) -> Path:
+def _make(h: Hierarchy, name: str, inside: Path | None = None) -> Path:
+    if inside is not None:
+        folder = inside / name
+        folder.mkdir()
+        return folder
     parent = h.runtime_dir
     if not parent.exists():
         with contextlib.suppress(FileExistsError):

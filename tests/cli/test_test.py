@@ -276,3 +276,26 @@ def test_restart_shows_what_recovery_emits(
     steps = [json.loads(line) for line in out.splitlines()]
     assert steps[2]["at"] == "2026-01-01T01:00:00.000Z"  # the downtime passed on the clock
     assert steps[4]["at"] == "2026-01-01T01:01:00.000Z"  # and a plain restart keeps it
+
+
+def test_every_template_scenario_passes_under_session_isolation_too(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(project)
+    code, out, err = run_cli(["test", "--isolation", "session", "--format", "json"], capsys)
+    assert code == 0, out + err
+    doc = json.loads(out)
+    assert doc["ok"] is True and doc["passed"] == len(list((project / "scenarios").glob("*.toml")))
+
+
+@pytest.mark.parametrize("command", ["test", "run"])
+def test_an_unknown_isolation_is_usage_invalid(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.chdir(project)
+    args = [command, "--isolation", "conversation", "--json"]
+    if command == "run":
+        args[1:1] = [str(project), "--scenario", str(project / "scenarios" / "happy.toml")]
+    code, out, err = run_cli(args, capsys)
+    assert code == 2, out + err
+    assert "usage_invalid" in out + err and "isolation" in out + err

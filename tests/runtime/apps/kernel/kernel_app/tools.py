@@ -20,6 +20,12 @@ tools = define_agent_tools(app_scope="kernel")
 
 #: Children forked by `forks`, kept to be reaped by `reap`.
 _CHILDREN: list[int] = []
+#: Names this worker process (its pid is 1 in its own PID namespace).
+_PROCESS = os.urandom(8).hex()
+#: Memory `hold` keeps, until the worker ends.
+_HELD: list[bytearray] = []
+#: What `remember` was told last, by whichever conversation: a module global.
+_REMEMBERED: dict[str, str] = {}
 
 
 @tools.tool("kernel.echo", activation="app_ready")
@@ -129,3 +135,21 @@ def reap(ctx: ToolContext) -> int:
     count = len(_CHILDREN)
     _CHILDREN.clear()
     return count
+
+
+@tools.tool("kernel.remember", activation="app_ready")
+async def remember(ctx: ToolContext, value: str) -> dict[str, Any]:
+    """Keep `value` in a module global; return what was there and who put it."""
+    before = dict(_REMEMBERED)
+    _REMEMBERED.update(value=value, conversation=ctx.conversation_id)
+    return {"before": before, "process": _PROCESS}
+
+
+@tools.tool("kernel.hold", activation="app_ready")
+def hold(ctx: ToolContext, mb: int) -> int:
+    """Allocate and touch `mb` MiB more and keep it; return how many MiB are held."""
+    block = bytearray(mb << 20)
+    for offset in range(0, len(block), 4096):
+        block[offset] = 1
+    _HELD.append(block)
+    return sum(len(b) for b in _HELD) >> 20
