@@ -31,39 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-APP = '''
-from lineup_sdk import ToolContext, define_agent_tools
+from benchmarks.bench_sandbox import _bundle  # noqa: E402
 
-tools = define_agent_tools(app_scope="bench")
-
-
-@tools.tool("bench.ping", activation="app_ready")
-async def ping(ctx: ToolContext, n: int) -> int:
-    """Answer n."""
-    return n
-'''
 MODES = ("app", "session")
-
-
-def _bundle(tmp: Path) -> tuple[Path, Any]:
-    from lineup_build.build import build_project
-    from lineup_build.signing import key_from_seed
-    from lineup_build.trust import TrustedKey, TrustStore
-
-    root = tmp / "bench"
-    (root / "bench_app").mkdir(parents=True)
-    (root / "bench_app" / "__init__.py").write_text("")
-    (root / "bench_app" / "tools.py").write_text(APP)
-    (root / "lineup.toml").write_text(
-        '[app]\nscope = "bench"\nname = "Bench"\nversion = "1.0.0"\n'
-        'entry = "bench_app.tools"\ninclude = ["bench_app/**/*.py"]\n'
-    )
-    key = key_from_seed(bytes(range(32)))
-    result = build_project(root, signing_key=key)
-    assert result.ok and result.bundle is not None
-    return result.bundle, TrustStore.from_keys(
-        [TrustedKey(key.key_id, key.public_raw, ("*",), None)]
-    )
 
 
 def _rss_kib(pid: int) -> int:
@@ -138,7 +108,7 @@ def main() -> None:
     got: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
     with tempfile.TemporaryDirectory(prefix="bench-isolation-") as t:
         tmp = Path(t)
-        bundle, trust = _bundle(tmp)
+        bundle, trust = _bundle(tmp)  # bench_sandbox's one-tool app
         for r in range(args.rounds):
             for mode in MODES if r % 2 == 0 else MODES[::-1]:
                 got[mode].append(one_round(bundle, trust, mode, args.sessions, tmp))

@@ -60,6 +60,22 @@ def check_isolation(isolation: object) -> str:
     return str(isolation)
 
 
+def _seconds(name: str, value: object, *, most: float = 10**9) -> None:
+    """A `Runtime.open` option that is a number of seconds in (0, most]."""
+    if isinstance(value, bool) or not (isinstance(value, int | float) and 0 < value <= most):
+        raise LineupError(
+            "usage_invalid", f"{name} must be a number of seconds in (0, {most:g}], not {value!r}"
+        )
+
+
+def _integer(name: str, value: object, least: int, most: int) -> None:
+    """A `Runtime.open` option that is an integer from `least` to `most`."""
+    if type(value) is not int or not least <= value <= most:
+        raise LineupError(
+            "usage_invalid", f"{name} must be an integer from {least} to {most}, not {value!r}"
+        )
+
+
 #: The bounds of `worker_processes` (a worker needs its launcher, loop and threads).
 MIN_PROCESSES, MAX_PROCESSES = 16, 32768
 
@@ -174,56 +190,20 @@ class AsyncRuntime:
             raise LineupError(
                 "usage_invalid", f"trust must be a TrustStore or a file path, not {trust!r}"
             )
-        if isinstance(activation_timeout_s, bool) or not (
-            isinstance(activation_timeout_s, int | float) and 0 < activation_timeout_s < 10**9
-        ):
-            raise LineupError(
-                "usage_invalid",
-                f"activation_timeout_s must be a positive number, not {activation_timeout_s!r}",
-            )
+        _seconds("activation_timeout_s", activation_timeout_s)
         check_mode(sandbox)
-        if isinstance(worker_cpu_s, bool) or not (
-            isinstance(worker_cpu_s, int | float) and 0 < worker_cpu_s < 10**9
-        ):
-            raise LineupError(
-                "usage_invalid", f"worker_cpu_s must be a positive number, not {worker_cpu_s!r}"
-            )
+        _seconds("worker_cpu_s", worker_cpu_s)
         if worker_memory_mb < 64 or worker_heartbeat_s <= 0 or worker_log_max_bytes < 0:
             raise LineupError(
                 "usage_invalid",
                 "worker_memory_mb must be at least 64, worker_heartbeat_s positive and "
                 "worker_log_max_bytes not negative",
             )
-        if (
-            type(worker_processes) is not int
-            or not MIN_PROCESSES <= worker_processes <= MAX_PROCESSES
-        ):
-            raise LineupError(
-                "usage_invalid",
-                f"worker_processes must be an integer from {MIN_PROCESSES} to "
-                f"{MAX_PROCESSES}, not {worker_processes!r}",
-            )
-        if isinstance(validation_budget_s, bool) or not (
-            isinstance(validation_budget_s, int | float) and 0 < validation_budget_s <= 3600
-        ):
-            raise LineupError(
-                "usage_invalid",
-                "validation_budget_s must be a number of seconds in (0, 3600], "
-                f"not {validation_budget_s!r}",
-            )
+        _integer("worker_processes", worker_processes, MIN_PROCESSES, MAX_PROCESSES)
+        _seconds("validation_budget_s", validation_budget_s, most=3600)
         check_isolation(isolation)
-        if isinstance(session_idle_s, bool) or not (
-            isinstance(session_idle_s, int | float) and 0 < session_idle_s < 10**9
-        ):
-            raise LineupError(
-                "usage_invalid", f"session_idle_s must be a positive number, not {session_idle_s!r}"
-            )
-        if type(workers_memory_mb) is not int or workers_memory_mb < worker_memory_mb:
-            raise LineupError(
-                "usage_invalid",
-                f"workers_memory_mb must be an integer of at least worker_memory_mb "
-                f"({worker_memory_mb}), not {workers_memory_mb!r}",
-            )
+        _seconds("session_idle_s", session_idle_s)
+        _integer("workers_memory_mb", workers_memory_mb, worker_memory_mb, 1 << 30)
         extra_env = _worker_env(worker_env)
         # every path is resolved against the working folder once, here (SPEC 13.1): no
         # worker, sandbox or later chdir resolves a relative one again

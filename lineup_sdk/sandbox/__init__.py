@@ -186,22 +186,12 @@ def sweep_leftovers() -> int:
     with contextlib.suppress(OSError):
         for folder in root.glob(f"{_TMP_PREFIX}*-*"):
             owner = folder.name[len(_TMP_PREFIX) :].split("-", 1)[0]
-            if not owner.isdigit() or int(owner) == os.getpid() or _alive(int(owner)):
+            if not owner.isdigit() or int(owner) == os.getpid() or _cgroups.pid_alive(int(owner)):
                 continue
             with contextlib.suppress(OSError):
                 _remove_folder(folder)
                 removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _remove_folder(folder: Path) -> None:

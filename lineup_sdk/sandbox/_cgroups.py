@@ -34,6 +34,7 @@ __all__ = [
     "SharedMemory",
     "available",
     "create",
+    "pid_alive",
     "shared_memory",
     "sweep",
 ]
@@ -339,7 +340,8 @@ def _limit(h: Hierarchy, folder: Path, limit: int) -> None:
         _write(folder / "memory.memsw.limit_in_bytes", size)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (one we may not signal counts as existing)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -362,7 +364,7 @@ def sweep() -> int:
                     pid = int(folder.name[len(_PREFIX) :])
                 except ValueError:
                     continue
-                if pid == os.getpid() or _pid_alive(pid):
+                if pid == os.getpid() or pid_alive(pid):
                     continue
                 if _remove(folder):
                     removed += 1

@@ -128,3 +128,44 @@ def pomodoro_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey
 def pomo(rt: Runtime, pomodoro_bundle: Path) -> Runtime:
     rt.install(pomodoro_bundle)
     return rt
+
+
+@pytest.fixture(scope="session")
+def kernel_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
+    """`apps/kernel`: the kernel-limit attempts of SPEC 13.3 (metadata, memory, processes)."""
+    return build_app(APPS / "kernel", tmp_path_factory.mktemp("kernel") / "kernel", rt_key)
+
+
+@pytest.fixture()
+def trust_file(tmp_path: Path, rt_key: SigningKey) -> Path:
+    """The tests' trust store as a file (a runtime re-reads it when it changes)."""
+    path = tmp_path / "trust.toml"
+    TrustStore.from_keys([TrustedKey(rt_key.key_id, rt_key.public_raw, ("*",), "t")]).save(path)
+    return path
+
+
+@pytest.fixture()
+def file_runtime(tmp_path: Path, trust_file: Path) -> Iterator[Any]:
+    """Open runtimes on files under `tmp_path` (each in its own folder, trusting the test
+    key from `trust_file`, on a virtual clock), closed at the end of the test:
+    `file_runtime(*bundles, host=HostSimulator(...), **Runtime.open options)`."""
+    opened: list[Runtime] = []
+
+    def go(*bundles: Path, host: HostSimulator | None = None, **options: Any) -> Runtime:
+        folder = tmp_path / f"rt{len(opened)}"
+        folder.mkdir()
+        rt = Runtime.open(
+            folder / "rt.db",
+            trust=trust_file,
+            clock=VirtualClock(),
+            host=host or HostSimulator(policy="manual"),
+            **options,
+        )
+        opened.append(rt)
+        for bundle in bundles:
+            rt.install(bundle)
+        return rt
+
+    yield go
+    for rt in opened:
+        rt.close()

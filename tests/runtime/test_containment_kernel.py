@@ -18,17 +18,14 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lineup_build.signing import SigningKey
-from lineup_build.trust import TrustedKey, TrustStore
-from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_sdk.sandbox import probe, simulate_unavailable
-from tests.runtime.conftest import APPS, build_app
 from tests.sandbox_kit import pid_alive, poll
 
 SCOPE = "kernel"
@@ -44,41 +41,9 @@ THROUGH_FD = ("fchmod", "fchown", "futime", "setflags", "fssetxattr")
 _ids = iter(range(1, 1 << 30))
 
 
-@pytest.fixture(scope="module")
-def kernel_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
-    return build_app(APPS / "kernel", tmp_path_factory.mktemp("kernel") / "kernel", rt_key)
-
-
 @pytest.fixture()
-def trust_file(tmp_path: Path, rt_key: SigningKey) -> Path:
-    path = tmp_path / "trust.toml"
-    TrustStore.from_keys([TrustedKey(rt_key.key_id, rt_key.public_raw, ("*",), "t")]).save(path)
-    return path
-
-
-@pytest.fixture()
-def open_runtime(tmp_path: Path, trust_file: Path) -> Iterator[Callable[..., Runtime]]:
-    """Runtimes on files under `tmp_path`, trusting the test key from a trust file."""
-    opened: list[Runtime] = []
-
-    def go(*bundles: Path, sub: str = "rt", **options: Any) -> Runtime:
-        folder = tmp_path / sub
-        folder.mkdir()
-        rt = Runtime.open(
-            folder / "rt.db",
-            trust=trust_file,
-            clock=VirtualClock(),
-            host=HostSimulator(policy="manual"),
-            **options,
-        )
-        opened.append(rt)
-        for bundle in bundles:
-            rt.install(bundle)
-        return rt
-
-    yield go
-    for rt in opened:
-        rt.close()
+def open_runtime(file_runtime: Callable[..., Runtime]) -> Callable[..., Runtime]:
+    return file_runtime
 
 
 def final(rt: Runtime, method: str, params: Any, conversation: str = "conv") -> dict[str, Any]:
@@ -149,10 +114,10 @@ def test_metadata_changes_on_host_files_are_refused_and_nothing_changes(
 ) -> None:
     rt = open_runtime(kernel_bundle)
     assert rt.sandbox["metadata"] is None or "seccomp" in rt.sandbox["metadata"]
-    installed = tmp_path / "rt" / "rt.db.apps" / SCOPE / "1.0.0"
+    installed = tmp_path / "rt0" / "rt.db.apps" / SCOPE / "1.0.0"
     targets = {
         **victims,
-        "database": tmp_path / "rt" / "rt.db",
+        "database": tmp_path / "rt0" / "rt.db",
         "trust store": trust_file,
         # files the worker may read: opened read-only, then changed through the descriptor
         "installed module": installed / "kernel_app" / "ops.py",
@@ -173,7 +138,7 @@ def test_metadata_changes_on_host_files_are_refused_and_nothing_changes(
     assert stat.S_IMODE(os.stat(victims["private"]).st_mode) == 0o600
     assert not os.stat(victims["executable"]).st_mode & stat.S_ISUID
     rt.close()  # the runtime reopens its own files afterwards
-    reopened = Runtime.open(tmp_path / "rt" / "rt.db", trust=trust_file, clock=VirtualClock())
+    reopened = Runtime.open(tmp_path / "rt0" / "rt.db", trust=trust_file, clock=VirtualClock())
     reopened.close()
 
 

@@ -10,43 +10,28 @@ a strict xfail under `app`, passing under `session`.)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
-from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite import HostSimulator, Runtime
 from lineup_sdk.errors import LineupError
-from tests.runtime.conftest import APPS, build_app
 from tests.sandbox_kit import poll
 
 _ids = itertools.count(1)
 
 
-@pytest.fixture(scope="module")
-def kernel_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
-    return build_app(APPS / "kernel", tmp_path_factory.mktemp("kernel") / "kernel", rt_key)
-
-
 @pytest.fixture()
-def open_runtime(tmp_path: Path, trust: TrustStore) -> Iterator[Callable[..., Runtime]]:
-    opened: list[Runtime] = []
+def open_runtime(file_runtime: Callable[..., Runtime]) -> Callable[..., Runtime]:
+    """Runtimes on files; the Host confirms foreground by itself (`auto`)."""
 
     def go(*bundles: Path, host: HostSimulator | None = None, **options: Any) -> Runtime:
-        host = host or HostSimulator(policy="auto")
-        rt = Runtime.open(tmp_path / f"rt{len(opened)}.db", trust=trust, clock=VirtualClock(),
-                          host=host, **options)  # fmt: skip
-        opened.append(rt)
-        for bundle in bundles:
-            rt.install(bundle)
-        return rt
+        return file_runtime(*bundles, host=host or HostSimulator(policy="auto"), **options)
 
-    yield go
-    for rt in opened:
-        rt.close()
+    return go
 
 
 def result(rt: Runtime, conversation: str, method: str, params: dict[str, Any]) -> Any:
