@@ -96,11 +96,9 @@ class Surface:
         Raises:
             LineupError: `session_data_write_not_allowed`, always.
         """
-        raise LineupError(
-            "session_data_write_not_allowed",
-            "a Surface cannot write session data this iteration; a tool handler writes it",
-            hint="change session data from a tool handler (ctx.session_data.replace)",
-        )
+        from lineup_runtime_lite.surface_client import surface_write_refused
+
+        raise surface_write_refused()
 
     def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""

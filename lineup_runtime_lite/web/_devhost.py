@@ -320,4 +320,6 @@ class DevHost:
         return entry
 
     def build_failed(self, exc: LineupError) -> None:
-        self._note({"source": "build", "action": "failed", "code": exc.code, "message": exc.message})
+        self._note(
+            {"source": "build", "action": "failed", "code": exc.code, "message": exc.message}
+        )

@@ -15,9 +15,7 @@ NOTES = Path(__file__).parents[1] / "conformance" / "apps" / "notes"
 def _edit_count(project: Path) -> None:
     tools = project / "notes_app" / "tools.py"
     text = tools.read_text()
-    tools.write_text(
-        text.replace('return len((snap.data or {}).get("notes", []))', "return 1000")
-    )
+    tools.write_text(text.replace('return len((snap.data or {}).get("notes", []))', "return 1000"))
 
 
 def test_rebuilt_dev_build_takes_over_sessions(tmp_path: Path) -> None:
