@@ -142,14 +142,36 @@ class DevPage:
         self._calls += 1
         return dict(self.server.host.call(conversation, method, params or {}))
 
-    def surface(self, timeout_s: float = 10.0) -> Any:
-        """The selected instance's Surface frame (waits for it to load)."""
-        handle = self.page.wait_for_selector(
-            '[data-testid="lineup-surface-frame"]', timeout=timeout_s * 1000
-        )
-        frame = handle.content_frame()
-        frame.wait_for_load_state()
-        return frame
+    def surface(self, instance: str | None = None, timeout_s: float = 10.0) -> Any:
+        """The Surface frame of the selected instance (or of `instance`, once the page
+        shows it), loaded."""
+        import time
+
+        selector = '[data-testid="lineup-surface-frame"]'
+        if instance is not None:
+            selector += f'[data-instance="{instance}"]'
+        deadline = time.monotonic() + timeout_s
+        while True:
+            handle = self.page.wait_for_selector(selector, timeout=timeout_s * 1000)
+            frame = handle.content_frame() if handle is not None else None
+            if frame is not None and "/s/" in frame.url:
+                frame.wait_for_load_state()
+                return frame
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no Surface frame within {timeout_s} s")
+            self.page.wait_for_timeout(50)  # the page replaced the frame meanwhile
+
+    def select(self, conversation: str, instance: str | None = None) -> Any:
+        """Select a conversation (and one of its instances) in the Host page; returns the
+        Surface frame shown."""
+        self.page.locator(
+            f'[data-testid="lineup-conversation"][data-conversation="{conversation}"]'
+        ).click()
+        if instance is not None:
+            self.page.locator(
+                f'[data-testid="lineup-instance"][data-instance="{instance}"]'
+            ).click()
+        return self.surface(instance)
 
     def press(self, button: str) -> None:
         """A Host panel button: `confirm`, `decline`, `leave`, `close`."""
