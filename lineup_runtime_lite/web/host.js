@@ -29,7 +29,12 @@ function renderConversations(conversations) {
   if (!state.conversation && conversations.length) state.conversation = conversations[0].conversation_id;
   $("conversations").replaceChildren(...conversations.map((c) =>
     button(c.conversation_id, "lineup-conversation", c.conversation_id === state.conversation,
-      () => { state.conversation = c.conversation_id; state.instance = null; refresh(); },
+      () => {
+        if (state.conversation === c.conversation_id) return;
+        state.conversation = c.conversation_id;
+        state.instance = null;
+        refresh();
+      },
       { conversation: c.conversation_id })));
   const current = conversations.find((c) => c.conversation_id === state.conversation);
   const instances = current ? current.instances.filter((i) => i.instance) : [];
@@ -38,7 +43,8 @@ function renderConversations(conversations) {
   }
   $("instances").replaceChildren(...instances.map((i) =>
     button(`${i.scope} · ${i.state} · ${i.version}`, "lineup-instance", i.instance === state.instance,
-      () => select(i.instance), { instance: i.instance, state: i.state })));
+      () => { if (i.instance !== state.instance) select(i.instance); },
+      { instance: i.instance, state: i.state })));
   for (const b of document.querySelectorAll(".panel button")) b.disabled = !state.instance;
 }
 

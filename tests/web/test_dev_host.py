@@ -226,7 +226,7 @@ async def _bridge_ops(origin: str, token: str) -> list[str]:
 
     url = origin.replace("http", "ws") + f"/_lineup/bridge?token={token}"
     out = []
-    async with websockets.connect(url, origin=None) as ws:  # type: ignore[arg-type]
+    async with websockets.connect(url, origin=None) as ws:
         for i, op in enumerate(("call", "host"), start=1):
             await ws.send(json.dumps({"id": i, "op": op, "method": "todo.add"}))
             out.append(json.loads(await ws.recv())["error"]["code"])
