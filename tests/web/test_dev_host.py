@@ -110,7 +110,7 @@ def test_mcp_call_updates_the_todo_surface_live_with_no_click(
     # /mcp keeps serve's checks: no bearer token, no call
     assert _get(urls.mcp_url)[0] == 401
     if os.environ.get("LINEUP_REGEN_SCREENSHOT") == "1":
-        dev.page.get_by_test_id("lineup-timeline").locator("li").last.wait_for()
+        dev.page.get_by_test_id("lineup-timeline").locator("li[data-stage=result]").nth(1).wait_for()
         dev.page.screenshot(path=str(SCREENSHOT), full_page=True)
 
 
