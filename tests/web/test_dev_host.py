@@ -104,13 +104,15 @@ def test_mcp_call_updates_the_todo_surface_live_with_no_click(
     second = _run(_mcp_call, urls.mcp_url, token, "todo-add", {"title": "call Ada"})
     assert not second.is_error
     frame.wait_for_function(
-        "document.querySelectorAll('[data-testid=todo-item]').length === 2", timeout=10_000
+        "() => document.querySelectorAll('[data-testid=todo-item]').length === 2", timeout=10_000
     )
     assert frame.evaluate("window.__before === true")  # live, without a reload
     # /mcp keeps serve's checks: no bearer token, no call
     assert _get(urls.mcp_url)[0] == 401
     if os.environ.get("LINEUP_REGEN_SCREENSHOT") == "1":
-        dev.page.get_by_test_id("lineup-timeline").locator("li[data-stage=result]").nth(1).wait_for()
+        dev.page.get_by_test_id("lineup-timeline").locator("li[data-stage=result]").nth(
+            1
+        ).wait_for()
         dev.page.screenshot(path=str(SCREENSHOT), full_page=True)
 
 
@@ -256,6 +258,7 @@ def test_editing_a_handler_changes_the_next_answer_and_reloads_the_surface(
     assert dev.server.rt.surface("dev", "todo").get().revision == 2  # session data kept
     # the open Surface reloaded (the marker is gone) and shows the kept data plus the new item
     dev.surface().wait_for_function(
-        "!window.__before && document.querySelectorAll('[data-testid=todo-item]').length === 2",
+        "() => !window.__before"
+        " && document.querySelectorAll('[data-testid=todo-item]').length === 2",
         timeout=10_000,
     )
