@@ -262,3 +262,20 @@ def test_editing_a_handler_changes_the_next_answer_and_reloads_the_surface(
         " && document.querySelectorAll('[data-testid=todo-item]').length === 2",
         timeout=10_000,
     )
+
+
+def test_the_virtual_clock_seam_completes_a_focus_without_waiting(
+    lineup_dev: Callable[..., Any], template_project: Callable[[str], Path]
+) -> None:
+    from lineup_runtime_lite import VirtualClock
+
+    clock = VirtualClock()
+    dev = lineup_dev(template_project("pomodoro"), host="auto", clock=clock)
+    answer = dev.call("pomodoro.start", {"minutes": 25})
+    assert answer["activation"] == "starting"
+    frame = dev.surface()  # host auto: its sdk.host.ready() is confirmed at once
+    frame.get_by_test_id("pomodoro-state").filter(has_text="Focusing").wait_for(timeout=10_000)
+    clock.advance(25 * 60_000)  # the deadline on the runtime's clock, not a real wait
+    frame.get_by_test_id("pomodoro-state").filter(has_text="completed").wait_for(timeout=10_000)
+    timeline = dev.page.get_by_test_id("lineup-timeline")
+    timeline.locator("li[data-stage=result]", has_text="completed").wait_for(timeout=10_000)
