@@ -8,6 +8,9 @@ and `sandbox="off"`, interleaved round by round so machine noise hits both alike
 2. A ready session: sequential calls/s through `Runtime.call` on a file database.
 3. `lineup build` of the 1,000-tool app (benchmarks/bench_build.py's generator) as a whole
    CLI process, `--sandbox best_effort` against `--sandbox off`.
+4. The control groups of round 3 (SPEC 13.3): creating and removing one worker's `pids`
+   and `memory` groups, and worker start with them against best_effort without them
+   (`simulate_unavailable("cgroups")`), in the same interleaved rounds.
 
 Targets: start within +50 ms, calls/s within -5 %, build within +5 %.
 
@@ -63,7 +66,17 @@ def _bundle(tmp: Path) -> tuple[Path, Any]:
 
 
 def cold_start_ms(bundle: Path, trust: Any, mode: str, tmp: Path) -> float:
-    """One fresh runtime: first call on a cold app until its result is stored."""
+    """One fresh runtime: first call on a cold app until its result is stored
+    (`no_cgroups`: best_effort with the control groups treated as unavailable)."""
+    from lineup_sdk.sandbox import simulate_unavailable
+
+    if mode == "no_cgroups":
+        with simulate_unavailable("cgroups"):
+            return cold_start_ms(bundle, trust, "best_effort", tmp)
+    return _cold_start_ms(bundle, trust, mode, tmp)
+
+
+def _cold_start_ms(bundle: Path, trust: Any, mode: str, tmp: Path) -> float:
     from lineup_runtime_lite import Runtime, VirtualClock
 
     with Runtime.open(":memory:", trust=trust, clock=VirtualClock(), sandbox=mode) as rt:
@@ -92,6 +105,22 @@ def calls_per_s(bundle: Path, trust: Any, mode: str, tmp: Path, n: int) -> float
             msg = rt.call(f"c{i}", "conv", "bench.ping", {"n": i})
             assert msg.get("result") == i, msg
         return n / (time.perf_counter() - t0)
+
+
+def cgroups_ms(n: int) -> float | None:
+    """Median time to create one worker's groups with their limits and remove them."""
+    from lineup_sdk.sandbox import _cgroups
+
+    if not _cgroups.available():
+        return None
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        groups = _cgroups.create(1024, 64)
+        assert groups.dirs, "no group could be created"
+        assert groups.remove()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
 
 
 def build_s(app: Path, key: Path, mode: str, out: Path) -> float:
@@ -124,12 +153,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as t:
         tmp = Path(t)
         bundle, trust = _bundle(tmp)
-        starts: dict[str, list[float]] = {m: [] for m in modes}
+        start_modes = (*modes, "no_cgroups")
+        starts: dict[str, list[float]] = {m: [] for m in start_modes}
         rates: dict[str, list[float]] = {m: [] for m in modes}
+        groups: list[float] = []
         for r in range(args.rounds):
             order = modes if r % 2 == 0 else modes[::-1]
-            for mode in order:
+            for mode in start_modes if r % 2 == 0 else start_modes[::-1]:
                 starts[mode].append(cold_start_ms(bundle, trust, mode, tmp))
+            cg = cgroups_ms(20)
+            if cg is not None:
+                groups.append(cg)
             for mode in order:
                 rates[mode].append(calls_per_s(bundle, trust, mode, tmp, args.calls))
         app = generate(tmp / "app1000", 1000)
@@ -141,11 +175,20 @@ def main() -> None:
                 builds[mode].append(build_s(app, key, mode, tmp / f"out-{mode}-{r}"))
     med = statistics.median
     s_on, s_off = med(starts["best_effort"]), med(starts["off"])
+    s_bare = med(starts["no_cgroups"])
+    cg_ms = med(groups) if groups else None
     c_on, c_off = med(rates["best_effort"]), med(rates["off"])
     b_on, b_off = med(builds["best_effort"]), med(builds["off"])
     out.update(
         {
-            "worker_start_ms": {"sandboxed": s_on, "off": s_off, "delta_ms": s_on - s_off},
+            "worker_start_ms": {
+                "sandboxed": s_on,
+                "off": s_off,
+                "delta_ms": s_on - s_off,
+                "sandboxed_without_cgroups": s_bare,
+                "cgroups_delta_ms": s_on - s_bare,
+            },
+            "cgroups_create_remove_ms": cg_ms,
             "ready_calls_per_s": {"sandboxed": c_on, "off": c_off, "ratio": c_on / c_off},
             "build_1000_tools_s": {"sandboxed": b_on, "off": b_off, "ratio": b_on / b_off},
             "rounds": args.rounds,
@@ -159,7 +202,12 @@ def main() -> None:
     print(out["enforced"])
     print(
         f"worker start (first call, cold app): sandboxed {s_on:.1f} ms, off {s_off:.1f} ms, "
-        f"delta {s_on - s_off:+.1f} ms (target +50 ms)"
+        f"delta {s_on - s_off:+.1f} ms (target +50 ms); without cgroups {s_bare:.1f} ms "
+        f"(cgroups {s_on - s_bare:+.1f} ms)"
+    )
+    print(
+        "one worker's pids + memory groups, create and remove: "
+        + (f"{cg_ms:.2f} ms" if cg_ms is not None else "no cgroups here")
     )
     print(
         f"ready session calls/s: sandboxed {c_on:.0f}, off {c_off:.0f}, "

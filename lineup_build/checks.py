@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from lineup_build.diagnostics import Diagnostic, Where
+from lineup_build.schema_cost import EXPENSIVE_EXPANSION, EXPENSIVE_NESTING, schema_cost
 from lineup_build.schemas import canonical_json
 from lineup_build.tool_rules import (
     MAX_DESCRIPTION,
@@ -61,8 +62,23 @@ def _has_description(prop: Any, root: dict[str, Any]) -> bool:
 
 def _schema_diags(tool: dict[str, Any], where: Where | None) -> list[Diagnostic]:
     method = tool["method"]
-    out = [Diagnostic(f.code, f.message, where=where) for f in schema_findings(method, tool)]
+    findings = schema_findings(method, tool)
+    out = [Diagnostic(f.code, f.message, where=where, hint=f.hint) for f in findings]
     for field, _, _ in SCHEMA_FIELDS:
+        cost = schema_cost(tool[field])
+        if cost.expensive and not cost.too_complex:
+            out.append(
+                Diagnostic(
+                    "schema_expensive",
+                    f"{method}: {field} may apply {cost.expansion} subschemas to one value "
+                    f"and nests {cost.nesting} levels (warned past {EXPENSIVE_EXPANSION} and "
+                    f"{EXPENSIVE_NESTING}); each value is validated in a validator process "
+                    "under the runtime's validation budget",
+                    severity="warning",
+                    where=where,
+                    hint="flatten nested anyOf/oneOf/allOf of shared $refs",
+                )
+            )
         try:
             size = len(canonical_json(tool[field]))
         except (TypeError, ValueError):

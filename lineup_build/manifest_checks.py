@@ -254,6 +254,7 @@ def _schema_checks(tool: Tool) -> list[LineupError]:
                 LineupError(
                     f.code,
                     f.message,
+                    hint=f.hint,
                     details={"method": method, "field": field, "pointer": f.pointer},
                 )
             )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lineup_build.schema_cost import MAX_EXPANSION, MAX_NESTING, schema_cost
 from lineup_build.schemas import check_schema
 from lineup_sdk.catalog import CATALOG, key_allowed_for_scope
 from lineup_sdk.names import method_name_problem
@@ -27,6 +28,7 @@ __all__ = [
     "method_problem",
     "schema_findings",
     "timeout_ok",
+    "too_complex",
 ]
 
 #: Characters a tool description may hold (the manifest schema's `maxLength`).
@@ -52,24 +54,28 @@ class SchemaFinding:
 
     Attributes:
         field: `input_schema` or `result_schema`.
-        code: `invalid_input_schema`, `invalid_result_schema` or `remote_ref`.
+        code: `invalid_input_schema`, `invalid_result_schema`, `remote_ref` or
+            `schema_too_complex`.
         pointer: Where in the schema (a JSON pointer).
         message: `<method>: <field> at <pointer>: <what is wrong>`.
+        hint: How to fix it, where the code's general fix is not enough.
     """
 
     field: str
     code: str
     pointer: str
     message: str
+    hint: str | None = None
 
 
 def schema_findings(method: str, schemas: dict[str, Any]) -> list[SchemaFinding]:
     """Every problem with the tool's `input_schema` and `result_schema` (keys of
     `schemas`): valid 2020-12, input an object, local refs only, no forbidden keyword,
-    linear-time patterns."""
+    linear-time patterns, and within the static validation bound (`schema_too_complex`)."""
     out = []
     for field, code, require_object in SCHEMA_FIELDS:
-        for p in check_schema(schemas[field], require_object=require_object):
+        found = check_schema(schemas[field], require_object=require_object)
+        for p in found:
             out.append(
                 SchemaFinding(
                     field,
@@ -78,7 +84,28 @@ def schema_findings(method: str, schemas: dict[str, Any]) -> list[SchemaFinding]
                     f"{method}: {field} at {p.pointer}: {p.message}",
                 )
             )
+        if not found:
+            complex_ = too_complex(method, field, schemas[field])
+            if complex_ is not None:
+                out.append(complex_)
     return out
+
+
+def too_complex(method: str, field: str, schema: Any) -> SchemaFinding | None:
+    """`schema_too_complex` when validating one value may apply more than `MAX_EXPANSION`
+    subschemas or the schema nests deeper than `MAX_NESTING` (`$ref`s followed)."""
+    cost = schema_cost(schema)
+    if not cost.too_complex:
+        return None
+    return SchemaFinding(
+        field,
+        "schema_too_complex",
+        "",
+        f"{method}: {field} may apply {cost.expansion} subschemas to one value and nests "
+        f"{cost.nesting} levels (the bounds are {MAX_EXPANSION} and {MAX_NESTING})",
+        "do not nest anyOf/oneOf/allOf of the same $ref inside each other; share one "
+        "definition per level, or move the alternatives into one enum or a discriminated union",
+    )
 
 
 @dataclass(frozen=True, slots=True)

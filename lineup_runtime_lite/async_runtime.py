@@ -19,6 +19,7 @@ from typing import Any
 
 from lineup_runtime_lite import faults
 from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S
 from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.decisions import MoveSession
 from lineup_runtime_lite.engine import Engine, input_problems
@@ -33,16 +34,21 @@ from lineup_runtime_lite.params import (
     id_problem,
 )
 from lineup_runtime_lite.store.sqlite import Store
+from lineup_runtime_lite.validation import Checked, validator_for
 from lineup_runtime_lite.workers import WorkerOptions
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
+from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
 
 __all__ = ["MAX_FETCH", "AsyncRuntime"]
+
+#: The bounds of `worker_processes` (a worker needs its launcher, loop and threads).
+MIN_PROCESSES, MAX_PROCESSES = 16, 32768
 
 #: The most messages one `outbox_fetch` returns.
 MAX_FETCH = 1000
 
-Prepared = tuple[Envelope, Tool | None, list[dict[str, Any]] | None]
+Prepared = tuple[Envelope, Tool | None, Checked | None]
 
 
 class AsyncRuntime:
@@ -78,9 +84,12 @@ class AsyncRuntime:
         max_params_bytes: int = DEFAULT_MAX_PARAMS_BYTES,
         sandbox: str = "best_effort",
         worker_memory_mb: int = 1024,
+        worker_processes: int = DEFAULT_PROCESSES,
         worker_heartbeat_s: float = 5.0,
+        worker_cpu_s: float = 600.0,
         worker_log_max_bytes: int = 10 * 1024 * 1024,
         worker_env: Mapping[str, str] | None = None,
+        validation_budget_s: float = DEFAULT_BUDGET_S,
         _follow_clock: bool = True,
     ) -> AsyncRuntime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
@@ -98,14 +107,25 @@ class AsyncRuntime:
                 report it in `sandbox`), `required` (refuse to start a worker without
                 file, network and process-tree containment: `sandbox_unavailable`) or
                 `off` (debugging only).
-            worker_memory_mb: Data-memory cap of each worker process.
+            worker_memory_mb: Memory cap of each worker: over its whole process tree
+                where the runtime can create a memory cgroup, else per process (`sandbox`
+                says which).
+            worker_processes: Cap on the tasks (processes and threads) of each worker's
+                tree: a pids cgroup, else the fallbacks `sandbox` names (16 to 32768).
             worker_heartbeat_s: A worker whose loop does not answer a heartbeat this long
                 is recycled (real time).
+            worker_cpu_s: CPU-seconds a worker's whole process tree may use between
+                recycles; past it the worker is recycled and what it was running ends
+                `delivery_interrupted` with `details.reason = "cpu_limit"`.
             worker_log_max_bytes: Each worker log is truncated, with a note, past this size.
             worker_env: Extra environment variables for every worker (configuration an
                 operator chooses to give MiniApps; nothing of this process's environment
                 reaches a worker otherwise). Names are upper-case identifiers, never
                 `LINEUP_*` or `PYTHON*`.
+            validation_budget_s: Real time one value (params or a result) may take in a
+                validator process when its schema is not plain; over it the call answers
+                `invalid_params` / `handler_result_invalid` with `details.reason =
+                "validation_budget"` (SPEC 13.3).
 
         Raises:
             LineupError: `usage_invalid` for a bad option, `trust_store_invalid`,
@@ -134,11 +154,34 @@ class AsyncRuntime:
                 f"activation_timeout_s must be a positive number, not {activation_timeout_s!r}",
             )
         check_mode(sandbox)
+        if isinstance(worker_cpu_s, bool) or not (
+            isinstance(worker_cpu_s, int | float) and 0 < worker_cpu_s < 10**9
+        ):
+            raise LineupError(
+                "usage_invalid", f"worker_cpu_s must be a positive number, not {worker_cpu_s!r}"
+            )
         if worker_memory_mb < 64 or worker_heartbeat_s <= 0 or worker_log_max_bytes < 0:
             raise LineupError(
                 "usage_invalid",
                 "worker_memory_mb must be at least 64, worker_heartbeat_s positive and "
                 "worker_log_max_bytes not negative",
+            )
+        if (
+            type(worker_processes) is not int
+            or not MIN_PROCESSES <= worker_processes <= MAX_PROCESSES
+        ):
+            raise LineupError(
+                "usage_invalid",
+                f"worker_processes must be an integer from {MIN_PROCESSES} to "
+                f"{MAX_PROCESSES}, not {worker_processes!r}",
+            )
+        if isinstance(validation_budget_s, bool) or not (
+            isinstance(validation_budget_s, int | float) and 0 < validation_budget_s <= 3600
+        ):
+            raise LineupError(
+                "usage_invalid",
+                "validation_budget_s must be a number of seconds in (0, 3600], "
+                f"not {validation_budget_s!r}",
             )
         extra_env = _worker_env(worker_env)
         # every path is resolved against the working folder once, here (SPEC 13.1): no
@@ -157,6 +200,7 @@ class AsyncRuntime:
             rt.trust = TrustStore.load(rt._trust_path)
         rt._sandbox_mode = sandbox
         rt.clock = clock or RealClock()
+        sweep_leftovers()  # cgroups and sandbox folders of runtimes killed before they closed
         store = Store(db_path)
         try:
             if in_memory and apps_dir is None:
@@ -190,10 +234,13 @@ class AsyncRuntime:
                 worker_options=WorkerOptions(
                     sandbox=sandbox,
                     memory_mb=worker_memory_mb,
+                    processes=worker_processes,
                     heartbeat_s=worker_heartbeat_s,
+                    cpu_s=float(worker_cpu_s),
                     log_max_bytes=worker_log_max_bytes,
                     env=extra_env,
                 ),
+                validation_budget_s=float(validation_budget_s),
             )
             sim.bind(rt._engine.host_event)
             await rt._engine.recover()
@@ -440,8 +487,20 @@ class AsyncRuntime:
             body = error_body(checked.code, checked.message, details=checked.details)
             return reject(checked.call_id, scope, self.clock.now_ms(), body)
         tool = registry.get(checked.method)
-        problems = input_problems(tool, checked.params) if tool is not None else None
+        problems = (
+            input_problems(tool, checked.params, self._engine.validators)
+            if tool is not None
+            else None
+        )
         return checked, tool, problems
+
+    def _inline(self, method: Any, params: Any) -> bool:
+        """Whether a call may be checked on the caller's loop: plainly small params and an
+        input schema that is plain (any other waits for a validator process)."""
+        if not _small(params):
+            return False
+        tool = self._engine.registry.get(method) if type(method) is str else None
+        return tool is None or validator_for(tool.input_schema).plain
 
     async def _accept(self, prepared: Prepared) -> dict[str, Any]:
         self._check_open()
@@ -455,15 +514,16 @@ class AsyncRuntime:
     ) -> dict[str, Any]:
         """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0).
 
-        Small params (a bounded walk says so) are checked right here; larger ones in the
-        default executor, so a huge call never blocks this loop.
+        Small params (a bounded walk says so) against a plain input schema are checked
+        right here; larger ones, and any schema that is not plain, in the default executor,
+        so neither a huge call nor an expensive schema blocks this loop.
 
         Raises:
             LineupError: `store_unavailable` or `store_corrupt` (nothing was persisted or
                 sent; the same call may be retried), `usage_invalid` once closed. Every
                 problem with the call itself is an `error` message, not an exception.
         """
-        if _small(params):
+        if self._inline(method, params):
             prepared = self._prepare(call_id, conversation_id, method, params)
         else:
             prepared = await asyncio.get_running_loop().run_in_executor(
@@ -489,7 +549,12 @@ class AsyncRuntime:
         runtime turn: each is routed, in the order given, before anything they start can
         progress (so the first that starts an activation answers `starting` and the rest
         `queued`); returns their messages in that order."""
-        return await self._accept_many([self._prepare(*c) for c in calls])
+        if all(self._inline(c[2], c[3]) for c in calls):
+            return await self._accept_many([self._prepare(*c) for c in calls])
+        prepared = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: [self._prepare(*c) for c in calls]
+        )
+        return await self._accept_many(prepared)
 
     async def call_record(self, call_id: str) -> dict[str, Any] | None:
         """What the runtime keeps of one Agent call: its `method`, `conversation_id` and

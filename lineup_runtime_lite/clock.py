@@ -8,7 +8,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
 
-__all__ = ["Clock", "RealClock", "VirtualClock", "format_ts", "parse_duration"]
+__all__ = ["LAST_MS", "Clock", "RealClock", "VirtualClock", "format_ts", "parse_duration"]
+
+#: The last instant an RFC 3339 timestamp can name: 9999-12-31T23:59:59.999Z.
+LAST_MS = 253_402_300_799_999
 
 
 def format_ts(ms: int) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from lineup_build.model import Manifest
 from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S, ValidatorPool
 from lineup_runtime_lite.clock import Clock
 from lineup_runtime_lite.decisions import Decision, NewCall, NewIntent
 from lineup_runtime_lite.drivers.activation import ActivationDriver
@@ -34,7 +35,7 @@ from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
 from lineup_runtime_lite.store.records import Session
 from lineup_runtime_lite.store.sqlite import Store
-from lineup_runtime_lite.validation import clip, validator_for
+from lineup_runtime_lite.validation import Checked, Unchecked, check_value, clip, validator_for
 from lineup_runtime_lite.workers import WorkerOptions
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
@@ -65,6 +66,7 @@ class Engine:
         check_trust: Callable[[str, str], None],
         worker_options: WorkerOptions,
         handlers: dict[str, RuntimeHandler] | None = None,
+        validation_budget_s: float = DEFAULT_BUDGET_S,
     ) -> None:
         self.store = store
         self.facts: Facts = store.facts
@@ -78,6 +80,8 @@ class Engine:
         self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.subs = SubscriptionHub()
+        #: Validator processes for schemas that are not plain (SPEC 13.3).
+        self.validators = ValidatorPool(validation_budget_s)
         self.commits = GroupCommit(store)
         self.pool = WorkerPool(self, logs_dir, worker_options, check_app, self._session_request)
         self.delivery = DeliveryDriver(self, self.pool, self.subs)
@@ -201,7 +205,7 @@ class Engine:
         self,
         env: Envelope,
         checked_tool: Tool | None = None,
-        problems: list[dict[str, Any]] | None = None,
+        problems: Checked | None = None,
     ) -> dict[str, Any]:
         """Accept one Agent call (SPEC 5.2) and return the message for this step.
 
@@ -215,7 +219,13 @@ class Engine:
         scope = tool.scope if tool else env.method.split(".")[0]
         ev = t.CallEvent(call_id, env.conversation_id, env.method, env.params_json, env.fingerprint)
         if tool is not None and (problems is None or checked_tool is not tool):
-            problems = input_problems(tool, env.params)  # installed in between: check here
+            # installed in between: check here, a schema that is not plain off this loop
+            if validator_for(tool.input_schema).plain:
+                problems = input_problems(tool, env.params, self.validators)
+            else:
+                problems = await asyncio.to_thread(
+                    input_problems, tool, env.params, self.validators
+                )
         fast: list[Session] = []
         fut = self._wait_final(call_id)
 
@@ -226,6 +236,13 @@ class Engine:
             if tool is None:
                 body = error_body("unknown_method", f"no installed app declares {env.method!r}")
                 return t.reject_call(call_id, scope, body, now)
+            if isinstance(problems, Unchecked):
+                message = (
+                    f"params of {env.method} could not be validated within the "
+                    f"{problems.budget_s:g} s validation budget"
+                )
+                body = error_body("invalid_params", message, details=problems.details())
+                return t.reject_call(call_id, tool.scope, body, now)
             if problems:
                 message, details = schema_rejection(env.method, problems)
                 body = error_body("invalid_params", message, details=details)
@@ -354,6 +371,7 @@ class Engine:
 
     async def close(self) -> None:
         self.subs.close()
+        self.validators.close()
         await self.pool.close()
         pending = [task for task in self._tasks if task is not asyncio.current_task()]
         for task in pending:
@@ -391,8 +409,9 @@ def _applying(
     return run
 
 
-def input_problems(tool: Tool, params: Any) -> list[dict[str, Any]]:
-    """The input schema's problems with strict-JSON `params` (pure; any thread)."""
+def input_problems(tool: Tool, params: Any, pool: ValidatorPool) -> Checked:
+    """The input schema's problems with strict-JSON `params` (any thread; a schema that is
+    not plain waits for `pool` here, so never on an event loop)."""
     if not isinstance(params, dict):
         return [
             {
@@ -402,4 +421,4 @@ def input_problems(tool: Tool, params: Any) -> list[dict[str, Any]]:
                 "value": clip(params),
             }
         ]
-    return validator_for(tool.input_schema).problems(params)
+    return check_value(tool.input_schema, params, pool)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from lineup_runtime_lite.clock import format_ts
 from lineup_sdk.codes import CODES
 
 __all__ = [
+    "BUDGET_REASON",
     "FINAL_STAGES",
+    "Checked",
+    "Unchecked",
     "error_body",
     "fingerprint",
     "make_message",
@@ -18,6 +22,24 @@ __all__ = [
 ]
 
 FINAL_STAGES = ("result", "error")
+
+#: `details.reason` of a value not validated within the validation budget (SPEC 13.3).
+BUDGET_REASON = "validation_budget"
+
+
+@dataclass(frozen=True, slots=True)
+class Unchecked:
+    """A value that was not validated within the validation budget (so it is refused)."""
+
+    budget_s: float
+
+    def details(self) -> dict[str, Any]:
+        """The error's `details`: `{"reason": "validation_budget", "budget_s": ...}`."""
+        return {"reason": BUDGET_REASON, "budget_s": self.budget_s}
+
+
+#: A validated value's problems (empty when valid), or `Unchecked`.
+Checked = list[dict[str, Any]] | Unchecked
 
 
 def fingerprint(conversation_id: str, method: str, params: Any) -> str:

@@ -10,11 +10,11 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S
 from lineup_runtime_lite.async_runtime import (
     AsyncRuntime,
     _check_ids,
     _check_limit,
-    _small,
     _usable_id,
 )
 from lineup_runtime_lite.clock import Clock
@@ -24,6 +24,7 @@ from lineup_runtime_lite.install import InstallResult
 from lineup_runtime_lite.params import DEFAULT_MAX_PARAMS_BYTES
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
+from lineup_sdk.sandbox import DEFAULT_PROCESSES
 
 __all__ = ["Outbox", "Runtime", "Surface"]
 
@@ -155,9 +156,12 @@ class Runtime:
         max_params_bytes: int = DEFAULT_MAX_PARAMS_BYTES,
         sandbox: str = "best_effort",
         worker_memory_mb: int = 1024,
+        worker_processes: int = DEFAULT_PROCESSES,
         worker_heartbeat_s: float = 5.0,
+        worker_cpu_s: float = 600.0,
         worker_log_max_bytes: int = 10 * 1024 * 1024,
         worker_env: Mapping[str, str] | None = None,
+        validation_budget_s: float = DEFAULT_BUDGET_S,
     ) -> Runtime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
@@ -182,9 +186,12 @@ class Runtime:
                     max_params_bytes=max_params_bytes,
                     sandbox=sandbox,
                     worker_memory_mb=worker_memory_mb,
+                    worker_processes=worker_processes,
                     worker_heartbeat_s=worker_heartbeat_s,
+                    worker_cpu_s=worker_cpu_s,
                     worker_log_max_bytes=worker_log_max_bytes,
                     worker_env=worker_env,
+                    validation_budget_s=validation_budget_s,
                     _follow_clock=False,
                 ),
                 rt._loop,
@@ -359,13 +366,14 @@ class Runtime:
         self, call_id: Any, conversation_id: Any, method: Any, params: Any
     ) -> dict[str, Any]:
         """`call()` for asyncio code on another event loop: the same answer, awaited without
-        blocking that loop (small params are checked right there, larger ones in that
-        loop's executor; never on the runtime's loop). Code that owns its loop should prefer
+        blocking that loop (small params against a plain input schema are checked right
+        there; larger ones, and any schema that is not plain, in that loop's executor;
+        never on the runtime's loop). Code that owns its loop should prefer
         `AsyncRuntime` (no thread hop)."""
         if self._closed:
             raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
         art = self._art
-        if _small(params):  # plainly small: checked right here, on the caller's loop
+        if art._inline(method, params):  # plainly small and plain: on the caller's loop
             prepared = art._prepare(call_id, conversation_id, method, params)
         else:
             prepared = await asyncio.get_running_loop().run_in_executor(

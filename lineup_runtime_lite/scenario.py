@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from lineup_build.fsutil import TomlTooDeep, parse_toml, read_regular
-from lineup_runtime_lite.clock import parse_duration
+from lineup_runtime_lite.clock import LAST_MS, VirtualClock, parse_duration
 from lineup_runtime_lite.expect import directive_problems, matches
 from lineup_sdk.errors import LineupError
 
@@ -256,6 +256,22 @@ class ScenarioDocument(_Strict):
     )
     scenario: Header = Field(default_factory=Header)
     step: list[StepModel] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _clock_in_range(self) -> ScenarioDocument:
+        # the virtual clock starts at 2026-01-01; timestamps are RFC 3339, so every move
+        # together must stay within the year 9999 (a traceback otherwise, SPEC 13.3)
+        total = 0
+        for step in self.step:
+            move = step.clock.advance if step.clock else step.restart and step.restart.advance
+            if move:
+                total += parse_duration(move)
+        if total > LAST_MS - VirtualClock().now_ms():
+            raise ValueError(
+                "the clock moves of this scenario together go beyond the year 9999 "
+                "(timestamps are RFC 3339); advance by less"
+            )
+        return self
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lineup_runtime_lite.clock import VirtualClock, format_ts, parse_duration
+from lineup_runtime_lite.clock import LAST_MS, VirtualClock, format_ts, parse_duration
 from lineup_runtime_lite.expect import Difference, compare, explain
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
@@ -109,6 +109,17 @@ class Simulation:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
+    def _move(self, text: str) -> int:
+        """A clock move in ms; past the year 9999 (a resumed run) it is `scenario_invalid`."""
+        ms = parse_duration(text)
+        if self.clock.now_ms() + ms > LAST_MS:
+            raise LineupError(
+                "scenario_invalid",
+                f"advance = {text!r} moves the clock beyond the year 9999",
+                hint="advance by less; timestamps are RFC 3339",
+            )
+        return ms
+
     def _new_messages(self) -> list[dict[str, Any]]:
         rt = self.runtime()
         out: list[dict[str, Any]] = []
@@ -165,10 +176,10 @@ class Simulation:
             rt.settle()
             return self._new_messages()
         if step.action == "clock":
-            self.clock.advance(parse_duration(a["advance"]))
+            self.clock.advance(self._move(a["advance"]))
             return self._new_messages()
         if step.action == "restart":
-            down = parse_duration(a["advance"]) if a.get("advance") else 0
+            down = self._move(a["advance"]) if a.get("advance") else 0
             stopped_at = self.clock.now_ms()
             rt.close()
             self._open(stopped_at + down)

@@ -37,7 +37,7 @@ from lineup_runtime_lite.decisions import (
     SupersedeIntents,
 )
 from lineup_runtime_lite.install import Tool
-from lineup_runtime_lite.messages import error_body, make_message
+from lineup_runtime_lite.messages import Checked, Unchecked, error_body, make_message
 from lineup_runtime_lite.store.records import Activation, Call, Intent, Session
 from lineup_sdk.context import Snapshot, session_data_blob
 from lineup_sdk.errors import LineupError
@@ -456,12 +456,14 @@ def answer_delivery(
     *,
     now: int,
     reply: Mapping[str, Any] | None = None,
-    result_problems: list[dict[str, Any]] | None = None,
+    result_problems: Checked | None = None,
     timed_out: bool = False,
     worker_error: tuple[str, str] | None = None,
+    worker_reason: str | None = None,
 ) -> Decision:
     """The one final answer of a delivered call: its result, the handler's error, a
-    timeout, or the worker's failure (`(kind, message)`)."""
+    timeout, or the worker's failure (`(kind, message)`, with the `details.reason` where
+    one is known: `memory_limit`, `cpu_limit`, `worker_lost`)."""
     if timed_out:
         return _final(
             call,
@@ -473,9 +475,21 @@ def answer_delivery(
     if worker_error is not None:
         kind, text = worker_error
         code = "worker_protocol_error" if kind == "protocol" else "delivery_interrupted"
-        return _final(call, now, error=error_body(code, f"{tool.method}: {text}"))
+        details = {"reason": worker_reason} if worker_reason else None
+        return _final(call, now, error=error_body(code, f"{tool.method}: {text}", details=details))
     assert reply is not None
     if reply.get("ok"):
+        if isinstance(result_problems, Unchecked):
+            return _final(
+                call,
+                now,
+                error=error_body(
+                    "handler_result_invalid",
+                    f"{tool.method} returned a result that could not be validated within the "
+                    f"{result_problems.budget_s:g} s validation budget",
+                    details=result_problems.details(),
+                ),
+            )
         if result_problems:
             return _final(
                 call,

@@ -1,5 +1,9 @@
 """Compiled, cached JSON Schema validators for tool params and results.
 
+Which path validates a value is chosen by the schema's class, never the value's size
+(SPEC 13.3): a plain schema (`lineup_build.schema_cost`) on the calling thread, any other
+in a killable validator process under a time budget per value (`_validator_pool`).
+
 `pattern` is evaluated by pydantic-core's linear-time Rust regex engine, never Python `re`
 on Agent-controlled strings; formats pydantic emits (date-time, date, time, uuid, email)
 are checked.
@@ -7,6 +11,7 @@ are checked.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -15,10 +20,22 @@ from collections.abc import Callable
 from datetime import date, datetime, time
 from typing import Any
 
+from lineup_build.schema_cost import schema_cost
 from lineup_build.schemas import canonical_json, compile_pattern
+from lineup_runtime_lite._validator_pool import OverBudget, ValidatorPool
+from lineup_runtime_lite.messages import BUDGET_REASON, Checked, Unchecked
 from lineup_runtime_lite.params import YIELD_EVERY, yield_gil
 
-__all__ = ["Validator", "clip", "validator_for"]
+__all__ = [
+    "BUDGET_REASON",
+    "Checked",
+    "Unchecked",
+    "Validator",
+    "acheck_value",
+    "check_value",
+    "clip",
+    "validator_for",
+]
 
 _EMAIL = re.compile(r"[^@\s]{1,64}@[^@\s]{1,255}\Z")  # fixed, linear: no Agent-made patterns
 
@@ -199,13 +216,18 @@ def _plain_check(schema: Any) -> Callable[[Any], bool] | None:
 class Validator:
     """A compiled validator for one schema."""
 
-    def __init__(self, schema: dict[str, Any] | bool) -> None:
+    def __init__(self, schema: dict[str, Any] | bool, key: bytes = b"") -> None:
         global _CLS
         if _CLS is None:
             _CLS = _build_validator_class()
         cls, checker = _CLS
+        self.schema = schema
         self._v = cls(schema, format_checker=checker)
         self._accepts = _plain_check(schema)
+        #: Plain: validated on the calling thread; else in a validator process.
+        self.plain = schema_cost(schema).plain
+        #: The schema's digest, naming it to validator processes.
+        self.key = hashlib.sha256(key or canonical_json(schema)).hexdigest()
 
     def problems(self, instance: Any) -> list[dict[str, Any]]:
         """Every problem as `{path, message, expected, value}` (empty when valid)."""
@@ -269,7 +291,31 @@ def validator_for(schema: dict[str, Any] | bool) -> Validator:
     key = canonical_json(schema)
     v = _CACHE.get(key)
     if v is None:
-        v = _CACHE[key] = Validator(schema)
+        v = _CACHE[key] = Validator(schema, key)
     if len(_BY_ID) < 10_000:  # the schemas of installed tools; bounded all the same
         _BY_ID[id(schema)] = (schema, v)  # holding the schema keeps its id unique
     return v
+
+
+def check_value(schema: dict[str, Any] | bool, value: Any, pool: ValidatorPool) -> Checked:
+    """Validate `value`: a plain schema on this thread, any other in `pool`, waiting for
+    it here. Never call it on an event loop with a schema that is not plain."""
+    v = validator_for(schema)
+    if v.plain:
+        return v.problems(value)
+    try:
+        return pool.problems(v.key, v.schema, value)
+    except OverBudget as exc:
+        return Unchecked(exc.budget_s or pool.budget_s)
+
+
+async def acheck_value(schema: dict[str, Any] | bool, value: Any, pool: ValidatorPool) -> Checked:
+    """`check_value` on an event loop: a plain schema right here, as before; any other is
+    awaited from `pool` without blocking the loop."""
+    v = validator_for(schema)
+    if v.plain:
+        return v.problems(value)
+    try:
+        return await pool.aproblems(v.key, v.schema, value)
+    except OverBudget as exc:
+        return Unchecked(exc.budget_s or pool.budget_s)

@@ -1,46 +1,74 @@
 """Worker subprocesses: one per installed app version, sandboxed, spoken to over a private
-pipe, watched by a heartbeat, logging through a capped pipe the runtime owns."""
+pipe, watched by a heartbeat, logging through a capped pipe the runtime owns.
+
+Flow on the bridge is bounded both ways (SPEC 13.3): at most `max_requests` session-data
+requests of a worker are outstanding (past it the runtime stops reading that worker, whose
+heartbeat then goes unanswered), a reply waits while the worker's inbox holds more than
+`INBOX_HIGH` unread bytes, and a worker whose inbox holds more than `INBOX_MAX` has stopped
+reading it (`worker_lost`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import itertools
 import json
 import os
+import select
+import struct
 import subprocess
+import termios
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from lineup_runtime_lite.proctree import tree_cpu_s
 from lineup_sdk.bridge import MAX_MESSAGE, ProtocolError, parse_line
-from lineup_sdk.sandbox import Sandbox, stop_tree
+from lineup_sdk.sandbox import DEFAULT_PROCESSES, Sandbox, stop_tree
 
 __all__ = ["Worker", "WorkerError", "WorkerOptions"]
 
 HANDSHAKE_TIMEOUT_S = 30.0
+#: Unread bytes in a worker's inbox past which session-data replies wait for it to read.
+INBOX_HIGH = 1 << 20
+#: Unread bytes in a worker's inbox past which it has stopped reading it (`worker_lost`):
+#: room for many deliveries of the largest line a worker accepts.
+INBOX_MAX = 16 * MAX_MESSAGE
+#: Grace after a draining worker's last deadline before it is stopped anyway.
+DRAIN_GRACE_S = 1.0
 
 SessionRequest = Callable[["Worker", dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
 class WorkerOptions:
-    """How workers run: sandbox mode and limits, heartbeat, log cap."""
+    """How workers run: sandbox mode and limits, heartbeat, CPU budget, bridge flow, log cap."""
 
     sandbox: str = "best_effort"
     memory_mb: int = 1024
+    processes: int = DEFAULT_PROCESSES
     heartbeat_s: float = 5.0
+    #: CPU-seconds of the whole worker tree between recycles (`cpu_limit` past it).
+    cpu_s: float = 600.0
+    #: Session-data requests of one worker outstanding at once; past it the runtime stops
+    #: reading that worker until some are answered.
+    max_requests: int = 64
     log_max_bytes: int = 10 * 1024 * 1024
     env: tuple[tuple[str, str], ...] = ()  # `Runtime.open(worker_env=...)`, checked there
 
 
 class WorkerError(Exception):
-    """The worker failed: `kind` is `crashed`, `protocol`, `start`, `hung` or `sandbox`."""
+    """The worker failed: `kind` is `crashed`, `protocol`, `start`, `hung`, `sandbox` or
+    `recycled`; `reason`, where known, is the `details.reason` its deliveries end with
+    (`memory_limit`, `cpu_limit`, `worker_lost`)."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, *, reason: str | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.reason = reason
 
 
 class _LogPipe(asyncio.Protocol):
@@ -75,34 +103,59 @@ class _LogPipe(asyncio.Protocol):
 
 class _BridgeReader(asyncio.Protocol):
     """The worker → runtime pipe: lines handed to the worker as they arrive; a line over
-    `MAX_MESSAGE` fails the worker (`protocol`), the end of the pipe ends it (`crashed`)."""
+    `MAX_MESSAGE` fails the worker (`protocol`), the end of the pipe ends it (`crashed`).
+    While the worker has too many requests outstanding, lines already read wait here (at
+    most one read's worth) and the pipe is not read."""
 
     def __init__(self, worker: Worker) -> None:
         self._worker = worker
         self._buffer = bytearray()
 
     def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        self.drain()
+
+    def drain(self) -> None:
+        """Hand over the whole lines read so far, until the worker pauses its reading."""
         worker, buf = self._worker, self._buffer
-        buf += data
         start = 0
-        while not worker.dead:
+        while not worker.dead and not worker.reading_paused:
             end = buf.find(b"\n", start)
             if end < 0:
                 break
             worker._line(bytes(buf[start : end + 1]))
             start = end + 1
         del buf[:start]
-        if len(buf) > MAX_MESSAGE and not worker.dead:
+        if len(buf) > MAX_MESSAGE and not worker.dead and not worker.reading_paused:
             worker._die(WorkerError("protocol", "the worker sent an oversized message"))
 
     def eof_received(self) -> bool | None:
-        if self._buffer and not self._worker.dead:
+        self.drain()
+        if self._buffer and not self._worker.dead and not self._worker.reading_paused:
             self._worker._line(bytes(self._buffer))  # a last line without its newline
         self._buffer.clear()
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._worker._die(WorkerError("crashed", "the worker exited"))
+        self._worker._die(self._worker.exit_error())
+
+
+class _InboxWriter(asyncio.Protocol):
+    """The runtime → worker pipe's flow: session-data replies wait while it is over
+    `INBOX_HIGH`; its end while the worker runs is a worker that closed its inbox."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+
+    def pause_writing(self) -> None:
+        self._worker._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._worker._writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._worker._writable.set()
+        self._worker._inbox_closed()
 
 
 class Worker:
@@ -124,7 +177,11 @@ class Worker:
         self.app_dir, self.entry, self.log_path = app_dir, entry, log_path
         self.options = options or WorkerOptions()
         self._box = Sandbox(
-            self.options.sandbox, app_dir, network=network, memory_mb=self.options.memory_mb
+            self.options.sandbox,
+            app_dir,
+            network=network,
+            memory_mb=self.options.memory_mb,
+            processes=self.options.processes,
         )
         self._on_sd = on_session_request
         self._proc: subprocess.Popen[bytes] | None = None
@@ -142,6 +199,19 @@ class Worker:
         self.death: WorkerError | None = None
         self._sd_tasks: set[asyncio.Task[None]] = set()
         self._stopping: asyncio.Task[None] | None = None
+        #: When each delivery in flight times out (loop time), for the drain's bound.
+        self._due: dict[int, float] = {}
+        #: Set while the worker's inbox is under `INBOX_HIGH` (replies may be written).
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._reader: _BridgeReader | None = None
+        self._read_t: asyncio.ReadTransport | None = None
+        self._bridge_fd: int | None = None
+        self._inbox_fd: int | None = None
+        self.reading_paused = False
+        #: Taking no new deliveries: it is stopped once those in flight have ended.
+        self.draining = False
+        self._drain_timer: asyncio.TimerHandle | None = None
 
     @property
     def pid(self) -> int | None:
@@ -190,12 +260,15 @@ class Worker:
             lambda: _LogPipe(self.log_path, self.options.log_max_bytes),
             os.fdopen(log_r, "rb", buffering=0),
         )
-        read_t, _ = await loop.connect_read_pipe(
+        read_t, reader = await loop.connect_read_pipe(
             lambda: _BridgeReader(self), os.fdopen(c2p_r, "rb", buffering=0)
         )
+        self._reader, self._read_t, self._bridge_fd = reader, read_t, c2p_r
         self._transport, _ = await loop.connect_write_pipe(
-            asyncio.Protocol, os.fdopen(p2c_w, "wb", buffering=0)
+            lambda: _InboxWriter(self), os.fdopen(p2c_w, "wb", buffering=0)
         )
+        self._inbox_fd = p2c_w
+        self._transport.set_write_buffer_limits(high=INBOX_HIGH)
         self._transports = [read_t, log_t]
         self._hello = loop.create_future()
         try:
@@ -215,6 +288,17 @@ class Worker:
         self.methods = sorted(methods)
         return self.methods
 
+    def exit_error(self) -> WorkerError:
+        """Why the worker's bridge ended: the memory cap's OOM kill, or an exit."""
+        if self._box.oom_kills():
+            return WorkerError(
+                "crashed",
+                f"the worker was killed at its memory cap ({self.options.memory_mb} MiB "
+                "over its process tree)",
+                reason="memory_limit",
+            )
+        return WorkerError("crashed", "the worker exited")
+
     def _die(self, err: WorkerError, *, culprit: int | None = None) -> None:
         """Fail the worker: the delivery `culprit` answered gets `err`, every other
         in-flight delivery an interruption (at most once holds), and the tree is stopped."""
@@ -223,14 +307,18 @@ class Worker:
         self.dead, self.death = True, err
         if self._beat is not None:
             self._beat.cancel()
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+        self._writable.set()  # replies waiting for the inbox see the worker is gone
         if self._hello is not None and not self._hello.done():
             self._hello.set_exception(err)
             self._hello.exception()  # retrieved: a start that was cancelled never reads it
-        interrupted = WorkerError("crashed", f"the worker failed: {err}")
+        interrupted = WorkerError("crashed", f"the worker failed: {err}", reason=err.reason)
         for rid, fut in self._pending.items():
             if not fut.done():
                 fut.set_exception(err if rid == culprit or err.kind != "protocol" else interrupted)
         self._pending.clear()
+        self._due.clear()
         if self._stopping is None:
             self._stopping = asyncio.get_running_loop().create_task(self._stop())
 
@@ -261,12 +349,16 @@ class Worker:
             fut = self._pending.pop(msg["id"], None)
             if fut is None:
                 raise ProtocolError("the worker answered a call it was not given")
+            self._due.pop(msg["id"], None)
             if not fut.done():
                 fut.set_result(msg)
+            self._drained()
         elif kind == "sd":
             task = asyncio.create_task(self._session_request(msg))
             self._sd_tasks.add(task)
-            task.add_done_callback(self._sd_tasks.discard)
+            task.add_done_callback(self._sd_done)
+            if len(self._sd_tasks) >= self.options.max_requests:
+                self._pause_reading()
         elif kind == "pong":
             if msg["id"] != self._ping_out:
                 raise ProtocolError("the worker answered a heartbeat it was not sent")
@@ -275,17 +367,83 @@ class Worker:
                 self._die(WorkerError("hung", "every handler thread is stuck past its timeout"))
 
     async def _session_request(self, msg: dict[str, Any]) -> None:
+        # the reply is made only once the inbox has room: a worker that does not read its
+        # answers gets no more of them queued (each may hold 1 MiB of session data)
+        while not self._writable.is_set():
+            await self._writable.wait()
+        if self.dead:
+            return
         reply = await self._on_sd(self, msg)
         with contextlib.suppress(WorkerError):
             self._send({"t": "sd_reply", "id": msg["id"], **reply})
+
+    def _sd_done(self, task: asyncio.Task[None]) -> None:
+        self._sd_tasks.discard(task)
+        if self.reading_paused and len(self._sd_tasks) < self.options.max_requests:
+            self.reading_paused = False
+            if not self.dead and self._read_t is not None and self._reader is not None:
+                self._read_t.resume_reading()
+                self._reader.drain()
+
+    def _pause_reading(self) -> None:
+        """Too many requests outstanding: read nothing more of this worker (its pong
+        included, so a worker that never reads its answers misses its heartbeat)."""
+        if not self.reading_paused and self._read_t is not None:
+            self.reading_paused = True
+            self._read_t.pause_reading()
 
     def _send(self, msg: dict[str, Any]) -> None:
         self._write(json.dumps(msg, separators=(",", ":"), ensure_ascii=False))
 
     def _write(self, line: str) -> None:
-        if self.dead or self._transport is None or self._transport.is_closing():
-            raise WorkerError("crashed", "the worker is not running")
+        if self.dead or self._transport is None:
+            raise self._gone()
+        if self._transport.is_closing():
+            self._die(WorkerError("crashed", "the worker closed its inbox", reason="worker_lost"))
+            raise self._gone()
+        if self._transport.get_write_buffer_size() > INBOX_MAX:
+            self._die(
+                WorkerError("crashed", "the worker stopped reading its inbox", reason="worker_lost")
+            )
+            raise self._gone()
         self._transport.write(line.encode("utf-8") + b"\n")
+
+    def _gone(self) -> WorkerError:
+        reason = self.death.reason if self.death is not None else None
+        return WorkerError("crashed", "the worker is not running", reason=reason)
+
+    def _unread(self) -> int:
+        """Bytes written to the worker's inbox that it has not read yet."""
+        queued = self._transport.get_write_buffer_size() if self._transport else 0
+        if self._inbox_fd is None:
+            return queued
+        try:
+            raw = fcntl.ioctl(self._inbox_fd, termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return queued
+        return queued + int(struct.unpack("i", raw)[0])
+
+    def _inbox_closed(self) -> None:
+        """The inbox pipe ended. A worker that exited ends its bridge too (the reader says
+        `crashed`); one still running closed its inbox: it is lost (decided a moment
+        later, once an exit has had time to reach the bridge)."""
+        if not self.dead:
+            asyncio.get_running_loop().call_later(0.05, self._inbox_verdict)
+
+    def _inbox_verdict(self) -> None:
+        if self.dead:
+            return
+        exited = False
+        if self._bridge_fd is not None:
+            poller = select.poll()
+            poller.register(self._bridge_fd, select.POLLIN)
+            with contextlib.suppress(OSError):
+                exited = any(ev & select.POLLHUP for _, ev in poller.poll(0))
+        if exited:  # the bridge's far end is gone too: the process ended
+            if self.reading_paused:  # nobody reads to the end of the pipe: say it here
+                self._die(self.exit_error())
+            return
+        self._die(WorkerError("crashed", "the worker closed its inbox", reason="worker_lost"))
 
     # -- heartbeat -----------------------------------------------------------------------
     def _arm_heartbeat(self) -> None:
@@ -295,9 +453,23 @@ class Worker:
 
     def _heartbeat(self) -> None:
         self._beat = None
-        if self.dead or not self._pending:
+        if self.dead:
+            return
+        if self._over_cpu():
+            return
+        if not self._pending:
+            self._arm_heartbeat()  # idle: the CPU budget is still watched, nothing pinged
             return
         if self._ping_out is not None:
+            if self._unread():  # the ping is still in its inbox: it stopped reading it
+                self._die(
+                    WorkerError(
+                        "hung",
+                        f"the worker did not read its inbox within {self.options.heartbeat_s:g} s",
+                        reason="worker_lost",
+                    )
+                )
+                return
             self._die(
                 WorkerError(
                     "hung",
@@ -313,6 +485,56 @@ class Worker:
             return
         self._arm_heartbeat()
 
+    def _over_cpu(self) -> bool:
+        """Past its CPU budget the worker is recycled at once; what it was running ends
+        `delivery_interrupted`, reason `cpu_limit` (draining would let it burn on)."""
+        used = tree_cpu_s(self._proc.pid) if self._proc is not None else None
+        if used is None or used <= self.options.cpu_s:
+            return False
+        self._die(
+            WorkerError(
+                "recycled",
+                f"the worker used {used:.1f} CPU-seconds, over its budget of "
+                f"{self.options.cpu_s:g}",
+                reason="cpu_limit",
+            )
+        )
+        return True
+
+    # -- draining ------------------------------------------------------------------------
+    def drain(self) -> None:
+        """Take no new deliveries (the pool starts a replacement) and stop once the ones in
+        flight have ended — at the latest when the last of them times out."""
+        if self.dead or self.draining:
+            return
+        self.draining = True
+        self._drained()
+
+    def _drained(self) -> None:
+        """A draining worker with nothing left in flight is recycled; otherwise its stop is
+        due at the latest remaining deadline (re-read then: a delivery sent while it was
+        being replaced may end later)."""
+        if not self.draining or self.dead:
+            return
+        live = [self._due.get(rid, 0.0) for rid, fut in self._pending.items() if not fut.done()]
+        if not live:
+            self._die(WorkerError("recycled", "the worker was recycled after a timeout"))
+            return
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._drain_timer = loop.call_at(max(live) + DRAIN_GRACE_S, self._drain_due)
+
+    def _drain_due(self) -> None:
+        self._drain_timer = None
+        if self.dead:
+            return
+        live = [self._due.get(rid, 0.0) for rid, fut in self._pending.items() if not fut.done()]
+        if live and max(live) + DRAIN_GRACE_S > asyncio.get_running_loop().time():
+            self._drained()
+            return
+        self._die(WorkerError("recycled", "the draining worker outlived its deliveries"))
+
     # -- deliveries ----------------------------------------------------------------------
     def send_delivery(
         self, method: str, params_json: str, ctx: dict[str, Any]
@@ -324,8 +546,10 @@ class Worker:
             WorkerError: the worker is not running.
         """
         rid = next(self._ids)
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._pending[rid] = fut
+        self._due[rid] = loop.time() + float(ctx.get("timeout_s", 0))
         head = json.dumps(
             {"t": "deliver", "id": rid, "method": method, "ctx": ctx},
             separators=(",", ":"),
@@ -335,6 +559,9 @@ class Worker:
             self._write(f'{head[:-1]},"params":{params_json}}}')
         except WorkerError:
             self._pending.pop(rid, None)
+            self._due.pop(rid, None)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # failed by the `_die` of this very write: raised instead
             raise
         self._arm_heartbeat()
         return rid, fut
@@ -345,6 +572,15 @@ class Worker:
             done: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
             done.cancel()
             self._pending[rid] = done
+        self._due.pop(rid, None)
+        self._drained()
+
+    def timed_out(self, rid: int) -> None:
+        """A delivery outlived its timeout: its handler may still be running (a CPU-bound
+        sync handler cannot be stopped inside the process), so the worker drains to a
+        replacement and is recycled once its other deliveries have ended."""
+        self.forget(rid)
+        self.drain()
 
     def end_delivery(self, rid: int, message: str) -> None:
         """End one in-flight delivery now with `worker_protocol_error`; the worker lives on."""

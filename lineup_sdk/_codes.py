@@ -93,6 +93,18 @@ CODES: dict[str, tuple[str, str]] = {
         "Warning: a schema is over 64 KiB of canonical JSON.",
         "Simplify the schema; Agents pay for every byte of it.",
     ),
+    "schema_expensive": (
+        "Warning: validating one value against a schema may apply more than 10,000 subschemas (`$ref`s followed) or the schema nests more than 32 levels; it is validated in a validator process under the runtime's validation budget (default 1 s per value).",
+        'Flatten nested `anyOf`/`oneOf`/`allOf` of shared `$ref`s; a value over the budget is refused with `details.reason = "validation_budget"`.',
+    ),
+    "schema_too_complex": (
+        "A schema may apply more than 1,000,000 subschemas to one value (`$ref`s followed; about 18 levels of two-way `anyOf` of one `$ref`) or nests more than 64 levels; `build`, `verify` and `install` refuse it.",
+        "Do not nest `anyOf`/`oneOf`/`allOf` of the same `$ref` inside each other; use one definition per level, an `enum` or a discriminated union.",
+    ),
+    "schema_not_compared": (
+        "`lineup diff` could not compare part of a schema (nested past the validation depth of 64 levels, or too large to walk); it counts as breaking (fail safe).",
+        "Compare the named part by hand, or simplify the schema so both versions nest at most 64 levels.",
+    ),
     "config_shadowed": (
         "Warning: a project has both `lineup.toml` and a `[tool.lineup]` table in "
         "`pyproject.toml`; `lineup.toml` is read.",

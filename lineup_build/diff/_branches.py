@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineup_build.diff._rules import ANY, INERT, JSON_TYPES
+from lineup_build.schema_cost import MAX_NESTING
 from lineup_build.schema_refs import resolve_schema
 
 __all__ = ["Branch", "json_type", "match_branches", "split"]
@@ -25,6 +26,7 @@ class Branch:
     suffix: str  # where its keywords live, relative to the node's pointer
     name: str | None  # the model it came from ($ref target or title), for matching
     ref: str | None  # the reference it was reached through, if any
+    cut: bool = False  # a union nested past the validation depth, left unsplit
 
 
 def split(node: Any, root: Any, suffix: str = "", depth: int = 0) -> list[Branch]:
@@ -39,7 +41,9 @@ def split(node: Any, root: Any, suffix: str = "", depth: int = 0) -> list[Branch
     for key in ("anyOf", "oneOf"):
         union = node.get(key)
         others = set(node) - INERT - {key}
-        if isinstance(union, list) and union and not others and depth < 16:
+        if isinstance(union, list) and union and not others:
+            if depth >= MAX_NESTING:  # past the validation depth: compared as text only
+                return [Branch(ANY, node, suffix, name, ref, cut=True)]
             out: list[Branch] = []
             for i, sub in enumerate(union):
                 out.extend(split(sub, root, f"{suffix}/{key}/{i}", depth + 1))

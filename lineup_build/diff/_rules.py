@@ -27,7 +27,7 @@ RULES: dict[str, tuple[bool, bool]] = {
     "constraint_loosened": (False, True),
     "constraint_changed": (True, True),
     "keyword_changed": (True, True),
-    "too_complex": (True, True),
+    "schema_not_compared": (True, True),
     "description_changed": (False, False),
     "default_changed": (False, False),
     "annotation_changed": (False, False),

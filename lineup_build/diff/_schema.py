@@ -29,6 +29,7 @@ from lineup_build.diff._rules import (
     TYPED,
     keywords_for,
 )
+from lineup_build.schema_cost import MAX_NESTING
 from lineup_build.schema_refs import escape_pointer, has_ref, resolve_schema
 
 __all__ = ["SchemaChange", "compare_schemas"]
@@ -87,7 +88,11 @@ class _Walk:
         if canon(old) == canon(new) and not has_ref(old):
             return  # equal text without references is equal meaning
         if depth > _MAX_DEPTH or self.nodes > _MAX_NODES:
-            self.add(ptr, "too_complex", "schema too deep or too large to compare; it differs")
+            self.add(
+                ptr,
+                "schema_not_compared",
+                "schema too deep or too large to compare; it differs (counted as breaking)",
+            )
             return
         if not isinstance(old, dict | bool) or not isinstance(new, dict | bool):
             self.add(ptr, "keyword_changed", "not a schema; its text changed", old, new)
@@ -149,6 +154,14 @@ class _Walk:
         pairs, lost, gained = match_branches(obs, nbs)
         for ob, nb in pairs:
             where = ptr + (nb.suffix or ob.suffix)
+            if (ob.cut or nb.cut) and (canon(ob.node) != canon(nb.node) or has_ref(ob.node)):
+                self.add(
+                    where,
+                    "schema_not_compared",
+                    f"unions nested past {MAX_NESTING} levels could not be compared; they "
+                    "differ (counted as breaking)",
+                )
+                continue
             if ob.type != nb.type:
                 if nb.type == ANY or (ob.type, nb.type) == ("integer", "number"):
                     self.add(

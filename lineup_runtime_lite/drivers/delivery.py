@@ -19,7 +19,7 @@ from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.store.facts import Facts
 from lineup_runtime_lite.store.records import Call, Session
-from lineup_runtime_lite.validation import validator_for
+from lineup_runtime_lite.validation import acheck_value
 from lineup_runtime_lite.workers import Worker, WorkerError
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
@@ -86,7 +86,7 @@ class DeliveryDriver:
         sid = session.app_session_id
         self._claimed.discard(sid)
         tool = self.shell.tools_of(session.scope, session.version)[call.method]
-        worker = self.pool.live(session.scope, session.version)
+        worker = self.pool.sendable(session.scope, session.version)
         flight: _Flight | None = None
         try:
             if worker is None:  # it died between the decision and its commit
@@ -243,15 +243,17 @@ class DeliveryDriver:
             reply = await flight.reply
         except TimeoutError:
             if flight.worker is not None and flight.rid is not None:
-                flight.worker.forget(flight.rid)
+                flight.worker.timed_out(flight.rid)  # its capability goes below, now
             outcome = {"timed_out": True}
         except WorkerError as exc:
-            outcome = {"worker_error": (exc.kind, str(exc))}
+            outcome = {"worker_error": (exc.kind, str(exc)), "worker_reason": exc.reason}
         else:
             faults.hit("deliver.after_reply")
             problems = None
             if reply.get("ok"):
-                problems = validator_for(tool.result_schema).problems(reply.get("result"))
+                # a plain schema here as before; any other awaited from a validator process
+                pool = self.shell.validators
+                problems = await acheck_value(tool.result_schema, reply.get("result"), pool)
             outcome = {"reply": reply, "result_problems": problems}
         finally:
             if flight.timer is not None:

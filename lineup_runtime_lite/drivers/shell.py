@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from lineup_runtime_lite._validator_pool import ValidatorPool
 from lineup_runtime_lite.decisions import Decision
 from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.store.facts import Facts
@@ -23,6 +24,8 @@ class Shell(Protocol):
     activation_timeout_ms: int
     #: Where installed versions are unpacked (absolute; rows name folders relative to it).
     apps_dir: Path
+    #: Validator processes for result schemas that are not plain (SPEC 13.3).
+    validators: ValidatorPool
 
     def now(self) -> int: ...
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]: ...

@@ -50,6 +50,8 @@ class WorkerPool:
         self.check_app = check_app
         self.on_session_request = on_session_request
         self.workers: dict[tuple[str, str], Worker] = {}
+        #: Workers replaced while draining: each stops itself once its deliveries end.
+        self.draining: set[Worker] = set()
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.sandbox_report: dict[str, Any] | None = None  # what the last worker enforced
         self._reported: set[tuple[str, str]] = set()
@@ -73,6 +75,14 @@ class WorkerPool:
         )
 
     def live(self, scope: str, version: str) -> Worker | None:
+        """The worker that takes new deliveries of an app version, if one is up."""
+        worker = self.workers.get((scope, version))
+        return worker if worker is not None and not worker.dead and not worker.draining else None
+
+    def sendable(self, scope: str, version: str) -> Worker | None:
+        """The worker a delivery decided on a moment ago may still be sent to: one that
+        began to drain since is not yet replaced, and stops only after it (at most once:
+        a committed delivery is sent now or never)."""
         worker = self.workers.get((scope, version))
         return worker if worker is not None and not worker.dead else None
 
@@ -87,9 +97,13 @@ class WorkerPool:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             worker = self.workers.get(key)
-            if worker is not None and not worker.dead:
+            if worker is not None and not worker.dead and not worker.draining:
                 return worker
-            if worker is not None:  # a recycled worker: its whole tree goes first
+            self.draining = {w for w in self.draining if not w.dead}
+            if worker is not None and not worker.dead:  # draining: it stops on its own
+                self.draining.add(worker)
+                del self.workers[key]
+            elif worker is not None:  # a recycled worker: its whole tree goes first
                 await worker.kill()
                 del self.workers[key]
             self.check_app(scope, version)
@@ -137,6 +151,7 @@ class WorkerPool:
             raise last
 
     async def close(self) -> None:
-        for worker in list(self.workers.values()):
+        for worker in [*self.workers.values(), *self.draining]:
             await worker.kill()
         self.workers.clear()
+        self.draining.clear()

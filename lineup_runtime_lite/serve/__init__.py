@@ -17,11 +17,13 @@ except ModuleNotFoundError:
 
 from lineup_runtime_lite.serve._apps import Installable, install_targets
 from lineup_runtime_lite.serve._bridge import Bridge, ServeOptions
+from lineup_runtime_lite.serve._limits import HttpLimits
 from lineup_runtime_lite.serve._mapping import McpTool, call_result, catalog, error_text
 from lineup_runtime_lite.serve._transports import http_app, serve_http, serve_stdio
 
 __all__ = [
     "Bridge",
+    "HttpLimits",
     "Installable",
     "McpTool",
     "ServeOptions",

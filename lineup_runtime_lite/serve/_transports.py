@@ -11,10 +11,29 @@ from collections.abc import Callable
 from typing import Any
 
 from lineup_runtime_lite.serve._bridge import Bridge
+from lineup_runtime_lite.serve._limits import (
+    HttpLimits,
+    bearer,
+    raise_descriptor_limit,
+    uvicorn_options,
+)
 
 __all__ = ["LOOPBACK", "http_app", "serve_http", "serve_stdio"]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: The longest stdin line (one JSON-RPC message) read; a longer one is answered -32700.
+MAX_LINE = 64 << 20
+#: The answer to a line over `MAX_LINE` (its id cannot be read: JSON-RPC says null).
+OVERLONG_ANSWER = (
+    json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": f"Parse error: a line over {MAX_LINE} bytes"},
+        }
+    )
+    + "\n"
+)
 
 
 async def serve_stdio(bridge: Bridge) -> None:
@@ -35,7 +54,9 @@ async def serve_stdio(bridge: Bridge) -> None:
         return
     rfd, wfd, restore = pipes
     try:
-        lines, out = await _LoopLines.open(rfd), await _LoopWriter.open(wfd)
+        out = await _LoopWriter.open(wfd)
+        # a line over the limit is answered here and skipped; the server goes on (SPEC 13.3)
+        lines = await _LoopLines.open(rfd, lambda: out.write_now(OVERLONG_ANSWER))
         stdin: Any = lines
         stdout: Any = out
         try:
@@ -85,32 +106,60 @@ def _claim_stdio_pipes() -> tuple[int, int, Callable[[], None]] | None:
 
 
 class _LoopLines:
-    """Text lines of a pipe, read by the event loop (an async iterator, no threads)."""
+    """Text lines of a pipe, read by the event loop (an async iterator, no threads). A line
+    over `limit` bytes is dropped as it streams in (never held whole) and `overlong()` is
+    called for it."""
 
-    def __init__(self, reader: Any, transport: Any) -> None:
-        self._reader, self._transport = reader, transport
+    def __init__(self, reader: Any, transport: Any, overlong: Callable[[], None]) -> None:
+        self._reader, self._transport, self._overlong = reader, transport, overlong
 
     @classmethod
-    async def open(cls, fd: int) -> _LoopLines:
+    async def open(cls, fd: int, overlong: Callable[[], None], limit: int = MAX_LINE) -> _LoopLines:
         import asyncio
         import os
 
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=64 << 20, loop=loop)
+        reader = asyncio.StreamReader(limit=limit, loop=loop)
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
             os.fdopen(fd, "rb", buffering=0),
         )
-        return cls(reader, transport)
+        return cls(reader, transport, overlong)
 
     def __aiter__(self) -> _LoopLines:
         return self
 
     async def __anext__(self) -> str:
-        line: bytes = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
+        import asyncio
+
+        while True:
+            try:
+                line: bytes = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as end:  # the last line, without a newline
+                if not end.partial:
+                    raise StopAsyncIteration from None
+                line = end.partial
+            except asyncio.LimitOverrunError as over:
+                ended = await self._drop_line(over.consumed)
+                self._overlong()
+                if not ended:
+                    raise StopAsyncIteration from None
+                continue
+            return line.decode("utf-8", "replace")
+
+    async def _drop_line(self, seen: int) -> bool:
+        """Drop the rest of an overlong line; False when the pipe ended inside it."""
+        import asyncio
+
+        while True:
+            try:
+                await self._reader.readexactly(seen)
+                await self._reader.readuntil(b"\n")
+                return True
+            except asyncio.LimitOverrunError as over:
+                seen = over.consumed
+            except asyncio.IncompleteReadError:
+                return False
 
     def close(self) -> None:
         self._transport.close()
@@ -135,6 +184,10 @@ class _LoopWriter:
         return cls(asyncio.StreamWriter(transport, protocol, None, loop))
 
     async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    def write_now(self, text: str) -> None:
+        """Queue a whole line at once (between two of the SDK's, never inside one)."""
         self._writer.write(text.encode("utf-8"))
 
     async def flush(self) -> None:
@@ -216,14 +269,17 @@ def serve_http(
     *,
     on_ready: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    limits: HttpLimits | None = None,
 ) -> None:
-    """Serve streamable HTTP at `http://HOST:PORT/mcp` until interrupted (or `stop` is set).
+    """Serve streamable HTTP at `http://HOST:PORT/mcp` until interrupted (or `stop` is set),
+    with the HTTP limits of SPEC 13.2 (`serve._limits`; defaults unless `limits`).
 
     `on_ready(url)` runs once the socket listens (with port 0, the URL names the real port).
     """
     import anyio
     import uvicorn
 
+    raise_descriptor_limit()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -239,7 +295,12 @@ def serve_http(
     sock.listen(128)
     real_port = sock.getsockname()[1]
     url = f"http://{_authority(host)}:{real_port}/mcp"
-    config = uvicorn.Config(http_app(bridge, host, token), log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        http_app(bridge, host, token),
+        log_level="warning",
+        lifespan="on",
+        **uvicorn_options(limits or HttpLimits(), bearer(token)),
+    )
     server = uvicorn.Server(config)
 
     async def main() -> None:

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from lineup_sdk.errors import LineupError
+from lineup_sdk.sandbox import _cgroups
 
 __all__ = [
+    "DEFAULT_PROCESSES",
     "MODES",
     "REPORT_KEYS",
     "Captured",
@@ -33,10 +35,17 @@ __all__ = [
     "run_bounded",
     "simulate_unavailable",
     "stop_tree",
+    "sweep_leftovers",
 ]
 
 MODES = ("best_effort", "required", "off")
-REPORT_KEYS = ("files", "network", "privileges", "process_tree", "memory", "tmp")
+REPORT_KEYS = (
+    *("files", "metadata", "network", "privileges"),
+    *("process_tree", "processes", "memory", "tmp"),
+)
+#: Default cap on the tasks (processes and threads) of one sandboxed tree (SPEC 13.3).
+DEFAULT_PROCESSES = 64
+_TMP_PREFIX = "lineup-sbx-"
 #: Environment variables that pass into a sandbox (besides `LC_*`); nothing else does.
 _ENV_ALLOWED = ("PATH", "LANG", "TZ")
 
@@ -62,8 +71,8 @@ def check_mode(mode: str) -> str:
 
 @contextlib.contextmanager
 def simulate_unavailable(*mechanisms: str) -> Iterator[None]:
-    """Treat `mechanisms` (`linux`, `namespaces`, `landlock`, `seccomp`) as absent on this
-    platform for sandboxes started inside the block — how tests reproduce a platform
+    """Treat `mechanisms` (`linux`, `namespaces`, `landlock`, `seccomp`, `cgroups`,
+    `pid_max`) as absent on this platform for sandboxes started inside the block — how tests reproduce a platform
     without them."""
     before = set(_UNAVAILABLE)
     _UNAVAILABLE.update(mechanisms)
@@ -84,28 +93,41 @@ class Sandbox:
     memory_mb: int | None = None
     tmp_mb: int = 64
     open_files: int = 1024
+    processes: int | None = DEFAULT_PROCESSES
     tmp: Path | None = None
+    groups: _cgroups.BoxGroups | None = None
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
 
     def prepare(self) -> None:
-        """Create the private, empty temporary folder (it is also the process's HOME)."""
+        """Create the private, empty temporary folder (it is also the process's HOME) and
+        the tree's control groups where this process can make them."""
         if self.tmp is None:
-            self.tmp = Path(tempfile.mkdtemp(prefix="lineup-sbx-"))
+            self.tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
+        if self.groups is None and self.mode != "off" and "cgroups" not in _UNAVAILABLE:
+            self.groups = _cgroups.create(self.memory_mb, self.processes)
 
     def config(self) -> dict[str, Any]:
+        groups = self.groups
         return {
             "mode": self.mode,
             "app_dir": str(self.app_dir),
             "network": self.network,
             "memory_mb": self.memory_mb,
+            "processes": self.processes,
             "tmp": str(self.tmp) if self.tmp else None,
             "tmp_mb": self.tmp_mb,
             "open_files": self.open_files,
             "unavailable": sorted(_UNAVAILABLE),
             "parent": os.getpid(),
+            "cgroups": groups.joins() if groups else [],
+            "cgroups_say": groups.describe() if groups else {},
         }
+
+    def oom_kills(self) -> int:
+        """How many processes of the tree the kernel killed for its memory cap."""
+        return self.groups.oom_kills() if self.groups else 0
 
     def argv(self, target: str, args: list[str]) -> list[str]:
         """`python -I -B -m lineup_sdk.sandbox.launch CONFIG TARGET ARGS...`."""
@@ -131,10 +153,59 @@ class Sandbox:
         return out
 
     def cleanup(self) -> None:
-        """Remove the private folder (after the process tree is gone)."""
+        """Remove the private folder and the control groups (after the process tree is
+        gone; a group whose last tasks are still exiting is left to `sweep_leftovers`)."""
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
+        if self.groups is not None:
+            if not self.groups.remove():
+                _BUSY.append(self.groups)
+            self.groups = None
+
+
+#: Groups whose last tasks were still exiting at cleanup; removed by the next sweep.
+_BUSY: list[_cgroups.BoxGroups] = []
+
+
+def sweep_leftovers() -> int:
+    """Remove what sandboxes of runtimes that no longer run left behind — their control
+    groups and private folders (a `kill -9`ed runtime cleans nothing up) — and this
+    process's own groups that were still busy at cleanup. Returns how many went."""
+    removed = 0
+    for groups in list(_BUSY):
+        if groups.remove():
+            _BUSY.remove(groups)
+            removed += 1
+    removed += _cgroups.sweep()
+    root = Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for folder in root.glob(f"{_TMP_PREFIX}*-*"):
+            owner = folder.name[len(_TMP_PREFIX) :].split("-", 1)[0]
+            if not owner.isdigit() or int(owner) == os.getpid() or _alive(int(owner)):
+                continue
+            with contextlib.suppress(OSError):
+                _remove_folder(folder)
+                removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_folder(folder: Path) -> None:
+    """A private folder is a tmpfs only inside its sandbox's mount namespace: out here it is
+    a plain folder (holding what a sandbox without the tmpfs wrote into it)."""
+    if folder.is_symlink() or not folder.is_dir():
+        return
+    shutil.rmtree(folder)
 
 
 def stop_tree(proc: subprocess.Popen[bytes], *, grace_s: float = 2.0) -> None:

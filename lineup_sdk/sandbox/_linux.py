@@ -23,11 +23,12 @@ __all__ = [
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "Landlock",
-    "deny_unix_sockets",
     "drop_capabilities",
+    "install_filter",
     "landlock_abi",
     "mount_tmpfs",
     "no_new_privs",
+    "seccomp_program",
     "set_parent_death_signal",
     "unshare",
     "write_id_maps",
@@ -147,15 +148,48 @@ def drop_capabilities() -> None:
 
 
 # -- seccomp: refuse socket(AF_UNIX, ...) -----------------------------------------------------
-_ARCH = {
-    "x86_64": (0xC000003E, 41, True),  # AUDIT_ARCH_X86_64, __NR_socket, has x32
-    "aarch64": (0xC00000B7, 198, False),  # AUDIT_ARCH_AARCH64
-}
-_EACCES = 13
-
-
-def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)
+#: Per architecture: AUDIT_ARCH, whether the x32 ABI shares it, and the syscall numbers
+#: the filter looks at (`socket`, `ioctl`, and the file-metadata family SPEC 13.3 refuses).
+_ARCH: dict[str, tuple[int, bool, dict[str, int]]] = {
+    "x86_64": (
+        0xC000003E,
+        True,
+        {
+            "socket": 41, "ioctl": 16,
+            "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+            "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
+            "utime": 132, "utimes": 235, "futimesat": 261, "utimensat": 280,
+            "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463,
+            "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "removexattrat": 466,
+        },
+    ),
+    "aarch64": (  # the generic table: no chmod, chown, utime(s) or futimesat
+        0xC00000B7,
+        False,
+        {
+            "socket": 198, "ioctl": 29,
+            "fchmod": 52, "fchmodat": 53, "fchmodat2": 452,
+            "fchown": 55, "fchownat": 54, "utimensat": 88,
+            "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
+            "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16, "removexattrat": 466,
+        },
+    ),
+}  # fmt: skip
+#: The file-metadata syscalls refused with EPERM (SPEC 13.3): Landlock does not cover them.
+METADATA_SYSCALLS = (
+    *("chmod", "fchmod", "fchmodat", "fchmodat2"),
+    *("chown", "fchown", "lchown", "fchownat"),
+    *("utime", "utimes", "futimesat", "utimensat"),
+    *("setxattr", "lsetxattr", "fsetxattr", "setxattrat"),
+    *("removexattr", "lremovexattr", "fremovexattr", "removexattrat"),
+)
+#: `ioctl` requests that change inode flags or attributes: FS_IOC_SETFLAGS (its 64- and
+#: 32-bit encodings) and FS_IOC_FSSETXATTR. The kernel reads the request as 32 bits.
+METADATA_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)
+_EACCES, _EPERM = 13, 1
+_LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+_ALLOW = 0x7FFF0000
+_ERRNO = 0x00050000
 
 
 #: io_uring_setup, io_uring_enter, io_uring_register: the same numbers on every
@@ -164,45 +198,69 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 _IO_URING = (425, 426, 427)
 
 
-def deny_unix_sockets() -> None:
-    """Install a seccomp filter: `socket(AF_UNIX, ...)` and io_uring fail with EACCES,
-    and so does every syscall of a foreign ABI (i386 `socketcall`, x32) that could get
-    round it.
+def _assemble(program: list[tuple[int, int, str | None, str | None] | str]) -> bytes:
+    """Classic BPF from instructions `(code, k, jump_if_true, jump_if_false)` whose jumps
+    name labels (a bare string in the list marks the next instruction); None falls through."""
+    labels: dict[str, int] = {}
+    insns: list[tuple[int, int, str | None, str | None]] = []
+    for item in program:
+        if isinstance(item, str):
+            labels[item] = len(insns)
+        else:
+            insns.append(item)
+    out = b""
+    for i, (code, k, jt, jf) in enumerate(insns):
+        t = labels[jt] - i - 1 if jt else 0
+        f = labels[jf] - i - 1 if jf else 0
+        assert 0 <= t < 256 and 0 <= f < 256, "seccomp jump out of range"
+        out += struct.pack("=HBBI", code, t, f, k)
+    return out
+
+
+def seccomp_program(machine: str) -> bytes:
+    """The filter for `machine`: `socket(AF_UNIX, ...)`, io_uring and every syscall of a
+    foreign ABI (i386 `socketcall`, x32) fail with EACCES; the file-metadata syscalls and
+    inode-flag `ioctl`s with EPERM; everything else is allowed.
+
+    Raises:
+        OSError: no filter for this architecture.
+    """
+    arch = _ARCH.get(machine)
+    if arch is None:
+        raise OSError(0, f"no seccomp filter for {machine}")
+    audit_arch, has_x32, nrs = arch
+    prog: list[tuple[int, int, str | None, str | None] | str] = [
+        (_LD, 4, None, None),  # seccomp_data.arch
+        (_JEQ, audit_arch, None, "eacces"),  # a foreign ABI
+        (_LD, 0, None, None),  # seccomp_data.nr
+    ]
+    if has_x32:
+        prog.append((_JGE, 0x40000000, "eacces", None))
+    prog += [(_JEQ, nr, "eacces", None) for nr in _IO_URING]
+    prog.append((_JEQ, nrs["socket"], "socket", None))
+    prog.append((_JEQ, nrs["ioctl"], "ioctl", None))
+    prog += [(_JEQ, nrs[name], "eperm", None) for name in METADATA_SYSCALLS if name in nrs]
+    prog += [(_RET, _ALLOW, None, None), "socket"]
+    prog += [(_LD, 16, None, None), (_JEQ, 1, "eacces", "allow")]  # args[0]: AF_UNIX?
+    prog += ["ioctl", (_LD, 24, None, None)]  # args[1], low 32 bits: the request
+    prog += [(_JEQ, req, "eperm", None) for req in METADATA_IOCTLS]
+    prog += ["allow", (_RET, _ALLOW, None, None)]
+    prog += ["eacces", (_RET, _ERRNO | _EACCES, None, None)]
+    prog += ["eperm", (_RET, _ERRNO | _EPERM, None, None)]
+    return _assemble(prog)
+
+
+def install_filter() -> None:
+    """Install `seccomp_program` on this process and every process it starts.
 
     `socketpair()` stays allowed: it connects nothing outside the process (asyncio's
-    self-pipe uses it).
+    self-pipe uses it). Creating files with a mode (`open`, `mkdir`) stays allowed too;
+    changing a mode, owner, times or extended attributes afterwards does not.
 
     Raises:
         OSError: unknown architecture, or the kernel refused the filter.
     """
-    arch = _ARCH.get(platform.machine())
-    if arch is None:
-        raise OSError(0, f"no seccomp filter for {platform.machine()}")
-    audit_arch, nr_socket, has_x32 = arch
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    deny, allow = 0x00050000 | _EACCES, 0x7FFF0000
-    # Built back to front so every jump is a known distance to DENY or ALLOW (the last two
-    # instructions): a jump from instruction i lands at i + 1 + offset.
-    tail = [_insn(ret, deny), _insn(ret, allow)]
-    body: list[bytes] = []
-
-    def to_deny() -> int:  # offset from the instruction about to be prepended
-        return len(body)
-
-    def to_allow() -> int:
-        return len(body) + 1
-
-    body.insert(0, _insn(jeq, 1, jt=to_deny(), jf=to_allow()))  # AF_UNIX?
-    body.insert(0, _insn(ld, 16))  # args[0] (low 32 bits): the address family
-    body.insert(0, _insn(jeq, nr_socket, jt=0, jf=to_allow()))  # socket()?
-    for nr in _IO_URING:
-        body.insert(0, _insn(jeq, nr, jt=to_deny(), jf=0))
-    if has_x32:
-        body.insert(0, _insn(jge, 0x40000000, jt=to_deny(), jf=0))  # the x32 ABI
-    body.insert(0, _insn(ld, 0))  # seccomp_data.nr
-    body.insert(0, _insn(jeq, audit_arch, jt=0, jf=to_deny()))  # a foreign ABI → deny
-    body.insert(0, _insn(ld, 4))  # seccomp_data.arch
-    code = b"".join(body + tail)
+    code = seccomp_program(platform.machine())
     buf = ctypes.create_string_buffer(code, len(code))
 
     class _Fprog(ctypes.Structure):

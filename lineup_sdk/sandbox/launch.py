@@ -21,9 +21,12 @@ import signal
 import sys
 from typing import Any
 
-REPORT_KEYS = ("files", "network", "privileges", "process_tree", "memory", "tmp")
-#: What `required` needs before author code may run (SPEC 8).
-REQUIRED = ("files", "network", "process_tree")
+REPORT_KEYS = (
+    *("files", "metadata", "network", "privileges"),
+    *("process_tree", "processes", "memory", "tmp"),
+)
+#: What `required` needs before author code may run (SPEC 8, 13.3).
+REQUIRED = ("files", "metadata", "network", "process_tree")
 
 
 def _read_lists(app_dir: str, network: bool) -> tuple[list[str], list[str]]:
@@ -96,6 +99,7 @@ def enter(cfg: dict[str, Any]) -> dict[str, Any]:
         return report
     missing = set(cfg.get("unavailable", ()))  # the test seam: mechanisms to treat as absent
     network = bool(cfg.get("network"))
+    _enter_groups(cfg, report)
     outside = set(_read_lists(cfg["app_dir"], network)[1])
     sys.path[:] = [p for p in sys.path if not p or os.path.realpath(p) not in outside]
     import resource
@@ -115,7 +119,12 @@ def enter(cfg: dict[str, Any]) -> dict[str, Any]:
     if cfg.get("memory_mb"):
         try:
             _lower(resource.RLIMIT_DATA, int(cfg["memory_mb"]) << 20)
-            report["memory"] = f"data {int(cfg['memory_mb'])} MiB"
+            per_process = f"data {int(cfg['memory_mb'])} MiB per process"
+            report["memory"] = (
+                f"{report['memory']}; {per_process}"
+                if report["memory"]
+                else f"{per_process} only (no memory cgroup: not the whole tree)"
+            )
         except (OSError, ValueError):
             pass
     if report["tmp"] is None and cfg.get("tmp_mb"):
@@ -127,6 +136,75 @@ def enter(cfg: dict[str, Any]) -> dict[str, Any]:
     if network:
         report["network"] = report["network"] or "granted"
     return report
+
+
+def _enter_groups(cfg: dict[str, Any], report: dict[str, Any]) -> None:
+    """Be in the control groups the parent made for this tree before anything is unshared
+    (a user namespace could no longer join them): everything started from here on is
+    counted and capped."""
+    joined = True
+    joins = cfg.get("cgroups", ())
+    current = _current_groups() if joins else {}
+    for procs, hierarchy, path in joins:
+        if current.get(hierarchy) == path:
+            continue
+        try:
+            with open(procs, "w") as fh:
+                fh.write(str(os.getpid()))
+        except OSError:
+            joined = False
+    if joined:
+        for key, says in cfg.get("cgroups_say", {}).items():
+            report[key] = says
+
+
+def _current_groups() -> dict[str, str]:
+    """Hierarchy name (`""` for v2) → this process's group, from `/proc/self/cgroup`."""
+    out: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for name in parts[1].split(",") if parts[1] else [""]:
+                out[name] = parts[2]
+    return out
+
+
+def _cap_processes(
+    cfg: dict[str, Any], report: dict[str, Any], missing: set[str], *, userns: bool, uid: int
+) -> None:
+    """Without a pids cgroup: the PID namespace's own `pid_max` (kernels >= 6.14; its floor
+    is 301), else, for a runtime that is not root, RLIMIT_NPROC inside the user namespace
+    (counted per namespace; outside one it would count every process of the uid). The
+    kernel ignores RLIMIT_NPROC for uid 0, so a root runtime without either is reported as
+    having no cap."""
+    import resource
+
+    cap = cfg.get("processes")
+    if report["processes"] or not cap:
+        return
+    if report["process_tree"] and "pid_max" not in missing:
+        value = max(int(cap), 301)
+        try:
+            with open("/proc/sys/kernel/pid_max", "w") as fh:
+                fh.write(str(value))
+            with open("/proc/sys/kernel/pid_max") as fh:
+                if int(fh.read()) == value:
+                    report["processes"] = f"pid namespace pid_max: {value - 1} tasks"
+                    return
+        except (OSError, ValueError):
+            pass
+    if not userns or uid == 0:
+        return
+    try:
+        _lower(resource.RLIMIT_NPROC, int(cap))
+        report["processes"] = f"RLIMIT_NPROC: {int(cap)} tasks (user namespace)"
+    except (OSError, ValueError):
+        pass
 
 
 def _lower(which: int, value: int) -> None:
@@ -182,12 +260,14 @@ def _enter_linux(
         if os.getppid() != 0 and os.getppid() != parent:
             os._exit(70)  # the waiter died before the death signal was armed
         report["process_tree"] = "pid namespace"
+    _cap_processes(cfg, report, missing, userns=userns, uid=uid)
     k.no_new_privs()
     unix_blocked = False
     if "seccomp" not in missing:
         try:
-            k.deny_unix_sockets()
+            k.install_filter()
             unix_blocked = True
+            report["metadata"] = "refused (seccomp: mode, owner, times, xattrs, inode flags)"
         except OSError:
             pass
     if not network and flags & k.CLONE_NEWNET and unix_blocked:

@@ -855,7 +855,7 @@ def test_every_breaking_kind_is_covered_on_both_sides() -> None:
         for _, pointer, kind, _ in case.expect:
             side = pointer.split("/")[1] if pointer.startswith("/") else ""
             seen.setdefault(kind, set()).add(side)
-    untested = {"too_complex", "description_changed", "annotation_changed"}
+    untested = {"schema_not_compared", "description_changed", "annotation_changed"}
     for kind in set(RULES) - untested:
         if kind in (
             "keyword_changed",
@@ -938,7 +938,7 @@ def test_deep_nesting_does_not_exhaust_the_stack(side: str) -> None:
     tool(old, CAT)[side] = deep
     tool(new, CAT)[side] = json.loads(json.dumps(deep).replace('"string"', '"integer"'))
     report = diff_manifests(old, new)
-    assert [(c.kind, c.breaking) for c in report.changes] == [("too_complex", True)]
+    assert [(c.kind, c.breaking) for c in report.changes] == [("schema_not_compared", True)]
     assert not report.ok
 
 
@@ -1019,3 +1019,33 @@ def test_a_version_that_is_not_semver_is_refused() -> None:
     with pytest.raises(LineupError) as exc:
         diff_manifests(old, new)
     assert exc.value.code == "manifest_invalid" and exc.value.exit_code == 2
+
+
+def _optional_chain(levels: int, leaf: dict[str, Any]) -> dict[str, Any]:
+    """`levels` nested `anyOf [$ref, null]` (pydantic's `X | None`) down to `leaf`."""
+    defs: dict[str, Any] = {f"n{levels}": leaf}
+    for i in range(levels - 1, -1, -1):
+        defs[f"n{i}"] = {"anyOf": [{"$ref": f"#/$defs/n{i + 1}"}, {"type": "null"}]}
+    return {"$defs": defs, "$ref": "#/$defs/n0"}
+
+
+@pytest.mark.parametrize("side", ["input_schema", "result_schema"])
+def test_a_breaking_change_under_17_levels_of_optional_anyof_is_found(side: str) -> None:
+    old = base_manifest()
+    new = edited(old)
+    tool(old, CAT)[side] = _optional_chain(17, {"type": "integer"})
+    tool(new, CAT)[side] = _optional_chain(17, {"type": "string"})
+    report = diff_manifests(old, new)
+    assert report.changes and all(c.breaking for c in report.changes)
+    assert {c.kind for c in report.changes} == {"type_changed"}
+    assert not report.ok
+
+
+def test_unions_past_the_validation_depth_are_schema_not_compared_and_breaking() -> None:
+    old = base_manifest()
+    new = edited(old)
+    tool(old, CAT)["result_schema"] = _optional_chain(70, {"type": "integer"})
+    tool(new, CAT)["result_schema"] = _optional_chain(70, {"type": "string"})
+    report = diff_manifests(old, new)
+    assert [(c.kind, c.breaking) for c in report.changes] == [("schema_not_compared", True)]
+    assert not report.ok

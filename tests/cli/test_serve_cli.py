@@ -422,3 +422,56 @@ def test_stdio_from_a_terminal_falls_back_to_the_sdks_transport(apps: Path, tmp_
             proc.stdout.close()
     assert [a.get("id") for a in answers] == [1, 2]
     assert {t["name"] for t in answers[1]["result"]["tools"]} >= {"todo-add", "todo-list"}
+
+
+def test_a_stdin_line_over_the_limit_is_a_parse_error_and_the_server_goes_on(
+    apps: Path, tmp_path: Path
+) -> None:
+    import threading
+
+    from lineup_runtime_lite.serve._transports import MAX_LINE
+
+    proc = subprocess.Popen(
+        [*LINEUP, "serve", "todo", "--db", str(tmp_path / "rt.db")],
+        cwd=str(apps),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    huge = b'{"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"x": "' + b"x" * MAX_LINE
+
+    def feed() -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(init).encode() + b"\n")
+        proc.stdin.flush()
+        proc.stdin.write(huge + b'"}}\n')
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode() + b"\n")
+        proc.stdin.flush()
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        answers = [json.loads(proc.stdout.readline()) for _ in range(3)]
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        proc.stdout.close()
+        writer.join(timeout=60)
+    assert answers[0]["id"] == 1 and "result" in answers[0]
+    assert answers[1] == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": f"Parse error: a line over {MAX_LINE} bytes"},
+    }
+    assert answers[2]["id"] == 3 and answers[2]["result"] == {}

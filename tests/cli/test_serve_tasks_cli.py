@@ -1,6 +1,7 @@
 """The 2026-07-28 tasks extension (SEP-2663) against real `lineup serve` processes: raw
 JSON-RPC on the per-request envelope over stdio, the MCP Inspector CLI on
-`--protocol-era modern` (the `@modelcontextprotocol/ext-tasks` requester is not driven yet)."""
+`--protocol-era modern` (the `@modelcontextprotocol/ext-tasks` requester drives it in
+tests/users/test_ext_tasks_client.py)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from mcp.shared.memory import create_client_server_memory_streams
 from mcp.shared.message import SessionMessage
 
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
-from lineup_runtime_lite.serve import Bridge, ServeOptions, serve_http
+from lineup_runtime_lite.serve import Bridge, HttpLimits, ServeOptions, serve_http
 
 #: Quick looks and heartbeats, so tests see repeated progress without long waits.
 #: Fast polling; dotted names so the mapping tests read as the manifest (dashed is tested
@@ -60,7 +60,7 @@ async def memory_session(bridge: Bridge, *, modern: bool = False) -> AsyncIterat
 class HttpServer:
     """`serve_http` on a free loopback port in a thread; `stop()` ends it."""
 
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: Bridge, limits: HttpLimits | None = None) -> None:
         self.url = ""
         self._ready = threading.Event()
         self._stop = threading.Event()
@@ -72,7 +72,9 @@ class HttpServer:
 
         def run() -> None:
             try:
-                serve_http(bridge, "127.0.0.1", 0, TOKEN, on_ready=ready, stop=self._stop)
+                serve_http(
+                    bridge, "127.0.0.1", 0, TOKEN, on_ready=ready, stop=self._stop, limits=limits
+                )
             except BaseException as exc:  # surfaced by start()
                 self.error = exc
                 self._ready.set()

@@ -266,10 +266,14 @@ def test_the_worker_cannot_write_outside_its_temp_folder(
         "own-app-folder": own / "hostile_app",
         "own-app-file": own / "hostile_app" / "tools.py",
     }[target]
-    before = path.stat().st_mtime_ns
+    # what the worker wrote, not what the machine did (other processes touch the host's
+    # temporary folder, the runtime its database and log): its write was refused, and
+    # neither the file it tried to create nor its marker is there
     assert result(rt, "conv", "hostile.write", {"path": str(path)}) in REFUSED
-    assert path.stat().st_mtime_ns == before
-    assert not (path / "hostile-was-here").exists()
+    if path.is_dir():
+        assert not (path / "hostile-was-here").exists()
+    else:
+        assert not path.read_bytes().endswith(b"hostile-was-here")
     # and nothing the app did trips the install check: it still serves calls
     assert result(rt, "conv2", "hostile.echo", {"text": "still"}) == "still"
 
@@ -564,12 +568,19 @@ def test_a_live_capability_of_another_conversation_cannot_be_used(hostile: Runti
 
 def test_a_handler_that_outlives_its_timeout_cannot_write(hostile: Runtime) -> None:
     assert result(hostile, "conv", "hostile.put", {"secret": "kept"}) == 1
-    assert error_code(final(hostile, "conv", "hostile.late_write", {"tag": "LATE"})) == (
-        "handler_timeout"
-    )
-    report = log_line(hostile, "LATE:")
+    result(hostile, "other", "hostile.echo", {"text": "up"})
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # another delivery in flight keeps the timed-out worker draining (not recycled at
+        # once), so the late handler gets to try its revoked capability
+        parked = _park(hostile, pool, "other")
+        assert error_code(final(hostile, "conv", "hostile.late_write", {"tag": "LATE"})) == (
+            "handler_timeout"
+        )
+        report = log_line(hostile, "LATE:")
+        snap = hostile.surface("conv", SCOPE).get()
+        hostile.close()  # ends the parked delivery too
+        parked.result(timeout=30)
     assert report == "LATE: worker_protocol_error; worker_protocol_error", report
-    snap = hostile.surface("conv", SCOPE).get()
     assert (snap.revision, snap.data) == (1, {"secret": "kept"})
 
 
@@ -682,7 +693,9 @@ def test_every_handler_thread_stuck_past_its_timeout_gets_the_worker_recycled(
         outcomes = list(pool.map(lambda c: final(rt, c, "hostile.stuck", {}), convs))
     assert {error_code(m) for m in outcomes} == {"handler_timeout"}
     assert poll(lambda: stuck_worker.dead), "the worker with every thread stuck was not recycled"
-    assert stuck_worker.death.kind == "hung"
+    # each timeout drains the worker (SPEC 13.3), so it is recycled once the last stuck
+    # delivery timed out; a pong counting every thread stuck is the backstop ("hung")
+    assert stuck_worker.death.kind in ("recycled", "hung")
     assert result(rt, "after", "hostile.sync_echo", {"text": "free"}) == "free"
     assert worker(rt) is not stuck_worker
 

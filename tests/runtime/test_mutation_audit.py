@@ -284,3 +284,56 @@ def test_g_an_uninstalled_app_can_be_installed_again(probe: Runtime, probe_bundl
     probe.install(probe_bundle)
     back = probe.call("y", "conv", "probe.echo", {"text": "y"})
     assert back.get("result") == "y" or back["stage"] == "accepted", back
+
+
+# -- h. NaN and ±Infinity (issue 20) --------------------------------------------------------
+MEASURE_SOURCE = '''
+from lineup_sdk import ToolContext, define_agent_tools
+
+tools = define_agent_tools(app_scope="measure")
+
+
+@tools.tool("measure.scale", activation="app_ready")
+async def scale(ctx: ToolContext, factor: float, values: list[float], label: str) -> float:
+    """Scale the values."""
+    return factor * sum(values)
+'''
+
+
+@pytest.fixture(scope="module")
+def measure_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
+    from tests.runtime.conftest import build_source_app
+
+    return build_source_app(tmp_path_factory.mktemp("measure"), "measure", MEASURE_SOURCE, rt_key)
+
+
+# Catches, in `strict_json_problems` (params.py), dropping the float check:
+#   if value != value or value in (float("inf"), float("-inf")):  ->  if False:
+# and, in `_scalar_list_size`, dropping the fast path's finiteness check:
+#   if not all(map(math.isfinite, floats)):  ->  if False:
+# (the input schema would refuse the value too, later and with other words: the test tells
+# the two apart by asking for a call that the schema would also fault for a missing field)
+@pytest.mark.parametrize("where", ["number", "array-of-numbers"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_h_nan_or_infinity_for_a_number_is_invalid_params_before_any_schema_check(
+    rt: Runtime, measure_bundle: Path, where: str, value: float
+) -> None:
+    rt.install(measure_bundle)
+    params: dict[str, object] = {"factor": 2.0, "values": [1.5, 2.5]}  # `label` is missing
+    if where == "number":
+        params["factor"] = value
+        pointer = "/factor"
+    else:
+        params["values"] = [1.5, value, 2.5]
+        pointer = "/values/1"
+    msg = rt.call("n1", "conv", "measure.scale", params)
+    assert msg["kind"] == "error" and msg["error"]["code"] == "invalid_params", msg
+    assert "not strict JSON" in msg["error"]["message"], msg
+    # only the JSON problem: no schema ran (it would also report the missing `label`)
+    assert [d["path"] for d in msg["error"]["details"]] == [pointer], msg
+    assert msg["error"]["details"][0]["expected"] == "a finite number", msg
+    assert rt.call_record("n1") is None  # nothing stored
+    # the control: a finite number with every field passes both checks
+    ok = rt.call("n2", "conv", "measure.scale", {"factor": 2.0, "values": [1.5], "label": "x"})
+    assert ok["stage"] == "accepted", ok
+    rt.settle()

@@ -268,3 +268,19 @@ def test_absent_difference_shows_the_actual_value() -> None:
     (diff,) = compare([{"$absent": ["operation_id"]}], [{"operation_id": "op_1"}])
     assert diff.describe() == 'message 1 `operation_id`: expected (absent), actual "op_1"'
     assert diff.to_dict()["expected_absent"] is True
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [{"clock": {"advance": "3000000d"}}],
+        [{"clock": {"advance": "2000000d"}}, {"restart": {"advance": "1000000d"}}],
+    ],
+    ids=["one-huge-advance", "advances-adding-up"],
+)
+def test_a_clock_move_beyond_the_year_9999_is_scenario_invalid(steps: list[Any]) -> None:
+    assert "beyond the year 9999" in _invalid({"step": [{"call": CALL}, *steps]})
+
+
+def test_a_clock_move_within_the_year_9999_parses() -> None:
+    assert len(parse_scenario({"step": [{"clock": {"advance": "2000000d"}}]}).steps) == 1

@@ -99,14 +99,14 @@ async def read(ctx: ToolContext, path: str) -> str:
 
 @tools.tool("hostile.write", activation="app_ready")
 async def write(ctx: ToolContext, path: str) -> str:
-    """Try to open a file for writing (appending nothing) or create one in a folder."""
+    """Try to append a marker to a file, or create one in a folder."""
     try:
         if os.path.isdir(path):
             with open(os.path.join(path, "hostile-was-here"), "xb") as fh:
                 fh.write(b"x")
         else:
             with open(path, "ab") as fh:
-                fh.write(b"")
+                fh.write(b"hostile-was-here")
     except OSError as exc:
         return _outcome(exc)
     return "ok"
@@ -377,3 +377,107 @@ async def steal_live(ctx: ToolContext) -> str:
         if type(obj) is type(mine) and obj is not mine:
             return await _try_with(ctx, obj._cap, obj._delivery, "STEAL")
     return "no other delivery in flight"
+
+
+@tools.tool("hostile.steal_live_own_id", activation="app_ready", timeout_s=10)
+async def steal_live_own_id(ctx: ToolContext) -> str:
+    """Use another in-flight delivery's live capability, sent with this delivery's own id."""
+    import gc
+
+    mine: Any = ctx.session_data
+    for obj in gc.get_objects():
+        if type(obj) is type(mine) and obj is not mine:
+            return await _try_with(ctx, obj._cap, mine._delivery, "STEAL_OWN")
+    return "no other delivery in flight"
+
+
+@tools.tool("hostile.wait_signal", activation="app_ready", timeout_s=60)
+async def wait_signal(ctx: ToolContext, tag: str) -> str:
+    """Announce itself in the log, then wait until the worker gets a SIGUSR1."""
+    import signal
+
+    woken = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, woken.set)
+    _say(f"PARKED {tag}")
+    await asyncio.wait_for(woken.wait(), 60)
+    return "woke"
+
+
+@tools.tool("hostile.spin", activation="app_ready", timeout_s=0.3)
+def spin(ctx: ToolContext) -> None:
+    """Burn CPU past the timeout, try session data with this delivery's own capability once
+    well past it (logged), then burn on for good."""
+    start = time.monotonic()
+    while time.monotonic() - start < 0.6:
+        pass
+    try:
+        ctx.session_data.get_sync()
+        outcome = "read"
+    except LineupError as exc:
+        outcome = exc.code
+    _say(f"SPIN: {outcome}")
+    while True:
+        pass
+
+
+@tools.tool("hostile.burn", activation="app_ready", timeout_s=60)
+def burn(ctx: ToolContext) -> str:
+    """Burn CPU for up to a minute (inside its timeout)."""
+    start = time.monotonic()
+    while time.monotonic() - start < 60:
+        pass
+    return "burnt"
+
+
+@tools.tool("hostile.close_inbox", activation="app_ready", timeout_s=60)
+async def close_inbox(ctx: ToolContext) -> None:
+    """Close the worker's own inbox (the runtime → worker pipe), then never answer."""
+    os.close(int(sys.argv[-2]))
+    await asyncio.sleep(60)
+
+
+def _stop_reading_inbox(loop: Any) -> None:
+    """Pause the inbox's transport, kept referenced (collected, it would close the pipe)."""
+    key = loop._selector.get_key(int(sys.argv[-2]))
+    _SAVED["inbox"] = key.data[0]._callback.__self__
+    _SAVED["inbox"].pause_reading()
+
+
+@tools.tool("hostile.stop_reading", activation="app_ready")
+async def stop_reading(ctx: ToolContext) -> str:
+    """Stop reading the worker's inbox (its loop runs on, answering nothing more)."""
+    _stop_reading_inbox(asyncio.get_running_loop())
+    return "stopped"
+
+
+@tools.tool("hostile.flood", activation="app_ready", timeout_s=60)
+def flood(ctx: ToolContext, n: int, stop_reading: bool = True) -> None:
+    """Stop reading the inbox, then write `n` session-data `get` lines with this delivery's
+    own capability straight to the bridge, and wait (never reading an answer)."""
+    import threading
+
+    sd: Any = ctx.session_data
+    loop, stopped = sd._loop, threading.Event()
+
+    def stop() -> None:
+        if stop_reading:
+            _stop_reading_inbox(loop)
+        stopped.set()
+
+    loop.call_soon_threadsafe(stop)
+    stopped.wait(10)
+    fd = int(sys.argv[-1])  # the bridge's write end (non-blocking: asyncio owns it)
+    lines = b"".join(
+        json.dumps(
+            {"t": "sd", "id": 10**6 + i, "d": sd._delivery, "cap": sd._cap, "op": "get"}
+        ).encode()
+        + b"\n"
+        for i in range(n)
+    )
+    view = memoryview(lines)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            select.select([], [fd], [], 1)
+    time.sleep(60)
