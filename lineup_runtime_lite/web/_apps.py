@@ -289,7 +289,7 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
         await ws.accept()
         await _Bridge(dev, binding, ws).run()
 
-    return Starlette(
+    routes = Starlette(
         routes=[
             Route("/_lineup/sdk.js", sdk_js),
             Route("/favicon.ico", no_icon),
@@ -298,6 +298,21 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
             WebSocketRoute("/_lineup/bridge", bridge),
         ]
     )
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            # Origin is `null` for a sandboxed frame, so only the Host header is checked
+            # here (DNS rebinding); the Surface token does the rest
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if host not in {f"{n}:{ports.surface}" for n in LOOPBACK_NAMES}:
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 4403})
+                    return
+                await PlainTextResponse("403: foreign Host", status_code=403)(scope, receive, send)
+                return
+        await routes(scope, receive, send)
+
+    return app
 
 
 class _Bridge:

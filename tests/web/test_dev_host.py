@@ -59,6 +59,12 @@ def test_host_page_needs_its_token_and_refuses_foreign_origins(
     assert _get(urls.host_origin + "/_lineup/api/state", foreign)[0] == 403
     rebinding = {**cookie_header, "Host": "evil.example"}
     assert _get(urls.host_origin + "/_lineup/api/state", rebinding)[0] == 403
+    # the Surface origin: the SDK for opaque-origin frames (CORS), its Host header checked
+    sdk_js = urllib.request.urlopen(urls.surface_origin + "/_lineup/sdk.js", timeout=10)
+    with sdk_js:
+        assert sdk_js.headers["access-control-allow-origin"] == "*"
+    assert _get(urls.surface_origin + "/_lineup/sdk.js", {"Host": "evil.example"})[0] == 403
+    assert _get(urls.surface_origin + "/s/not-a-token/index.html")[0] == 401
     # without LINEUP_DEV_FAULTS=1 there is no fault seam
     req = urllib.request.Request(
         urls.host_origin + "/_lineup/api/fault",
