@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite import faults
+from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S
 from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock, format_ts
+from lineup_runtime_lite.decisions import MoveSession
 from lineup_runtime_lite.engine import Engine, input_problems
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.install import InstallResult, Tool, install_verified
@@ -428,6 +430,66 @@ class AsyncRuntime:
         with self._engine.store.transaction():
             self._engine.facts.remove_app(scope)
         self._engine.load_registry()
+
+    async def sessions(self, scope: str | None = None) -> list[dict[str, Any]]:
+        """Every App session (of one scope), oldest first, as a Host lists them:
+        `conversation_id`, `scope`, `version`, `app_session_id`, and its latest activation
+        (`instance`, `state`; None before any)."""
+        if scope is not None:
+            _usable_id("scope", scope)
+        self._check_open()
+        facts = self._engine.facts
+        out = []
+        for s in facts.sessions_of(scope):
+            act = facts.current_activation(s.app_session_id)
+            out.append(
+                {
+                    "app_session_id": s.app_session_id,
+                    "conversation_id": s.conversation_id,
+                    "scope": s.scope,
+                    "version": s.version,
+                    "instance": act.activation_id if act is not None else None,
+                    "state": act.state if act is not None else None,
+                }
+            )
+        return out
+
+    async def move_dev_sessions(self, scope: str) -> int:
+        """Move every session pinned to an older dev build of `scope` to its current
+        version, when that is a dev build too (`lineup dev` after a rebuild, SPEC 14; the
+        one exception to SPEC 5.2's pinning). Calls delivered to the old build end
+        `delivery_interrupted`, session data is kept, and the next call runs the new code.
+        Returns how many sessions moved.
+
+        Raises:
+            LineupError: `usage_invalid` for a bad scope or one that is not installed.
+        """
+        _usable_id("scope", scope)
+        self._check_open()
+        engine = self._engine
+        current = engine.facts.app_version(scope)
+        if current is None:
+            raise LineupError("usage_invalid", f"{scope!r} is not installed")
+        dev = engine.facts.dev_builds(scope)
+        if current not in dev:
+            return 0
+        now = engine.now()
+
+        def step(tx: Any) -> Any:
+            sessions = tx.sessions_of(scope)
+            delivered = {s.app_session_id: tx.delivered_calls(s.app_session_id) for s in sessions}
+            return t.move_dev_sessions(sessions, delivered, tx.dev_builds(scope), current, now)
+
+        old = {s.version for s in engine.facts.sessions_of(scope)} - {current}
+        decision = await engine.decide(step)
+        if decision is None:
+            return 0
+        for version in old & dev:  # its in-flight deliveries already ended: stop it
+            worker = engine.workers.get((scope, version))
+            if worker is not None:
+                await worker.kill()
+        await self.settle()
+        return sum(1 for c in decision.changes if isinstance(c, MoveSession))
 
     async def inventory(self) -> list[dict[str, Any]]:
         """The Agent Inventory: every installed tool without delivery internals."""

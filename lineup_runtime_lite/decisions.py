@@ -17,6 +17,7 @@ __all__ = [
     "Decision",
     "EndOperation",
     "IntentDelivered",
+    "MoveSession",
     "NewActivation",
     "NewCall",
     "NewIMRecord",
@@ -167,6 +168,16 @@ class ReplaceSessionData:
     data: str
 
 
+@dataclass(frozen=True, slots=True)
+class MoveSession:
+    """A dev build's App session moves to a newer dev build of its scope (guarded on the
+    version it is pinned to): the one exception to pinning (SPEC 14, `lineup dev`)."""
+
+    app_session_id: str
+    from_version: str
+    to_version: str
+
+
 Change = (
     NewSession
     | NewActivation
@@ -182,6 +193,7 @@ Change = (
     | EndOperation
     | NewIMRecord
     | ReplaceSessionData
+    | MoveSession
 )
 
 

@@ -244,6 +244,8 @@ def install_verified(
                 now_ms,
             )
         facts.make_current(scope, version)
+        if dev_build:  # only a dev build's sessions may move to a newer build (SPEC 14)
+            facts.set_meta(f"dev_build:{scope}:{version}", "1")
     action = "upgraded" if current else "installed"
     return InstallResult(scope, version, action, bundle.key_id, manifest.app.permissions)
 

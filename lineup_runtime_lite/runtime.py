@@ -91,6 +91,17 @@ class Surface:
 
         return unsubscribe
 
+    def replace(self, data: Any, *, expected_revision: int) -> Snapshot:
+        """A Surface write: refused this iteration (only handlers write session data; a
+        Surface write waits for the mutation queue, SPEC 5.5 and 14).
+
+        Raises:
+            LineupError: `session_data_write_not_allowed`, always.
+        """
+        from lineup_runtime_lite.surface_client import surface_write_refused
+
+        raise surface_write_refused()
+
     def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
         return self._rt._run(self._rt._art.operations(self.conversation_id, self.scope))
@@ -326,6 +337,15 @@ class Runtime:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
         _usable_id("scope", scope)
         self._run(self._art.uninstall(scope))
+
+    def sessions(self, scope: str | None = None) -> list[dict[str, Any]]:
+        """Every App session (of one scope), oldest first (see `AsyncRuntime.sessions`)."""
+        return self._run(self._art.sessions(scope))
+
+    def move_dev_sessions(self, scope: str) -> int:
+        """Move the sessions of older dev builds of `scope` to its current dev build (see
+        `AsyncRuntime.move_dev_sessions`); returns how many moved."""
+        return self._run(self._art.move_dev_sessions(scope))
 
     def inventory(self) -> list[dict[str, Any]]:
         """The Agent Inventory: every installed tool without delivery internals."""

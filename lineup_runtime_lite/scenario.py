@@ -19,6 +19,7 @@ from lineup_sdk.errors import LineupError
 
 __all__ = [
     "ACTIONS",
+    "HOST_NAMES",
     "Scenario",
     "ScenarioDocument",
     "Step",
@@ -39,9 +40,15 @@ ACTIONS = (
     "session_data",
     "subscribe",
     "frames",
+    "drop_frame",
+    "reconnect",
+    "surface_replace",
     "im_records",
     "inventory",
 )
+#: The Hosts that replay scenarios here: the Python runtime's replay and `lineup dev` in a
+#: browser (another Host names itself the same way in a step's `hosts`).
+HOST_NAMES = ("python", "web")
 _HOST_EVENTS = Literal[
     "preload", "surface_loaded", "foreground_confirmed", "activation_failed", "user_left"
 ]
@@ -123,6 +130,31 @@ class Frames(_Strict):
     as_: str = Field(alias="as")
 
 
+class DropFrame(_Strict):
+    """A fault: the next `count` change frames on the way to a named subscription are lost
+    (the client sees a revision gap and resynchronizes, TIS2-04)."""
+
+    as_: str = Field(alias="as")
+    count: int = Field(default=1, ge=1, le=100)
+
+
+class Reconnect(_Strict):
+    """A fault: the bridge of a named subscription closes; the client reconnects, gets the
+    data again and resubscribes (TIS2-04)."""
+
+    as_: str = Field(alias="as")
+
+
+class SurfaceReplace(_Strict):
+    """A Surface tries to write session data (refused this iteration:
+    `session_data_write_not_allowed`)."""
+
+    conversation: str
+    scope: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    expected_revision: int = Field(ge=0)
+
+
 class ImRecords(_Strict):
     """The IM records of a conversation."""
 
@@ -160,6 +192,9 @@ class StepModel(_Strict):
     session_data: SessionDataRead | None = None
     subscribe: Subscribe | None = None
     frames: Frames | None = None
+    drop_frame: DropFrame | None = None
+    reconnect: Reconnect | None = None
+    surface_replace: SurfaceReplace | None = None
     im_records: ImRecords | None = None
     inventory: InventoryRead | None = Field(
         default=None, description="`true` or `{ scope }`", json_schema_extra=_or_true
@@ -170,6 +205,12 @@ class StepModel(_Strict):
         "with `$` are directives: `$absent` and `$null` (lists of key names).",
     )
     outbox_grew: bool | None = None
+    hosts: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="The Hosts that replay this step (default: every Host): `python` (the "
+        "runtime's replay), `web` (`lineup dev` in a browser), or another Host's name.",
+    )
     note: str | None = None
 
     _true = field_validator("restart", "inventory", mode="before")(_true_is_empty)
@@ -182,6 +223,9 @@ class StepModel(_Strict):
                 f"needs exactly one action of {', '.join(ACTIONS)} (found "
                 f"{', '.join(present) or 'none'})"
             )
+        for name in self.hosts or ():
+            if not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", name):
+                raise ValueError(f"`hosts`: {name!r} is not a Host name (like python or web)")
         problems = directive_problems(self.expect or [], "expect")
         if problems:
             raise ValueError("; ".join(problems))
@@ -241,6 +285,11 @@ class Step:
     note: str | None = None
     outbox_grew: bool | None = None
     line: int | None = None
+    hosts: tuple[str, ...] | None = None
+
+    def runs_on(self, host: str) -> bool:
+        """Whether the Host named `host` replays this step."""
+        return self.hosts is None or host in self.hosts
 
     def describe(self) -> str:
         a = self.args
@@ -260,6 +309,12 @@ class Step:
             return f"{self.action} {a['conversation']}{scope}{extra}"
         if self.action == "frames":
             return f"frames {a['as']}"
+        if self.action == "drop_frame":
+            return f"drop_frame {a['as']} x{a['count']}"
+        if self.action == "reconnect":
+            return f"reconnect {a['as']}"
+        if self.action == "surface_replace":
+            return f"surface_replace {a['conversation']} at {a['expected_revision']}"
         if self.action == "inventory":
             return f"inventory {a['scope']}" if a.get("scope") else "inventory"
         return f"im_records {a['conversation']}"
@@ -345,12 +400,14 @@ def parse_scenario(
     for i, raw in enumerate(model.step, start=1):
         if raw.subscribe is not None:
             subscribed.add(raw.subscribe.as_)
-        if raw.frames is not None and raw.frames.as_ not in subscribed:
-            raise _invalid(
-                source,
-                [(i, f"step {i}: `frames.as`: no earlier step subscribes as {raw.frames.as_!r}")],
-                lines,
-            )
+        for action in ("frames", "drop_frame", "reconnect"):
+            named = getattr(raw, action)
+            if named is not None and named.as_ not in subscribed:
+                raise _invalid(
+                    source,
+                    [(i, f"step {i}: `{action}.as`: no earlier step subscribes as {named.as_!r}")],
+                    lines,
+                )
     steps = []
     for i, raw in enumerate(model.step, start=1):
         action = next(a for a in ACTIONS if getattr(raw, a) is not None)
@@ -361,7 +418,8 @@ def parse_scenario(
             else value.model_dump(by_alias=True)
         )
         line = lines[i - 1] if lines is not None and i - 1 < len(lines) else None
-        steps.append(Step(i, action, args, raw.expect, raw.note, raw.outbox_grew, line))
+        hosts = tuple(raw.hosts) if raw.hosts is not None else None
+        steps.append(Step(i, action, args, raw.expect, raw.note, raw.outbox_grew, line, hosts))
     header = model.scenario
     return Scenario(steps, header.host, header.description, source, header)
 

@@ -16,6 +16,7 @@ from lineup_runtime_lite.expect import Difference, compare, explain
 from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
 from lineup_runtime_lite.scenario import Scenario, Step
+from lineup_runtime_lite.surface_client import SurfaceClient
 from lineup_sdk.errors import LineupError
 
 __all__ = ["Simulation", "StepReport"]
@@ -75,7 +76,7 @@ class Simulation:
     clock: VirtualClock = field(default_factory=VirtualClock)
     rt: Runtime | None = None
     _tmp: Path | None = None
-    _frames: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _clients: dict[str, SurfaceClient] = field(default_factory=dict)
     #: What opening the runtime emitted before any step (recovery of a kept database).
     opened: list[dict[str, Any]] = field(default_factory=list)
 
@@ -193,22 +194,35 @@ class Simulation:
             return [{"revision": snap.revision, "data": snap.data}]
         if step.action == "subscribe":
             scope = self.resolve_scope(a["conversation"], a.get("scope"))
-            frames = self._frames.setdefault(a["as"], [])
-            rt.surface(a["conversation"], scope).subscribe(
-                lambda kind, snap: frames.append(
-                    {"frame": kind, "revision": snap.revision, "data": snap.data}
-                )
-            )
+            client = SurfaceClient(rt.surface(a["conversation"], scope))
+            self._clients[a["as"]] = client
+            client.start()
             rt.settle()  # listeners drain before frames are read
-            return list(frames)
-        if step.action == "frames":
-            if a["as"] not in self._frames:
+            return list(client.seen)
+        if step.action in ("frames", "drop_frame", "reconnect"):
+            known = self._clients.get(a["as"])
+            if known is None:
                 raise LineupError(
                     "scenario_invalid",
                     f"no subscription named {a['as']!r} (subscribe with `as` first)",
                 )
+            if step.action == "drop_frame":
+                known.drop_frames(a["count"])
+                return []
+            if step.action == "reconnect":
+                rt.settle()
+                known.reconnect()
             rt.settle()
-            return list(self._frames[a["as"]])
+            return list(known.seen)
+        if step.action == "surface_replace":
+            scope = self.resolve_scope(a["conversation"], a.get("scope"))
+            try:
+                rt.surface(a["conversation"], scope).replace(
+                    a["data"], expected_revision=a["expected_revision"]
+                )
+            except LineupError as exc:
+                return [{"error": {"code": exc.code, "message": exc.message}}]
+            return [{"ok": True}]
         if step.action == "inventory":
             tools = rt.inventory()
             if a.get("scope"):
@@ -241,6 +255,8 @@ class Simulation:
             if on_step is not None:
                 on_step(opening)
         for step in scenario.steps:
+            if not step.runs_on("python"):
+                continue  # a step for other Hosts (`hosts`)
             before = len(self.runtime().outbox.all()) if step.outbox_grew is not None else 0
             messages = self.act(step)
             report = StepReport(

@@ -26,6 +26,7 @@ from lineup_runtime_lite.decisions import (
     Change,
     Decision,
     IntentDelivered,
+    MoveSession,
     NewActivation,
     NewCall,
     NewIntent,
@@ -55,6 +56,7 @@ __all__ = [
     "host_event_action",
     "intent_delivered",
     "interrupt_delivery",
+    "move_dev_sessions",
     "next_delivery",
     "reject_call",
     "replace_session_data",
@@ -518,6 +520,42 @@ def _final(
 ) -> Decision:
     msg = make_message(call.call_id, call.scope, stage, now, result=result, error=error)
     return Decision((Record(msg),))
+
+
+# -- dev builds -----------------------------------------------------------------------------
+def move_dev_sessions(
+    sessions: Sequence[Session],
+    delivered: Mapping[str, Sequence[Call]],
+    dev_builds: set[str],
+    to_version: str,
+    now: int,
+) -> Decision | None:
+    """`lineup dev` rebuilt: every session pinned to an older dev build of the scope moves
+    to `to_version` (the one exception to pinning, SPEC 14); a call delivered to the old
+    build ends `delivery_interrupted` (at most once); session data stays as it is. None
+    when no session needs to move."""
+    changes: list[Change] = []
+    kick: list[str] = []
+    for session in sessions:
+        if session.version == to_version or session.version not in dev_builds:
+            continue
+        changes.append(MoveSession(session.app_session_id, session.version, to_version))
+        for call in delivered.get(session.app_session_id, ()):
+            changes.extend(
+                _final(
+                    call,
+                    now,
+                    error=error_body(
+                        "delivery_interrupted",
+                        f"{call.method} was delivered to a dev build that was replaced "
+                        "before it answered",
+                    ),
+                ).changes
+            )
+        kick.append(session.app_session_id)
+    if not changes:
+        return None
+    return Decision(tuple(changes), kick=tuple(kick))
 
 
 # -- session data ---------------------------------------------------------------------------

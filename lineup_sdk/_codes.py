@@ -299,6 +299,10 @@ CODES: dict[str, tuple[str, str]] = {
         "Session data changed since the revision the writer expected.",
         "Read the data again and retry with the new revision.",
     ),
+    "session_data_write_not_allowed": (
+        "A Surface cannot write session data this iteration: only handlers write it.",
+        "Change session data from a tool handler (`ctx.session_data.replace`); the Surface reads and subscribes.",
+    ),
     "session_data_invalid": (
         "Session data must be a JSON object.",
         "Pass a dict of JSON-compatible values.",

@@ -124,6 +124,7 @@ COMMANDS = (
     "trust",
     "run",
     "serve",
+    "dev",
     "diff",
     "docs",
     "test",

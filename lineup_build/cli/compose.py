@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lineup_build.dev import DevBuild, build_with_dev_key
 from lineup_build.trust import TrustStore
@@ -34,6 +34,7 @@ __all__ = [
     "report_worker_failures",
     "run_suite",
     "serve_state",
+    "start_dev",
 ]
 
 
@@ -239,3 +240,12 @@ def prepare_targets(
             "usage_invalid", f"scope(s) named more than once: {', '.join(twice)}", exit_code=2
         )
     return trust, prepared
+
+
+def start_dev(target: Path, **options: Any) -> Any:
+    """`lineup dev`: `lineup_runtime_lite.web.open_dev` (build with the dev key, install,
+    the dev Host and its watcher) with this command's report of worker failures."""
+    from lineup_runtime_lite import web  # usage_invalid without the extra
+
+    report_worker_failures()
+    return web.open_dev(target, **options)

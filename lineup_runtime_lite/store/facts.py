@@ -17,6 +17,7 @@ from lineup_runtime_lite.decisions import (
     Change,
     EndOperation,
     IntentDelivered,
+    MoveSession,
     NewActivation,
     NewCall,
     NewIMRecord,
@@ -94,6 +95,8 @@ class Facts(Protocol):
     def make_current(self, scope: str, version: str) -> None: ...
     def remove_app(self, scope: str) -> None: ...
     def set_meta(self, key: str, value: str) -> None: ...
+    def sessions_of(self, scope: str | None = None) -> list[Session]: ...
+    def dev_builds(self, scope: str) -> set[str]: ...
 
 
 class SqliteFacts:
@@ -416,6 +419,22 @@ class SqliteFacts:
     def set_meta(self, key: str, value: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
+    def sessions_of(self, scope: str | None = None) -> list[Session]:
+        """Every App session (of one scope), oldest first."""
+        rows = self.db.execute(
+            "SELECT * FROM app_sessions WHERE ? IS NULL OR scope=? ORDER BY created_ms, rowid",
+            (scope, scope),
+        ).fetchall()
+        return [_session(r) for r in rows]
+
+    def dev_builds(self, scope: str) -> set[str]:
+        """The versions of `scope` installed as local dev builds."""
+        prefix = f"dev_build:{scope}:"
+        rows = self.db.execute(
+            "SELECT key FROM meta WHERE substr(key, 1, ?)=?", (len(prefix), prefix)
+        ).fetchall()
+        return {str(r[0])[len(prefix) :] for r in rows}
+
     # -- writes --------------------------------------------------------------------------
     def apply(self, change: Change) -> None:
         """Write one guarded change.
@@ -554,6 +573,12 @@ class SqliteFacts:
                     change.created_ms,
                 ),
             )
+        elif isinstance(change, MoveSession):
+            cur = db.execute(
+                "UPDATE app_sessions SET version=? WHERE app_session_id=? AND version=?",
+                (change.to_version, change.app_session_id, change.from_version),
+            )
+            _guard(cur)
         elif isinstance(change, ReplaceSessionData):
             if change.expected_revision == 0:
                 cur = db.execute(

@@ -22,6 +22,7 @@ from lineup_runtime_lite.decisions import (
     Change,
     EndOperation,
     IntentDelivered,
+    MoveSession,
     NewActivation,
     NewCall,
     NewIMRecord,
@@ -520,6 +521,14 @@ class MemoryFacts:
     def set_meta(self, key: str, value: str) -> None:
         self._t.meta[key] = value
 
+    def sessions_of(self, scope: str | None = None) -> list[Session]:
+        rows = [r for r in self._t.sessions.values() if scope is None or r.scope == scope]
+        return [_session(r) for r in rows]
+
+    def dev_builds(self, scope: str) -> set[str]:
+        prefix = f"dev_build:{scope}:"
+        return {k[len(prefix) :] for k in self._t.meta if k.startswith(prefix)}
+
     # -- writes --------------------------------------------------------------------------
     def apply(self, change: Change) -> None:
         """Write one guarded change.
@@ -548,6 +557,11 @@ class MemoryFacts:
             act.state = "starting"
         elif isinstance(change, NewSession):
             self._new_session(change)
+        elif isinstance(change, MoveSession):
+            srow = t.sessions.get(change.app_session_id)
+            if srow is None or srow.version != change.from_version:
+                raise LostRace()
+            srow.version = change.to_version
         elif isinstance(change, NewActivation):
             if change.activation_id in t.activations:
                 raise ConstraintViolation(f"activations: {change.activation_id} exists")

@@ -32,7 +32,9 @@ SCENARIOS = {
     "blank": ["scenarios/hello.toml"],
     "todo": ["scenarios/add_list_complete.toml", "scenarios/complete_unknown_item.toml"],
 }
-PROJECT_FILES = {t: sorted([*COMMON_FILES, *SCENARIOS[t]]) for t in SCENARIOS}
+#: The Surface's browser test (the `lineup_dev` fixture) of the templates with a live Surface.
+BROWSER_TESTS = {"blank": [], "todo": ["tests/test_surface.py"]}
+PROJECT_FILES = {t: sorted([*COMMON_FILES, *SCENARIOS[t], *BROWSER_TESTS[t]]) for t in SCENARIOS}
 METHODS = {
     "blank": ["my_app.hello"],
     "todo": ["my_app.add", "my_app.complete", "my_app.list"],

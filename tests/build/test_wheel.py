@@ -48,6 +48,8 @@ def test_wheel_contents(wheel: Path) -> None:
     assert "lineup_build/_templates/todo/__package__/tools.py.jinja" in names
     assert "lineup_build/_templates/todo/.github/workflows/lineup.yml.jinja" in names
     assert "lineup_build/manifest.schema.json" in names
+    for asset in ("sdk.js", "host.html", "host.js", "host.css"):  # SPEC 14: in the wheel
+        assert f"lineup_runtime_lite/web/{asset}" in names
     for package in ("lineup_sdk", "lineup_build", "lineup_runtime_lite"):
         assert f"{package}/__init__.py" in names
         assert f"{package}/py.typed" in names

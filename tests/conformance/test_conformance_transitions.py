@@ -20,6 +20,7 @@ from lineup_runtime_lite.expect import compare
 from lineup_runtime_lite.install import Tool, load_tools
 from lineup_runtime_lite.scenario import Step, load_scenario
 from lineup_runtime_lite.store.records import Call
+from lineup_runtime_lite.surface_client import surface_write_refused
 from lineup_runtime_lite.validation import validator_for
 from lineup_sdk._receive import Dispatcher
 from lineup_sdk.context import Snapshot, ToolContext
@@ -43,10 +44,35 @@ class _SessionData:
         snap: Snapshot = self.replay.kit.replace_session_data(
             self.scope, self.sid, data, expected_revision
         )
-        for (conv, scope), frames in self.replay.subs:
+        for (conv, scope), client in self.replay.subs:
             if (conv, scope) == (self.conv, self.scope):
-                frames.append(_frame("session_data.changed", snap))
+                client.changed(
+                    snap, lambda: self.replay.kit.facts.session_data(self.scope, self.sid)
+                )
         return snap
+
+
+class _Client:
+    """The Surface SDK's client rules (TIS2-04) over synchronous frames: duplicates and
+    older revisions ignored; a gap (here: after a dropped frame) or a reconnect reads the
+    data again; `seen` is what the listener received."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.drop = 0
+
+    def deliver(self, kind: str, snap: Snapshot) -> None:
+        if not self.seen or snap.revision > self.seen[-1]["revision"]:
+            self.seen.append(_frame(kind, snap))
+
+    def changed(self, snap: Snapshot, current: Any) -> None:
+        if self.drop > 0:
+            self.drop -= 1
+            return
+        if self.seen and snap.revision > self.seen[-1]["revision"] + 1:
+            self.deliver("session_data.snapshot", current())  # drop, get, resubscribe
+            return
+        self.deliver("session_data.changed", snap)
 
 
 def _frame(kind: str, snap: Snapshot) -> dict[str, Any]:
@@ -63,10 +89,16 @@ class Replay:
         self.policy = policy
         self.dispatcher = dispatcher
         self.shown: list[dict[str, Any]] = []
-        self.subs: list[tuple[tuple[str, str], list[dict[str, Any]]]] = []
-        self.frames: dict[str, list[dict[str, Any]]] = {}
+        self.subs: list[tuple[tuple[str, str], _Client]] = []
+        self.frames: dict[str, _Client] = {}
 
     # -- the runtime's background work, run to quiescence ---------------------------------
+    def _current(self, conversation: str, scope: str) -> Snapshot:
+        session = self.kit.facts.session(conversation, scope)
+        if session is None:
+            return Snapshot(None, 0)
+        return self.kit.facts.session_data(scope, session.app_session_id)
+
     def settle(self) -> None:
         facts = self.kit.facts
         while True:
@@ -172,18 +204,23 @@ class Replay:
             return [{"revision": snap.revision, "data": snap.data}]
         if step.action == "subscribe":
             scope = self._scope(a)
-            frames = self.frames.setdefault(a["as"], [])
-            session = kit.facts.session(a["conversation"], scope)
-            snap = (
-                kit.facts.session_data(scope, session.app_session_id)
-                if session is not None
-                else Snapshot(None, 0)
-            )
-            frames.append(_frame("session_data.snapshot", snap))
-            self.subs.append(((a["conversation"], scope), frames))
-            return list(frames)
+            client = self.frames[a["as"]] = _Client()
+            client.deliver("session_data.snapshot", self._current(a["conversation"], scope))
+            self.subs.append(((a["conversation"], scope), client))
+            return list(client.seen)
         if step.action == "frames":
-            return list(self.frames[a["as"]])
+            return list(self.frames[a["as"]].seen)
+        if step.action == "drop_frame":
+            self.frames[a["as"]].drop += a["count"]
+            return []
+        if step.action == "reconnect":
+            client = self.frames[a["as"]]
+            (conv, scope) = next(k for k, c in self.subs if c is client)
+            client.deliver("session_data.snapshot", self._current(conv, scope))
+            return list(client.seen)
+        if step.action == "surface_replace":
+            err = surface_write_refused()
+            return [{"error": {"code": err.code, "message": err.message}}]
         if step.action == "inventory":
             tools = sorted(self.tools, key=lambda x: x.method)
             return [x.inventory() for x in tools if not a.get("scope") or x.scope == a["scope"]]
@@ -217,6 +254,8 @@ def test_fixture_at_the_transition_level(path: Path, bundles: dict[str, Path]) -
     replay = Replay(tools, scope, header.host, _dispatcher(header.app))
     failed = []
     for step in scenario.steps:
+        if not step.runs_on("python"):
+            continue
         before = len(replay.kit.facts.outbox_all())
         messages = replay.act(step)
         problems = (

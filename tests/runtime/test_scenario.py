@@ -67,6 +67,22 @@ def _invalid(doc: Any) -> str:
             {"step": [{"frames": {"as": "ui"}}, {"subscribe": {"conversation": "c", "as": "ui"}}]},
             "step 1: `frames.as`: no earlier step subscribes as 'ui'",
         ),
+        ({"step": [{"reconnect": {"as": "ui"}}]}, "`reconnect.as`: no earlier step subscribes"),
+        (
+            {
+                "step": [
+                    {"subscribe": {"conversation": "c", "as": "ui"}},
+                    {"drop_frame": {"as": "ui", "count": 0}},
+                ]
+            },
+            "step 2: `drop_frame.count`",
+        ),
+        ({"step": [{"call": CALL, "hosts": ["Web Host"]}]}, "`hosts`"),
+        ({"step": [{"call": CALL, "hosts": []}]}, "step 1: `hosts`"),
+        (
+            {"step": [{"surface_replace": {"conversation": "c", "data": {}}}]},
+            "`surface_replace.expected_revision`: missing",
+        ),
     ],
     ids=[
         "misspelled-params",
@@ -91,6 +107,11 @@ def _invalid(doc: Any) -> str:
         "no-steps",
         "old-steps-key",
         "frames-before-subscribe",
+        "reconnect-before-subscribe",
+        "drop-no-frame",
+        "bad-host-name",
+        "no-hosts",
+        "surface-replace-without-revision",
     ],
 )
 def test_scenario_invalid_names_the_step_and_key(doc: Any, says: str) -> None:

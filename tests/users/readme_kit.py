@@ -37,7 +37,7 @@ IGNORED = ("text",)
 #: Seconds one block (or one server's start) may take before the test fails.
 BLOCK_TIMEOUT_S = 300.0
 SERVER_READY_TIMEOUT_S = 90.0
-_READY = re.compile(r"^lineup serve: \d+ tools (over stdio|at http\S+)")
+_READY = re.compile(r"^lineup (serve: \d+ tools (over stdio|at http\S+)|dev: Host page: http\S+)")
 
 
 @dataclass(frozen=True)

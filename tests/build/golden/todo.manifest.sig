@@ -1,1 +1,1 @@
-{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"bwk5rM8GEXoapyN0wtWWWTR+Jf7hEEMclQ4qoSqkP5lohK4F18FEVM38Y1zenKeNlLpO4+Fu9Kz+CIQvdVTkCw=="}
+{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"/esJ5ooL5fCDsKTZu3kGBWSbZ3mGjSX2z7RCTT5U8DRV0tZX9XdBprOFLmsOMSXW0tzlQ3vhndHq6IXJbZ2kDQ=="}

@@ -1,0 +1,429 @@
+"""The two origins of the web dev Host (SPEC 14), as ASGI apps over a `DevHost`.
+
+- The **Host origin** serves the Host page, its JSON API and `/mcp` (serve's bridge). A
+  request needs the Host token: the `HttpOnly; SameSite=Strict` cookie set from `/?token=`
+  once, or `Authorization: Bearer`; `Host` and `Origin` are checked as `serve --http` does.
+- The **Surface origin** serves `/_lineup/sdk.js` (with `Access-Control-Allow-Origin`, so a
+  sandboxed frame can import it), `/s/<surface token>/...` (the instance's installed
+  `surface/`, with a Content Security Policy) and the bridge `/_lineup/bridge`. It
+  authenticates by the Surface token alone: a sandboxed frame's `Origin` is `null`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import mimetypes
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from lineup_runtime_lite.web._devhost import Binding, Connection, DevHost
+from lineup_sdk.errors import LineupError
+
+__all__ = ["COOKIE", "host_app", "surface_app", "web_asset"]
+
+COOKIE = "lineup_dev_token"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+
+#: The page a Surface is shown when its app has no `surface/index.html`.
+NO_SURFACE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>No Surface</title></head>
+<body><p>This MiniApp has no <code>surface/index.html</code>.</p>
+<script type="module">import { sdk } from "/_lineup/sdk.js"; sdk.host.ready();</script>
+</body></html>
+"""
+
+
+def web_asset(name: str) -> bytes:
+    """A file shipped in this package (`sdk.js`, `host.html`, `host.js`, `host.css`)."""
+    return resources.files("lineup_runtime_lite.web").joinpath(name).read_bytes()
+
+
+def _error(status: int, code: str, message: str, hint: str | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if hint:
+        body["hint"] = hint
+    return JSONResponse(body, status_code=status)
+
+
+def _lineup_error(exc: LineupError, status: int = 400) -> JSONResponse:
+    return _error(status, exc.code, exc.message, exc.hint)
+
+
+class Ports:
+    """The two listening ports, known once both sockets are bound."""
+
+    def __init__(self) -> None:
+        self.host = 0
+        self.surface = 0
+
+    @property
+    def host_origin(self) -> str:
+        return f"http://127.0.0.1:{self.host}"
+
+    @property
+    def surface_origin(self) -> str:
+        return f"http://127.0.0.1:{self.surface}"
+
+
+async def no_icon(request: Request) -> Response:
+    return Response(b"", status_code=204)
+
+
+# -- the Host origin -----------------------------------------------------------------------
+def host_app(dev: DevHost, ports: Ports, mcp_app: Any | None) -> Any:
+    """The Host origin's ASGI app (`mcp_app`: serve's `http_app`, mounted at `/mcp`)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    def authorized(request: Request) -> bool:
+        given = request.cookies.get(COOKIE, "")
+        bearer = request.headers.get("authorization", "")
+        token = dev.host_token
+        return hmac.compare_digest(given, token) or hmac.compare_digest(bearer, f"Bearer {token}")
+
+    def place_ok(request: Request) -> bool:
+        allowed = {f"{n}:{ports.host}" for n in LOOPBACK_NAMES}
+        if request.headers.get("host", "") not in allowed:
+            return False
+        origin = request.headers.get("origin")
+        return origin is None or origin in {f"http://{a}" for a in allowed}
+
+    async def page(request: Request) -> Response:
+        given = request.query_params.get("token")
+        if given is not None:
+            if not hmac.compare_digest(given, dev.host_token):
+                return PlainTextResponse("wrong token", status_code=401)
+            response = RedirectResponse("/", status_code=303)  # the token leaves the URL
+            response.set_cookie(COOKIE, dev.host_token, httponly=True, samesite="strict", path="/")
+            return response
+        if not authorized(request):
+            return PlainTextResponse(
+                "401: open the URL lineup dev printed (it carries the token once)", status_code=401
+            )
+        html = web_asset("host.html").decode("utf-8")
+        csp = (
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            f"frame-src {ports.surface_origin}; connect-src 'self'; frame-ancestors 'none'"
+        )
+        return Response(html, media_type="text/html", headers={"content-security-policy": csp})
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in ("host.js", "host.css"):
+            return PlainTextResponse("not found", status_code=404)
+        kind = "text/javascript" if name.endswith(".js") else "text/css"
+        return Response(web_asset(name), media_type=kind)
+
+    async def state(request: Request) -> Response:
+        since = request.query_params.get("since", "0")
+        body = await anyio.to_thread.run_sync(dev.state, int(since) if since.isdigit() else 0)
+        return JSONResponse(body)
+
+    async def surface(request: Request) -> Response:
+        try:
+            binding = await anyio.to_thread.run_sync(
+                dev.surface_token, request.query_params.get("instance", "")
+            )
+        except LineupError as exc:
+            return _lineup_error(exc, 404)
+        return JSONResponse({"url": f"{ports.surface_origin}/s/{binding.token}/index.html"})
+
+    async def body_of(request: Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise LineupError("usage_invalid", "the request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise LineupError("usage_invalid", "the request body is not a JSON object")
+        return body
+
+    async def call(request: Request) -> Response:
+        try:
+            body = await body_of(request)
+            answer = await anyio.to_thread.run_sync(
+                dev.call, body.get("conversation"), body.get("method"), body.get("params", {})
+            )
+        except LineupError as exc:
+            return _lineup_error(exc)
+        return JSONResponse(answer)
+
+    async def host_event(request: Request) -> Response:
+        try:
+            body = await body_of(request)
+            applied = await anyio.to_thread.run_sync(
+                dev.panel, str(body.get("button")), str(body.get("instance"))
+            )
+        except LineupError as exc:
+            return _lineup_error(exc)
+        return JSONResponse({"applied": applied})
+
+    async def fault(request: Request) -> Response:
+        if not dev.faults:
+            return PlainTextResponse("not found", status_code=404)
+        try:
+            body = await body_of(request)
+            count = dev.fault(
+                str(body.get("fault")), body.get("instance"), int(body.get("count", 1))
+            )
+        except (LineupError, ValueError, TypeError) as exc:
+            if isinstance(exc, LineupError):
+                return _lineup_error(exc)
+            return _error(400, "usage_invalid", "count must be an integer")
+        return JSONResponse({"bridges": count})
+
+    api = Starlette(
+        routes=[
+            Route("/", page),
+            Route("/favicon.ico", no_icon),
+            Route("/_lineup/{name}", asset),
+            Route("/_lineup/api/state", state),
+            Route("/_lineup/api/surface", surface),
+            Route("/_lineup/api/call", call, methods=["POST"]),
+            Route("/_lineup/api/host", host_event, methods=["POST"]),
+            Route("/_lineup/api/fault", fault, methods=["POST"]),
+        ]
+    )
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            if mcp_app is not None:
+                await mcp_app(scope, receive, send)
+                return
+            await api(scope, receive, send)
+            return
+        path = str(scope.get("path", ""))
+        if mcp_app is not None and (path == "/mcp" or path.startswith("/mcp/")):
+            await mcp_app(scope, receive, send)  # bearer token, Host and Origin: as serve
+            return
+        if scope["type"] == "http":
+            request = Request(scope, receive)
+            if not place_ok(request):
+                await PlainTextResponse("403: foreign Host or Origin", status_code=403)(
+                    scope, receive, send
+                )
+                return
+            if path != "/" and not authorized(request):
+                await _error(401, "unauthorized", "send the Host token (its cookie)")(
+                    scope, receive, send
+                )
+                return
+        await api(scope, receive, send)
+
+    return app
+
+
+# -- the Surface origin --------------------------------------------------------------------
+_CORS = {"access-control-allow-origin": "*"}
+
+
+def _surface_csp(ports: Ports) -> str:
+    s = ports.surface_origin
+    ws = s.replace("http://", "ws://", 1)
+    return (
+        f"default-src 'none'; script-src {s} 'unsafe-inline'; style-src {s} 'unsafe-inline'; "
+        f"img-src {s} data:; font-src {s}; connect-src {s} {ws}; "
+        f"frame-ancestors {ports.host_origin}; base-uri 'none'; form-action 'none'"
+    )
+
+
+def _inside(folder: Path, rel: str) -> Path | None:
+    """`folder/rel` when it stays inside `folder` (no `..`, no symlink out)."""
+    target = (folder / rel).resolve()
+    root = folder.resolve()
+    if target != root and root not in target.parents:
+        return None
+    return target if target.is_file() else None
+
+
+def surface_app(dev: DevHost, ports: Ports) -> Any:
+    """The Surface origin's ASGI app."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route, WebSocketRoute
+
+    async def sdk_js(request: Request) -> Response:
+        return Response(web_asset("sdk.js"), media_type="text/javascript", headers=dict(_CORS))
+
+    async def app_info(request: Request) -> Response:
+        binding = dev.binding(request.query_params.get("token", ""))
+        if binding is None:
+            return JSONResponse(
+                {"code": "usage_invalid", "message": "unknown Surface token"},
+                status_code=401,
+                headers=dict(_CORS),
+            )
+        info = await anyio.to_thread.run_sync(dev.app_info, binding)
+        return JSONResponse(info, headers=dict(_CORS))
+
+    async def page(request: Request) -> Response:
+        binding = dev.binding(request.path_params["token"])
+        if binding is None:
+            return PlainTextResponse("401: unknown Surface token", status_code=401)
+        rel = request.path_params["path"] or "index.html"
+        headers = {"content-security-policy": _surface_csp(ports), "cache-control": "no-store"}
+        folder = await anyio.to_thread.run_sync(dev.surface_folder, binding)
+        target = _inside(folder, rel) if folder is not None else None
+        if target is None:
+            if rel == "index.html":
+                return Response(NO_SURFACE, media_type="text/html", headers=headers)
+            return PlainTextResponse("not found", status_code=404)
+        kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        if target.suffix in (".js", ".mjs"):
+            kind = "text/javascript"
+        # a sandboxed frame's module scripts are CORS fetches from an opaque origin
+        return Response(target.read_bytes(), media_type=kind, headers={**headers, **_CORS})
+
+    async def bridge(ws: WebSocket) -> None:
+        binding = dev.binding(ws.query_params.get("token", ""))
+        if binding is None:
+            await ws.close(code=4401)
+            return
+        await ws.accept()
+        await _Bridge(dev, binding, ws).run()
+
+    routes = Starlette(
+        routes=[
+            Route("/_lineup/sdk.js", sdk_js),
+            Route("/favicon.ico", no_icon),
+            Route("/_lineup/app", app_info),
+            Route("/s/{token}/{path:path}", page),
+            WebSocketRoute("/_lineup/bridge", bridge),
+        ]
+    )
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            # Origin is `null` for a sandboxed frame, so only the Host header is checked
+            # here (DNS rebinding); the Surface token does the rest
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if host not in {f"{n}:{ports.surface}" for n in LOOPBACK_NAMES}:
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 4403})
+                    return
+                await PlainTextResponse("403: foreign Host", status_code=403)(scope, receive, send)
+                return
+        await routes(scope, receive, send)
+
+    return app
+
+
+class _Bridge:
+    """One Surface's bridge: `get`, `subscribe`, `unsubscribe` and `ready` of its instance;
+    frames pushed from listener threads are sent in order by one sender task."""
+
+    ALLOWED = ("get", "subscribe", "unsubscribe", "ready")
+
+    def __init__(self, dev: DevHost, binding: Binding, ws: WebSocket) -> None:
+        self.dev, self.binding, self.ws = dev, binding, ws
+        self.loop = asyncio.get_running_loop()
+        self.out: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.conn = Connection(binding, self._push_threadsafe)
+        self.conn.close_requested = lambda: self._push_threadsafe(None)
+        self.unsubscribe: dict[int, Any] = {}
+
+    def _push_threadsafe(self, msg: dict[str, Any] | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the connection is over
+            self.loop.call_soon_threadsafe(self.out.put_nowait, msg)
+
+    async def run(self) -> None:
+        self.dev.attach(self.conn)
+        sender = asyncio.ensure_future(self._send_loop())
+        try:
+            while True:
+                text = await self.ws.receive_text()
+                await self._handle(text)
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            self.dev.detach(self.conn)
+            for off in self.unsubscribe.values():
+                await anyio.to_thread.run_sync(off)
+            sender.cancel()
+
+    async def _send_loop(self) -> None:
+        while True:
+            msg = await self.out.get()
+            if msg is None:  # the fault seam closes this bridge
+                await self.ws.close(code=4000)
+                return
+            if msg.get("frame") == "session_data.changed" and self.conn.drop_changed > 0:
+                self.conn.drop_changed -= 1  # the fault seam drops it on the way
+                continue
+            await self.ws.send_text(json.dumps(msg))
+
+    def _reply(self, req_id: Any, result: Any = None, error: LineupError | None = None) -> None:
+        if error is not None:
+            body: dict[str, Any] = {"code": error.code, "message": error.message}
+            if error.hint:
+                body["hint"] = error.hint
+            self.out.put_nowait({"id": req_id, "error": body})
+        else:
+            self.out.put_nowait({"id": req_id, "result": result})
+
+    async def _handle(self, text: str) -> None:
+        try:
+            msg = json.loads(text)
+        except ValueError:
+            return
+        if not isinstance(msg, dict):
+            return
+        req_id, op = msg.get("id"), msg.get("op")
+        b, dev = self.binding, self.dev
+        try:
+            if op not in self.ALLOWED:
+                raise LineupError(
+                    "usage_invalid",
+                    f"the Surface bridge allows only get, subscribe and ready (not {str(op)[:40]!r})",
+                    hint="Agent tools are called by the Agent; foreground is the Host's",
+                )
+            what = msg.get("what", "session_data")
+            if op == "get":
+                if what == "operations":
+                    ops = await anyio.to_thread.run_sync(dev.operations, b)
+                    self._reply(req_id, {"operations": ops})
+                else:
+                    surface = dev.rt.surface(b.conversation_id, b.scope)
+                    snap = await anyio.to_thread.run_sync(surface.get)
+                    self._reply(req_id, {"revision": snap.revision, "data": snap.data})
+            elif op == "subscribe":
+                await self._subscribe(req_id, what)
+            elif op == "unsubscribe":
+                raw = msg.get("sub")
+                sub: int = raw if isinstance(raw, int) else -1
+                self.conn.operation_subs.discard(sub)
+                off = self.unsubscribe.pop(sub, None)
+                if off is not None:
+                    await anyio.to_thread.run_sync(off)
+                self._reply(req_id, {})
+            else:  # ready
+                applied = await anyio.to_thread.run_sync(dev.ready, b)
+                self._reply(req_id, {"applied": applied})
+        except LineupError as exc:
+            self._reply(req_id, error=exc)
+
+    async def _subscribe(self, req_id: Any, what: str) -> None:
+        if not isinstance(req_id, int):
+            raise LineupError("usage_invalid", "subscribe needs an integer id")
+        b = self.binding
+        if what == "operations":
+            self.conn.operation_subs.add(req_id)
+            ops = await anyio.to_thread.run_sync(self.dev.operations, b)
+            self._reply(req_id, {})
+            self.out.put_nowait({"sub": req_id, "frame": "operations", "operations": ops})
+            return
+        push = self._push_threadsafe
+
+        def listener(kind: str, snap: Any) -> None:
+            push({"sub": req_id, "frame": kind, "revision": snap.revision, "data": snap.data})
+
+        surface = self.dev.rt.surface(b.conversation_id, b.scope)
+        self.unsubscribe[req_id] = await anyio.to_thread.run_sync(surface.subscribe, listener)
+        self._reply(req_id, {})

@@ -1,0 +1,325 @@
+"""The web dev Host's state over one `Runtime` (SPEC 14): Surface tokens per instance, the
+timeline, Host events from the panel and from `sdk.host.ready()`, the test-only fault seam,
+and a rebuild that moves the dev build's sessions to the new build. No HTTP here: the ASGI
+apps in `_apps` call into this."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lineup_sdk.errors import LineupError
+
+if TYPE_CHECKING:
+    from lineup_runtime_lite.runtime import Runtime
+
+__all__ = ["FAULTS_ENV", "Binding", "DevHost", "faults_enabled"]
+
+log = logging.getLogger("lineup.dev")
+
+#: The test-only fault seam (drop a frame, close a bridge) is off unless this is `1`.
+FAULTS_ENV = "LINEUP_DEV_FAULTS"
+
+#: Panel buttons → the Host lifecycle event each sends (`close` only unloads the Surface).
+PANEL_EVENTS = {
+    "confirm": "foreground_confirmed",
+    "decline": "activation_failed",
+    "leave": "user_left",
+}
+
+
+def faults_enabled(env: dict[str, str] | None = None) -> bool:
+    """Whether `LINEUP_DEV_FAULTS=1` turned the fault seam on."""
+    return (env if env is not None else os.environ).get(FAULTS_ENV) == "1"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What one Surface token grants: `get`, `subscribe` and `ready` of this instance."""
+
+    token: str
+    conversation_id: str
+    scope: str
+    instance: str
+
+
+class Connection:
+    """A Surface bridge, as the dev Host sees it: where to push, and its fault counters."""
+
+    def __init__(self, binding: Binding, push: Callable[[dict[str, Any]], None]) -> None:
+        self.binding = binding
+        self.push = push
+        self.drop_changed = 0
+        self.close_requested: Callable[[], None] | None = None
+        self.operation_subs: set[int] = set()
+
+
+@dataclass
+class DevHost:
+    """One runtime shown to the author.
+
+    Args:
+        rt: The embedded runtime (its Host simulator on the `manual` policy: this Host sends
+            the events).
+        scope: The app being developed.
+        apps_dir: The runtime's apps folder (Surfaces are served from installed builds).
+        policy: `manual` (the author confirms foreground in the panel) or `auto` (a Surface's
+            `ready()` is followed by a confirmation).
+        rebuild: Builds the project again and returns the new bundle (the CLI's builder);
+            None: no rebuild on edit.
+        faults: The test-only fault seam (`LINEUP_DEV_FAULTS=1`).
+    """
+
+    rt: Runtime
+    scope: str
+    apps_dir: Path
+    policy: str = "manual"
+    rebuild: Callable[[], Path] | None = None
+    faults: bool = False
+    host_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    _bindings: dict[str, Binding] = field(default_factory=dict)
+    _by_instance: dict[str, Binding] = field(default_factory=dict)
+    _connections: set[Connection] = field(default_factory=set)
+    _timeline: list[dict[str, Any]] = field(default_factory=list)
+    _outbox_seen: int = 0
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _call_ids: Any = field(default_factory=lambda: itertools.count(1))
+    _session: str = field(default_factory=lambda: secrets.token_hex(3))
+    build: int = 1
+
+    # -- tokens --------------------------------------------------------------------------
+    def surface_token(self, instance: str) -> Binding:
+        """The Surface token of an instance (minted once; stable while the Host runs).
+
+        Raises:
+            LineupError: `usage_invalid` for an instance the runtime does not know.
+        """
+        with self._lock:
+            known = self._by_instance.get(instance)
+            if known is not None:
+                return known
+        for s in self.rt.sessions():
+            if s["instance"] == instance:
+                binding = Binding(
+                    secrets.token_urlsafe(24), s["conversation_id"], s["scope"], instance
+                )
+                with self._lock:
+                    self._bindings[binding.token] = binding
+                    self._by_instance[instance] = binding
+                return binding
+        raise LineupError("usage_invalid", f"no instance {instance!r}")
+
+    def binding(self, token: str) -> Binding | None:
+        """The instance a Surface token grants, or None."""
+        with self._lock:
+            return self._bindings.get(token)
+
+    def app_info(self, binding: Binding) -> dict[str, Any]:
+        """`sdk.app` of an instance."""
+        session = self._session_of(binding)
+        return {
+            "scope": binding.scope,
+            "appSessionId": session["app_session_id"] if session else None,
+            "conversationId": binding.conversation_id,
+            "instance": binding.instance,
+        }
+
+    def _session_of(self, binding: Binding) -> dict[str, Any] | None:
+        for s in self.rt.sessions(binding.scope):
+            if s["conversation_id"] == binding.conversation_id:
+                return s
+        return None
+
+    def surface_folder(self, binding: Binding) -> Path | None:
+        """The installed `surface/` of the build the instance's session runs."""
+        session = self._session_of(binding)
+        if session is None:
+            return None
+        folder = self.apps_dir / binding.scope / session["version"] / "surface"
+        return folder if folder.is_dir() else None
+
+    # -- what the Host page shows --------------------------------------------------------
+    def state(self, since: int = 0) -> dict[str, Any]:
+        """Conversations with their App instances, the Inventory, the timeline from `since`."""
+        self.poll()
+        conversations: dict[str, list[dict[str, Any]]] = {}
+        for s in self.rt.sessions():
+            conversations.setdefault(s["conversation_id"], []).append(s)
+        with self._lock:
+            timeline = self._timeline[since:]
+            total = len(self._timeline)
+        return {
+            "conversations": [
+                {"conversation_id": c, "instances": v} for c, v in conversations.items()
+            ],
+            "inventory": self.rt.inventory(),
+            "timeline": timeline,
+            "timeline_next": total,
+            "build": self.build,
+            "policy": self.policy,
+        }
+
+    def _note(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self._timeline.append(entry)
+
+    def poll(self) -> bool:
+        """Move new outbox messages into the timeline; True when there were any (then
+        Surfaces subscribed to operations are told)."""
+        with self._lock:
+            messages = self.rt.outbox.all()
+            fresh = messages[self._outbox_seen :]
+            self._outbox_seen = len(messages)
+            for m in fresh:
+                self._timeline.append({**m, "source": "agent"})
+        if fresh:
+            self.operations_changed()
+        return bool(fresh)
+
+    # -- the Agent console ---------------------------------------------------------------
+    def call(self, conversation: Any, method: Any, params: Any) -> dict[str, Any]:
+        """One console call with a fresh call_id; its answer (results arrive later too)."""
+        call_id = f"dev-{self._session}-{next(self._call_ids)}"
+        answer = self.rt.call(call_id, conversation, method, params)
+        self.poll()
+        return answer
+
+    # -- Host events ---------------------------------------------------------------------
+    def panel(self, button: str, instance: str) -> bool:
+        """A Host panel button for an instance: `confirm`, `decline`, `leave` (`close`
+        unloads the Surface in the page and sends nothing).
+
+        Raises:
+            LineupError: `usage_invalid` for an unknown button or instance.
+        """
+        if button == "close":
+            return False
+        if button not in PANEL_EVENTS:
+            raise LineupError(
+                "usage_invalid", f"unknown panel button {button!r}", hint="confirm, decline, leave"
+            )
+        binding = self.surface_token(instance)
+        return self._event(PANEL_EVENTS[button], binding)
+
+    def ready(self, binding: Binding) -> bool:
+        """`sdk.host.ready()`: the Host (this server, not the Surface) emits
+        `surface_loaded` for the instance, then, on the `auto` policy, confirms it."""
+        applied = self._event("surface_loaded", binding)
+        if self.policy == "auto":
+            applied = self._event("foreground_confirmed", binding) or applied
+        return applied
+
+    def _event(self, event: str, binding: Binding) -> bool:
+        applied = self.rt.host.event(
+            event,
+            conversation=binding.conversation_id,
+            scope=binding.scope,
+            instance=binding.instance,
+        )
+        self._note(
+            {
+                "source": "host",
+                "event": event,
+                "conversation_id": binding.conversation_id,
+                "instance": binding.instance,
+                "applied": applied,
+            }
+        )
+        self.poll()
+        return applied
+
+    # -- Surface bridges -----------------------------------------------------------------
+    def attach(self, conn: Connection) -> None:
+        with self._lock:
+            self._connections.add(conn)
+
+    def detach(self, conn: Connection) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+
+    def _connections_of(self, instance: str | None) -> list[Connection]:
+        with self._lock:
+            return [
+                c for c in self._connections if instance is None or c.binding.instance == instance
+            ]
+
+    def operations(self, binding: Binding) -> list[dict[str, Any]]:
+        return self.rt.surface(binding.conversation_id, binding.scope).operations()
+
+    def operations_changed(self) -> None:
+        """Push the operation facts to every Surface subscribed to them."""
+        for conn in self._connections_of(None):
+            if not conn.operation_subs:
+                continue
+            try:
+                ops = self.operations(conn.binding)
+            except LineupError:
+                continue
+            for sub in list(conn.operation_subs):
+                conn.push({"sub": sub, "frame": "operations", "operations": ops})
+
+    # -- the fault seam ------------------------------------------------------------------
+    def fault(self, kind: str, instance: str | None, count: int = 1) -> int:
+        """Test-only (`LINEUP_DEV_FAULTS=1`): `drop_frame` drops the next `count` change
+        frames of the instance's bridges; `reconnect` closes them. Returns how many bridges.
+
+        Raises:
+            LineupError: `usage_invalid` when the seam is off or the fault is unknown.
+        """
+        if not self.faults:
+            raise LineupError(
+                "usage_invalid",
+                "the dev Host's fault seam is off",
+                hint=f"start lineup dev with {FAULTS_ENV}=1 (tests only)",
+            )
+        conns = self._connections_of(instance)
+        if kind == "drop_frame":
+            for c in conns:
+                c.drop_changed += count
+        elif kind == "reconnect":
+            for c in conns:
+                if c.close_requested is not None:
+                    c.close_requested()
+        else:
+            raise LineupError(
+                "usage_invalid", f"unknown fault {kind!r}", hint="drop_frame, reconnect"
+            )
+        return len(conns)
+
+    # -- rebuild on edit -----------------------------------------------------------------
+    def rebuilt(self) -> dict[str, Any]:
+        """The project changed: build, install as a dev build, move the dev sessions to it
+        (in-flight deliveries end `delivery_interrupted`), and reload every open Surface.
+
+        Raises:
+            LineupError: the build's problem (the previous build keeps running).
+        """
+        assert self.rebuild is not None
+        bundle = self.rebuild()
+        installed = self.rt.install(bundle, dev_build=True)
+        moved = self.rt.move_dev_sessions(self.scope) if installed.action != "unchanged" else 0
+        self.poll()
+        if installed.action != "unchanged":
+            self.build += 1
+            for conn in self._connections_of(None):
+                conn.push({"type": "reload"})
+        entry = {
+            "source": "build",
+            "version": installed.version,
+            "action": installed.action,
+            "moved_sessions": moved,
+        }
+        self._note(entry)
+        return entry
+
+    def build_failed(self, exc: LineupError) -> None:
+        self._note(
+            {"source": "build", "action": "failed", "code": exc.code, "message": exc.message}
+        )

@@ -1,0 +1,139 @@
+"""Serving the dev Host: two loopback sockets (the Host origin on the asked port, or the
+next free one; the Surface origin on the next free port after it), one event loop."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lineup_runtime_lite.web._apps import Ports, host_app, surface_app
+from lineup_runtime_lite.web._devhost import DevHost
+from lineup_sdk.errors import LineupError
+
+__all__ = ["DEFAULT_PORT", "DevUrls", "bind_free", "serve_dev"]
+
+DEFAULT_PORT = 8765
+#: How many ports after the asked one are tried before giving up.
+PORT_TRIES = 50
+
+
+@dataclass(frozen=True)
+class DevUrls:
+    """Where the dev Host listens, and the URL that sets its cookie (with the token)."""
+
+    host_origin: str
+    surface_origin: str
+    open_url: str
+    mcp_url: str
+
+
+def bind_free(port: int, *, exclude: int = -1) -> socket.socket:
+    """A listening loopback socket on `port` or the next free one (`port` 0: any).
+
+    Raises:
+        LineupError: `usage_invalid` when none of the next ports is free.
+    """
+    candidates = [0] if port == 0 else range(port, min(port + PORT_TRIES, 65536))
+    for candidate in candidates:
+        if candidate == exclude:
+            continue
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            sock.close()
+            continue
+        sock.listen(128)
+        return sock
+    raise LineupError(
+        "usage_invalid",
+        f"no free port in {port}-{port + PORT_TRIES - 1} on 127.0.0.1",
+        hint="pass --port N",
+        exit_code=2,
+    )
+
+
+def serve_dev(
+    dev: DevHost,
+    port: int = DEFAULT_PORT,
+    *,
+    mcp_app: Callable[[str], Any] | None = None,
+    on_ready: Callable[[DevUrls], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Serve the Host page (and `/mcp`, `mcp_app(token)`) and the Surface origin until
+    interrupted or `stop` is set. `on_ready` runs once both listen."""
+    import anyio
+    import uvicorn
+
+    host_sock = bind_free(port)
+    try:
+        surface_sock = bind_free(host_sock.getsockname()[1] + 1 if port else 0)
+    except BaseException:
+        host_sock.close()
+        raise
+    ports = Ports()
+    ports.host = host_sock.getsockname()[1]
+    ports.surface = surface_sock.getsockname()[1]
+    mcp = mcp_app(dev.host_token) if mcp_app is not None else None
+    servers = [
+        uvicorn.Server(
+            uvicorn.Config(
+                host_app(dev, ports, mcp),
+                log_level="warning",
+                lifespan="on" if mcp is not None else "off",
+            )
+        ),
+        uvicorn.Server(
+            uvicorn.Config(
+                surface_app(dev, ports), log_level="warning", lifespan="off", ws="websockets-sansio"
+            )
+        ),
+    ]
+    urls = DevUrls(
+        ports.host_origin,
+        ports.surface_origin,
+        f"{ports.host_origin}/?token={dev.host_token}",
+        f"{ports.host_origin}/mcp",
+    )
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                while not any(s.should_exit for s in servers):
+                    if stop is not None and stop.is_set():
+                        break
+                    await anyio.sleep(0.05)
+                for s in servers:
+                    s.should_exit = True
+
+            async def ready() -> None:
+                while not all(s.started for s in servers):
+                    if any(s.should_exit for s in servers):
+                        return
+                    await anyio.sleep(0.01)
+                if on_ready is not None:
+                    on_ready(urls)
+
+            async def timeline() -> None:  # receipts and results reach the page live
+                while not any(s.should_exit for s in servers):
+                    await anyio.to_thread.run_sync(dev.poll)
+                    await anyio.sleep(0.2)
+
+            tg.start_soon(watch)
+            tg.start_soon(ready)
+            tg.start_soon(timeline)
+            async with anyio.create_task_group() as inner:
+                inner.start_soon(lambda: servers[0].serve(sockets=[host_sock]))
+                inner.start_soon(lambda: servers[1].serve(sockets=[surface_sock]))
+            tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(main)
+    finally:
+        host_sock.close()
+        surface_sock.close()
