@@ -10,10 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from lineup_build.cli._options import IsolationOpt, checked_isolation
 from lineup_sdk.errors import LineupError
-
-#: Session isolation modes `--isolation` takes; `session` arrives with issue 22.
-ISOLATION = ("app",)
 
 
 def _say(text: str) -> None:
@@ -59,13 +57,7 @@ def register(app: typer.Typer) -> None:
                 "sdk.host.ready() is confirmed at once."
             ),
         ] = "manual",
-        isolation: Annotated[
-            str,
-            typer.Option(
-                help="Worker isolation: app (one worker per app version; `session` comes "
-                "with per-session workers)."
-            ),
-        ] = "app",
+        isolation: IsolationOpt = None,
         open_browser: Annotated[
             bool | None,
             typer.Option(
@@ -90,13 +82,7 @@ def register(app: typer.Typer) -> None:
             raise LineupError(
                 "usage_invalid", f"--host {host!r} must be auto or manual", exit_code=2
             )
-        if isolation not in ISOLATION:
-            raise LineupError(
-                "usage_invalid",
-                f"--isolation {isolation!r} is not available",
-                hint="only --isolation app for now (per-session workers are not there yet)",
-                exit_code=2,
-            )
+        isolation = checked_isolation(isolation)
         from lineup_sdk.sandbox import check_mode
 
         check_mode(sandbox)
@@ -112,7 +98,9 @@ def register(app: typer.Typer) -> None:
                     f"rebuilt {entry['version']} ({entry['action']}); moved {entry['moved_sessions']} session(s)"
                 )
 
-        session = start_dev(project, db=db, policy=host, sandbox=sandbox, on_build=built)
+        session = start_dev(
+            project, db=db, policy=host, sandbox=sandbox, isolation=isolation, on_build=built
+        )
         _say(f"state in {session.db}")
         want_open = should_open(open_browser, dict(os.environ), sys.stdout.isatty())
         from lineup_runtime_lite import web

@@ -12,6 +12,7 @@ until the head is complete):
 - **idle**: a connection with no request in progress closes after 60 s (uvicorn's
   keep-alive timer, armed after each response). A request in progress — a long-running
   answer, an SSE stream, a task result — is never cut;
+- A connection upgraded to a WebSocket leaves these limits to its own protocol.
 - **unauthenticated**: at most 64 connections that have not yet sent a request with the
   bearer token; one more closes the oldest of them, so idle attackers can never hold the
   slots (and descriptors) a legitimate client needs. A connection that authenticated once
@@ -31,7 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HttpLimits", "bearer", "guarded_protocol", "raise_descriptor_limit", "uvicorn_options"]
+__all__ = [
+    "Authenticated",
+    "HttpLimits",
+    "bearer",
+    "guarded_protocol",
+    "raise_descriptor_limit",
+    "uvicorn_options",
+]
 
 
 @dataclass(frozen=True)
@@ -55,23 +63,23 @@ def raise_descriptor_limit() -> int:
 
 
 Headers = list[tuple[bytes, bytes]]
+#: Whether a request (its decoded path, query string and headers) carries a credential.
+Authenticated = Callable[[str, bytes, Headers], bool]
 
 
-def bearer(token: str) -> Callable[[Headers], bool]:
+def bearer(token: str) -> Authenticated:
     """A request is authenticated when it carries `Authorization: Bearer <token>`."""
     expected = f"Bearer {token}".encode()
 
-    def check(headers: Headers) -> bool:
+    def check(path: str, query: bytes, headers: Headers) -> bool:
         return hmac.compare_digest(dict(headers).get(b"authorization", b""), expected)
 
     return check
 
 
-def guarded_protocol(
-    limits: HttpLimits, authenticated: Callable[[Headers], bool]
-) -> type[asyncio.Protocol]:
+def guarded_protocol(limits: HttpLimits, authenticated: Authenticated) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with the limits above; a connection counts as authenticated
-    once `authenticated(headers)` holds for a request on it."""
+    once `authenticated(path, query, headers)` holds for a request on it."""
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -99,6 +107,10 @@ def guarded_protocol(
             if self._phase == "idle":  # the first byte of the next request: its head timer
                 self._arm("head", limits.head_s)
             super().data_received(data)
+            if self.transport.get_protocol() is not self:  # upgraded to a WebSocket
+                self._disarm()  # its own protocol keeps it alive or ends it from here
+                strangers.pop(id(self), None)
+                return
             self._follow()
 
         def on_response_complete(self) -> None:
@@ -122,7 +134,8 @@ def guarded_protocol(
                 self._phase = "busy"
 
         def _check_token(self) -> None:
-            if authenticated(self.headers):
+            scope = self.scope
+            if authenticated(str(scope["path"]), bytes(scope["query_string"]), self.headers):
                 self._authenticated = True
                 strangers.pop(id(self), None)
 
@@ -145,6 +158,6 @@ def guarded_protocol(
     return Guarded
 
 
-def uvicorn_options(limits: HttpLimits, authenticated: Callable[[Headers], bool]) -> dict[str, Any]:
+def uvicorn_options(limits: HttpLimits, authenticated: Authenticated) -> dict[str, Any]:
     """The `uvicorn.Config` keyword arguments that put these limits in force."""
     return {"http": guarded_protocol(limits, authenticated), "timeout_keep_alive": limits.idle_s}

@@ -3,13 +3,25 @@ next free one; the Surface origin on the next free port after it), one event loo
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
+from urllib.parse import parse_qs
 
-from lineup_runtime_lite.web._apps import Ports, host_app, surface_app
+from lineup_runtime_lite.serve._limits import (
+    Authenticated,
+    Headers,
+    HttpLimits,
+    bearer,
+    raise_descriptor_limit,
+    uvicorn_options,
+)
+from lineup_runtime_lite.web._apps import COOKIE, Ports, host_app, surface_app
 from lineup_runtime_lite.web._devhost import DevHost
 from lineup_sdk.errors import LineupError
 
@@ -56,6 +68,35 @@ def bind_free(port: int, *, exclude: int = -1) -> socket.socket:
     )
 
 
+def _host_credential(dev: DevHost) -> Authenticated:
+    """The Host origin: the Host token as bearer (`/mcp`), cookie or `?token=`."""
+    bearer_ok = bearer(dev.host_token)
+
+    def check(path: str, query: bytes, headers: Headers) -> bool:
+        if bearer_ok(path, query, headers):
+            return True
+        cookies = SimpleCookie()
+        with contextlib.suppress(CookieError, UnicodeDecodeError):
+            cookies.load(dict(headers).get(b"cookie", b"").decode("latin-1"))
+        given = cookies[COOKIE].value if COOKIE in cookies else ""
+        given = given or parse_qs(query.decode("latin-1")).get("token", [""])[0]
+        return hmac.compare_digest(given.encode(), dev.host_token.encode())
+
+    return check
+
+
+def _surface_credential(dev: DevHost) -> Authenticated:
+    """The Surface origin: a live Surface token in the path (`/s/<token>/...`) or query."""
+
+    def check(path: str, query: bytes, headers: Headers) -> bool:
+        parts = path.split("/")
+        token = parts[2] if len(parts) > 2 and parts[1] == "s" else ""
+        token = token or parse_qs(query.decode("latin-1")).get("token", [""])[0]
+        return bool(token) and dev.binding(token) is not None
+
+    return check
+
+
 def serve_dev(
     dev: DevHost,
     port: int = DEFAULT_PORT,
@@ -63,9 +104,12 @@ def serve_dev(
     mcp_app: Callable[[str], Any] | None = None,
     on_ready: Callable[[DevUrls], None] | None = None,
     stop: threading.Event | None = None,
+    limits: HttpLimits | None = None,
 ) -> None:
     """Serve the Host page (and `/mcp`, `mcp_app(token)`) and the Surface origin until
-    interrupted or `stop` is set. `on_ready` runs once both listen."""
+    interrupted or `stop` is set, both with the HTTP limits of SPEC 13.2 (a connection
+    counts as authenticated once it shows the Host token, or on the Surface origin a
+    Surface token). `on_ready` runs once both listen."""
     import anyio
     import uvicorn
 
@@ -79,17 +123,23 @@ def serve_dev(
     ports.host = host_sock.getsockname()[1]
     ports.surface = surface_sock.getsockname()[1]
     mcp = mcp_app(dev.host_token) if mcp_app is not None else None
+    raise_descriptor_limit()
     servers = [
         uvicorn.Server(
             uvicorn.Config(
                 host_app(dev, ports, mcp),
                 log_level="warning",
                 lifespan="on" if mcp is not None else "off",
+                **uvicorn_options(limits or HttpLimits(), _host_credential(dev)),
             )
         ),
         uvicorn.Server(
             uvicorn.Config(
-                surface_app(dev, ports), log_level="warning", lifespan="off", ws="websockets-sansio"
+                surface_app(dev, ports),
+                log_level="warning",
+                lifespan="off",
+                ws="websockets-sansio",
+                **uvicorn_options(limits or HttpLimits(), _surface_credential(dev)),
             )
         ),
     ]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_build.dev import build_with_dev_key
+from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
 from lineup_runtime_lite.web._devhost import DevHost, faults_enabled
 from lineup_runtime_lite.web._watch import Watcher
 from lineup_sdk.errors import LineupError
@@ -59,13 +60,15 @@ def open_dev(
     db: Path | None = None,
     policy: str = "manual",
     sandbox: str = "best_effort",
+    isolation: str = DEFAULT_ISOLATION,
     clock: Any = None,
     watch: bool = True,
     faults: bool | None = None,
     on_build: Any = None,
 ) -> DevSession:
     """`lineup dev`: build the project folder with its dev key, install it into an
-    embedded runtime (the real clock unless `clock` is given: the test seam) and put the
+    embedded runtime (`isolation` as `Runtime.open`'s; the real clock unless `clock` is
+    given: the test seam) and put the
     dev Host over it; with `watch`, an edit rebuilds and moves the dev sessions to the new
     build. `on_build(entry)` hears each rebuild (the CLI prints it).
 
@@ -98,6 +101,7 @@ def open_dev(
         host=HostSimulator("manual"),  # the dev Host sends the events (its policy below)
         apps_dir=apps_dir,
         sandbox=sandbox,
+        isolation=isolation,
     )
     try:
         rt.install(first.bundle, dev_build=True)

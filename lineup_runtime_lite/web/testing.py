@@ -75,8 +75,9 @@ class DevServer:
     @classmethod
     def start(cls, project: str | Path, **options: Any) -> DevServer:
         """Open the project as `lineup dev` does (`open_dev` options: `db`, `policy`,
-        `clock`, `watch`, `faults`, `sandbox`) and serve it; returns once both origins
-        listen."""
+        `clock`, `watch`, `faults`, `sandbox`, `isolation`; and `limits`, the HTTP limits)
+        and serve it; returns once both origins listen."""
+        limits = options.pop("limits", None)
         session = open_dev(Path(project), **options)
         ready = threading.Event()
         stop = threading.Event()
@@ -90,7 +91,12 @@ class DevServer:
         def run() -> None:
             try:
                 serve_dev(
-                    session.host, 0, mcp_app=mcp_app(session.rt), on_ready=on_ready, stop=stop
+                    session.host,
+                    0,
+                    mcp_app=mcp_app(session.rt),
+                    on_ready=on_ready,
+                    stop=stop,
+                    limits=limits,
                 )
             except BaseException as exc:
                 errors.append(exc)

@@ -17,7 +17,7 @@ from tests.cli_kit import run_cli
     ("args", "needle"),
     [
         (["--host", "sometimes"], "--host"),
-        (["--isolation", "session"], "--isolation"),
+        (["--isolation", "conversation"], "isolation"),
         (["--sandbox", "maybe"], "sandbox"),
     ],
     ids=["host", "isolation", "sandbox"],
