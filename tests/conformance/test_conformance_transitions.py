@@ -1,5 +1,6 @@
 """Replay every conformance fixture at the transition level: a small synchronous
-interpreter over `MemoryFacts` and the pure transitions (no loop, workers or SQLite), with
+interpreter over the test kit (the production steps and transitions on SQLite `:memory:`;
+no loop, workers or Host), with
 SDK-delivered calls run in-process through `lineup_sdk`'s dispatcher and their session data
 read and replaced through the transitions. The events must match the fixture's expected
 events exactly as the runtime replay's do (`test_conformance.py`)."""
