@@ -463,3 +463,16 @@ def test_a_second_final_of_the_other_stage_is_refused() -> None:
     assert kit.interrupt(delivered) is not None  # recovery: delivery_interrupted
     late = kit.answer(delivered, reply={"ok": True, "result": 1})  # the reply arrives anyway
     assert late is None, [m["stage"] for m in kit.facts.messages("a1")]
+
+
+def test_a_call_for_an_app_not_running_is_answered_and_stored() -> None:
+    """The kit's acceptance is the engine's (`steps.accept`): `app_not_running`, stored
+    with its answer, and nothing started."""
+    kit = Kit(TOOLS)
+    decision = kit.call(event("n1", "c1", "notes.count"))
+    assert decision is not None and decision.answer is not None
+    assert decision.answer["error"]["code"] == "app_not_running"
+    assert [m["stage"] for m in kit.facts.messages("n1")] == ["error"]
+    assert kit.facts.session("c1", "notes") is None
+    assert kit.facts.activations_to_drive() == []
+    kit.close()
