@@ -1,7 +1,8 @@
-"""The test kit, the Hypothesis model, the transition-level fixture replay and the runtime
-itself run the production decision: change one transition's answer (`app_not_running`,
-in `transitions.accept_call`) and every one of their checks fails (issue 23, "Tests that
-must exist"). Each suite runs in-process on a small example set."""
+"""The test kit, the Hypothesis model, the in-process fixture replay (the production runtime
+with an in-process worker) and the runtime itself run the production decision: change one
+transition's answer (`app_not_running`, in `transitions.accept_call`) and every one of
+their checks fails (issue 23, "Tests that must exist"). Each suite runs in-process on a
+small example set."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def mutated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_the_suites_pass_unmutated(bundles: dict[str, Path]) -> None:  # noqa: F811
     model_tests.test_a_call_for_an_app_not_running_is_answered_and_stored()
     run_state_machine_as_test(model_tests.Machine, settings=SMALL)
-    replay_tests.test_fixture_at_the_transition_level(FIXTURE, bundles)
+    replay_tests.replay_in_process(FIXTURE, bundles)
 
 
 @pytest.mark.usefixtures("mutated")
@@ -81,7 +82,7 @@ def test_the_fixture_replay_runs_the_production_decision(
     bundles: dict[str, Path],  # noqa: F811
 ) -> None:
     with pytest.raises(AssertionError, match="app_not_running"):
-        replay_tests.test_fixture_at_the_transition_level(FIXTURE, bundles)
+        replay_tests.replay_in_process(FIXTURE, bundles)
 
 
 @pytest.mark.usefixtures("mutated")
