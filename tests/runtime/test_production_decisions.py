@@ -1,4 +1,5 @@
-"""The test kit, the Hypothesis model, the in-process fixture replay (the production runtime
+"""The test kit, the Hypothesis models (of the kit and of the runtime), the in-process
+fixture replay (the production runtime
 with an in-process worker) and the runtime itself run the production decision: change one
 transition's answer (`app_not_running`, in `transitions.accept_call`) and every one of
 their checks fails (issue 23, "Tests that must exist"). Each suite runs in-process on a
@@ -21,6 +22,7 @@ from lineup_runtime_lite.runtime import Runtime
 from lineup_runtime_lite.store.records import Activation, Session
 from tests.conformance import test_conformance_transitions as replay_tests
 from tests.conformance.test_conformance import FIXTURES, bundles  # noqa: F401
+from tests.runtime import test_engine_model as engine_model_tests
 from tests.runtime import test_transitions_model as model_tests
 
 #: The fixture whose steps include a call answered `app_not_running`.
@@ -62,6 +64,7 @@ def mutated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_the_suites_pass_unmutated(bundles: dict[str, Path]) -> None:  # noqa: F811
     model_tests.test_a_call_for_an_app_not_running_is_answered_and_stored()
     run_state_machine_as_test(model_tests.Machine, settings=SMALL)
+    run_state_machine_as_test(engine_model_tests.Machine, settings=SMALL)
     replay_tests.replay_in_process(FIXTURE, bundles)
 
 
@@ -75,6 +78,12 @@ def test_the_kit_runs_the_production_decision() -> None:
 def test_the_model_runs_the_production_decision() -> None:
     with pytest.raises(AssertionError):
         run_state_machine_as_test(model_tests.Machine, settings=SMALL)
+
+
+@pytest.mark.usefixtures("mutated")
+def test_the_engine_model_runs_the_production_decision() -> None:
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(engine_model_tests.Machine, settings=SMALL)
 
 
 @pytest.mark.usefixtures("mutated")
