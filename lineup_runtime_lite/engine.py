@@ -1,8 +1,9 @@
 """The runtime's engine on one asyncio loop: the composition root of the drivers.
 
 It routes Agent calls (`drivers.steps.accept` reads a call's facts and asks
-`transitions.decide_call` inside one savepoint of a group commit), performs every decision's effects after its COMMIT, and owns
-the Registry, the waiters for final answers and the background tasks (SPEC 5.2, 5.6).
+`transitions.decide_call` inside one savepoint of a group commit), performs every
+decision's effects after its COMMIT, and owns the Registry, the waiters for final answers
+and the background tasks (SPEC 5.2, 5.6).
 """
 
 from __future__ import annotations
