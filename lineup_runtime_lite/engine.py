@@ -1,8 +1,9 @@
 """The runtime's engine on one asyncio loop: the composition root of the drivers.
 
-It routes Agent calls (reading facts and asking `transitions.accept_call` inside one
-savepoint of a group commit), performs every decision's effects after its COMMIT, and owns
-the Registry, the waiters for final answers and the background tasks (SPEC 5.2, 5.6).
+It routes Agent calls (`drivers.steps.accept` reads a call's facts and asks
+`transitions.decide_call` inside one savepoint of a group commit), performs every
+decision's effects after its COMMIT, and owns the Registry, the waiters for final answers
+and the background tasks (SPEC 5.2, 5.6).
 """
 
 from __future__ import annotations
@@ -20,22 +21,23 @@ from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S, ValidatorPool
 from lineup_runtime_lite.clock import Clock
 from lineup_runtime_lite.decisions import Decision, NewCall, NewIntent
+from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.activation import ActivationDriver
 from lineup_runtime_lite.drivers.commit import GroupCommit
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
 from lineup_runtime_lite.drivers.host import HostRelay
 from lineup_runtime_lite.drivers.timers import Timers
 from lineup_runtime_lite.drivers.workers import WorkerPool
-from lineup_runtime_lite.handlers import HandlerContext, RuntimeHandler
+from lineup_runtime_lite.handlers import RuntimeHandler
 from lineup_runtime_lite.install import Tool, load_tools
-from lineup_runtime_lite.messages import FINAL_STAGES, error_body
-from lineup_runtime_lite.params import Envelope, schema_rejection
+from lineup_runtime_lite.messages import FINAL_STAGES
+from lineup_runtime_lite.params import Envelope
 from lineup_runtime_lite.pomodoro import HANDLERS
 from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
 from lineup_runtime_lite.store.records import Session
 from lineup_runtime_lite.store.sqlite import Store
-from lineup_runtime_lite.validation import Checked, Unchecked, check_value, clip, validator_for
+from lineup_runtime_lite.validation import Checked, check_value, clip, validator_for
 from lineup_runtime_lite.workers import WorkerOptions
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
@@ -225,7 +227,6 @@ class Engine:
         now = self.now()
         call_id = env.call_id
         tool = self.registry.get(env.method)
-        scope = tool.scope if tool else env.method.split(".")[0]
         ev = t.CallEvent(call_id, env.conversation_id, env.method, env.params_json, env.fingerprint)
         if tool is not None and (problems is None or checked_tool is not tool):
             # installed in between: check here, a schema that is not plain off this loop
@@ -236,57 +237,31 @@ class Engine:
                     input_problems, tool, env.params, self.validators
                 )
         fast: list[Session] = []
+        asked: list[Session] = []  # the session the step asked `idle` about (its read)
         fut = self._wait_final(call_id)
 
+        def idle(tx: Facts, session: Session, method: str) -> bool:
+            asked.append(session)
+            return self.delivery.idle(session, method)
+
+        accept = steps.accept(
+            ev,
+            tool,
+            problems,
+            self.handlers,
+            now=now,
+            timeout_ms=self.activation_timeout_ms,
+            draw_ids=_fresh_ids,
+            idle=idle,
+            tools_of=self.tools_of,
+            methods_for=self.methods_for,
+        )
+
         def step(tx: Facts) -> Decision:
-            existing = tx.call(call_id)
-            if existing is not None:
-                return t.retried_call(existing, ev, scope, now)
-            if tool is None:
-                body = error_body("unknown_method", f"no installed app declares {env.method!r}")
-                return t.reject_call(call_id, scope, body, now)
-            if isinstance(problems, Unchecked):
-                message = (
-                    f"params of {env.method} could not be validated within the "
-                    f"{problems.budget_s:g} s validation budget"
-                )
-                body = error_body("invalid_params", message, details=problems.details())
-                return t.reject_call(call_id, tool.scope, body, now)
-            if problems:
-                message, details = schema_rejection(env.method, problems)
-                body = error_body("invalid_params", message, details=details)
-                return t.reject_call(call_id, tool.scope, body, now)
-            if tool.delivery == "runtime":
-                handler = self.handlers[tool.handler_key or ""]
-                ctx = HandlerContext(
-                    now, _fresh_ids(), self.activation_timeout_ms, self.tools_of, self.methods_for
-                )
-                return handler.accept(tx, tool, ev, ctx)
-            session, act = tx.session_and_activation(env.conversation_id, tool.scope)
-            ready = act is not None and act.state == "ready"
-            # a call for a ready session needs no new session or activation id
-            ids = _NO_IDS if ready and tool.activation != "foreground_required" else _fresh_ids()
-            idle = (
-                session is not None
-                and act is not None
-                and act.state == "ready"
-                and self.delivery.idle(session, tool.method)
-            )
-            version = session.version if session else tx.app_version(tool.scope)
-            assert version is not None
-            decision = t.accept_call(
-                ev,
-                tool,
-                session,
-                act,
-                app_version=version,
-                idle=idle,
-                ids=ids,
-                now=now,
-                timeout_ms=self.activation_timeout_ms,
-            )
-            if decision.deliver is not None:
-                assert session is not None
+            asked.clear()
+            decision = accept(tx)
+            if decision.deliver is not None:  # sent right after its COMMIT: reserved now
+                session = asked[-1]  # only a session found idle is delivered to at once
                 self.delivery.claim(session.app_session_id)
                 fast.append(session)
             return decision
@@ -388,10 +363,6 @@ class Engine:
             task.cancel()
         if pending:  # cancelled background steps leave their facts for the next open
             await asyncio.wait(pending, timeout=5)
-
-
-#: What a call routed to a ready session is given (it creates no session or activation).
-_NO_IDS = t.NewIds("", "", "")
 
 
 def _fresh_ids() -> t.NewIds:

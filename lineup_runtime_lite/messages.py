@@ -13,12 +13,15 @@ from lineup_sdk.codes import CODES
 __all__ = [
     "BUDGET_REASON",
     "FINAL_STAGES",
+    "MAX_DETAILS",
     "Checked",
     "Unchecked",
+    "cap_details",
     "error_body",
     "fingerprint",
     "make_message",
     "reject",
+    "schema_rejection",
 ]
 
 FINAL_STAGES = ("result", "error")
@@ -106,3 +109,22 @@ def make_message(
 def reject(call_id: str, app_scope: str, at_ms: int, error: dict[str, Any]) -> dict[str, Any]:
     """An error answered without persisting anything (unknown method, bad params, conflict)."""
     return make_message(call_id, app_scope, "error", at_ms, error=error)
+
+
+#: The most schema problems an error's `details` lists.
+MAX_DETAILS = 50
+
+
+def cap_details(problems: list[dict[str, Any]], total: int | None = None) -> tuple[list[Any], str]:
+    """The first `MAX_DETAILS` problems and a message suffix saying how many there were."""
+    total = len(problems) if total is None else total
+    shown = problems[:MAX_DETAILS]
+    if total > len(shown):
+        return shown, f" ({total} problems; the first {len(shown)} are listed)"
+    return shown, ""
+
+
+def schema_rejection(method: str, problems: list[dict[str, Any]]) -> tuple[str, list[Any]]:
+    """The `invalid_params` message and capped details of an input-schema failure."""
+    details, suffix = cap_details(problems)
+    return f"params of {method} do not match its input schema{suffix}", details

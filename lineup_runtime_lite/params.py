@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from lineup_runtime_lite.messages import MAX_DETAILS, cap_details, schema_rejection
+
 __all__ = [
     "DEFAULT_MAX_PARAMS_BYTES",
     "MAX_DEPTH",
@@ -36,7 +38,6 @@ DEFAULT_MAX_PARAMS_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 MAX_SAFE_INT = 2**53 - 1
 MAX_ID_CHARS = 200
-MAX_DETAILS = 50
 
 _SCALARS = frozenset({int, float, str, bool, type(None)})
 #: Items one C-speed step handles between two `yield_gil()` calls.
@@ -263,15 +264,6 @@ def canonical_text(value: Any) -> str:
     return _dump(value)
 
 
-def cap_details(problems: list[dict[str, Any]], total: int | None = None) -> tuple[list[Any], str]:
-    """The first `MAX_DETAILS` problems and a message suffix saying how many there were."""
-    total = len(problems) if total is None else total
-    shown = problems[:MAX_DETAILS]
-    if total > len(shown):
-        return shown, f" ({total} problems; the first {len(shown)} are listed)"
-    return shown, ""
-
-
 def id_problem(name: str, value: Any) -> str | None:
     """Why `value` is not a usable id (a string of 1–200 characters, valid Unicode, no
     control characters), or None."""
@@ -334,9 +326,3 @@ def _too_large(call_id: str, method: str, max_bytes: int, size: int | None) -> R
         f"params of {method} are {what}; this runtime accepts at most {max_bytes} bytes "
         "of canonical JSON",
     )
-
-
-def schema_rejection(method: str, problems: list[dict[str, Any]]) -> tuple[str, list[Any]]:
-    """The `invalid_params` message and capped details of an input-schema failure."""
-    details, suffix = cap_details(problems)
-    return f"params of {method} do not match its input schema{suffix}", details

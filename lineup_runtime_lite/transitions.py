@@ -6,7 +6,8 @@ ids (drawn by the driver), and returns what to write and what to do after COMMIT
 no clock reads, no randomness: `tests/runtime/test_transitions.py` checks them against a
 model, and the conformance fixtures replay through them.
 
-Index (by name): calls — `accept_call`, `retried_call`, `reject_call`, `answer_now`,
+Index (by name): calls — `decide_call` (the one acceptance decision: `screen_call`, then
+`accept_call`), `retried_call`, `reject_call`, `answer_now`,
 `accept_starting`, `enqueue_ready`; activations — `advance_activation`, `end_activation`,
 `worker_lost`, `host_event_action`; delivery — `next_delivery`, `answer_delivery`,
 `interrupt_delivery`; session data — `replace_session_data`; Host relay —
@@ -37,13 +38,20 @@ from lineup_runtime_lite.decisions import (
     SupersedeIntents,
 )
 from lineup_runtime_lite.install import Tool
-from lineup_runtime_lite.messages import Checked, Unchecked, error_body, make_message
+from lineup_runtime_lite.messages import (
+    Checked,
+    Unchecked,
+    error_body,
+    make_message,
+    schema_rejection,
+)
 from lineup_runtime_lite.store.records import Activation, Call, Intent, Session
 from lineup_sdk.context import Snapshot, session_data_blob
 from lineup_sdk.errors import LineupError
 
 __all__ = [
     "CallEvent",
+    "CallFacts",
     "NewIds",
     "accept_call",
     "accept_starting",
@@ -51,16 +59,19 @@ __all__ = [
     "answer_delivery",
     "answer_error",
     "answer_now",
+    "decide_call",
     "end_activation",
     "enqueue_ready",
     "host_event_action",
     "intent_delivered",
     "interrupt_delivery",
     "move_dev_sessions",
+    "needs_fresh_ids",
     "next_delivery",
     "reject_call",
     "replace_session_data",
     "retried_call",
+    "screen_call",
     "show_surface",
     "supersede_ended",
     "worker_lost",
@@ -91,6 +102,87 @@ class NewIds:
 
 
 # -- calls ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CallFacts:
+    """What a call's acceptance reads, inside the savepoint that applies its decision.
+
+    `tool` is the Registry's tool for the method (None: no installed app declares it) and
+    `problems` the input schema's findings against it. The session, its current activation,
+    the version a new session pins and `idle` (the session's pump is not sending and its
+    worker is up with the method SDK-delivered: the call may be sent right after its
+    commit, which is the drivers' state) are read for SDK-delivered tools only.
+    """
+
+    existing: Call | None
+    tool: Tool | None
+    problems: Checked | None = None
+    session: Session | None = None
+    act: Activation | None = None
+    app_version: str | None = None
+    idle: bool = False
+
+
+def screen_call(ev: CallEvent, facts: CallFacts, now: int) -> Decision | None:
+    """The answers a call gets before it is routed: its stored outcome when retried (or a
+    `call_id_conflict`), `unknown_method`, `invalid_params`; None when it is routed on."""
+    tool = facts.tool
+    scope = tool.scope if tool else ev.method.split(".")[0]
+    if facts.existing is not None:
+        return retried_call(facts.existing, ev, scope, now)
+    if tool is None:
+        body = error_body("unknown_method", f"no installed app declares {ev.method!r}")
+        return reject_call(ev.call_id, scope, body, now)
+    problems = facts.problems
+    if isinstance(problems, Unchecked):
+        message = (
+            f"params of {ev.method} could not be validated within the "
+            f"{problems.budget_s:g} s validation budget"
+        )
+        body = error_body("invalid_params", message, details=problems.details())
+        return reject_call(ev.call_id, tool.scope, body, now)
+    if problems:
+        message, details = schema_rejection(ev.method, problems)
+        body = error_body("invalid_params", message, details=details)
+        return reject_call(ev.call_id, tool.scope, body, now)
+    return None
+
+
+def needs_fresh_ids(tool: Tool, act: Activation | None) -> bool:
+    """Whether routing a call may create a session or an activation (a call for a ready
+    session needs no new id, unless it asks for the foreground)."""
+    ready = act is not None and act.state == "ready"
+    return not ready or tool.activation == "foreground_required"
+
+
+def decide_call(
+    ev: CallEvent, facts: CallFacts, *, ids: NewIds, now: int, timeout_ms: int
+) -> Decision:
+    """A call's acceptance (SPEC 5.2), the one decision the engine and every test kit ask:
+    `screen_call`'s answer, else `accept_call`'s route for an SDK-delivered tool.
+
+    A runtime-delivered tool that passes the screen is its handler's to decide (the
+    drivers' acceptance step asks it: `drivers.steps.accept`); it is not given here.
+    """
+    screened = screen_call(ev, facts, now)
+    if screened is not None:
+        return screened
+    tool = facts.tool
+    assert tool is not None and tool.delivery != "runtime", "a runtime handler decides it"
+    version = facts.session.version if facts.session else facts.app_version
+    assert version is not None, "an installed tool's scope has a current version"
+    return accept_call(
+        ev,
+        tool,
+        facts.session,
+        facts.act,
+        app_version=version,
+        idle=facts.idle,
+        ids=ids,
+        now=now,
+        timeout_ms=timeout_ms,
+    )
+
+
 def reject_call(call_id: str, scope: str, error: dict[str, Any], now: int) -> Decision:
     """An answer that persists nothing (unknown method, bad params, conflict)."""
     return Decision(answer=make_message(call_id, scope, "error", now, error=error))

@@ -1,6 +1,6 @@
-"""The steps the drivers commit: each reads its facts inside its savepoint and asks one
-pure transition. Plain functions over the `Facts` port, so any store, and the tests'
-transition-level kit, run exactly what the drivers run."""
+"""The steps the engine and the drivers commit: each reads its facts inside its savepoint
+and asks one pure transition. Plain functions over the `Facts` port, so the tests'
+transition-level kit runs exactly what the engine and the drivers run."""
 
 from __future__ import annotations
 
@@ -8,15 +8,68 @@ from collections.abc import Callable, Mapping, Sequence
 
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Change, Decision
-from lineup_runtime_lite.handlers import RuntimeHandler
+from lineup_runtime_lite.handlers import HandlerContext, RuntimeHandler
 from lineup_runtime_lite.install import Tool
+from lineup_runtime_lite.messages import Checked
 from lineup_runtime_lite.store.facts import Facts
-from lineup_runtime_lite.store.records import Activation, Call
+from lineup_runtime_lite.store.records import Activation, Call, Session
 
-__all__ = ["Step", "advance", "decided", "end", "worker_lost"]
+__all__ = ["NO_IDS", "Step", "accept", "advance", "decided", "end", "worker_lost"]
 
 Step = Callable[[Facts], Decision | None]
 ToolsOf = Callable[[str, str], Mapping[str, Tool]]
+#: Whether a call of `method` may be sent to `session` right after its commit (the
+#: delivery driver's state; read inside the step's savepoint).
+Idle = Callable[[Facts, Session, str], bool]
+
+#: What a call routed to a ready session is given (it creates no session or activation).
+NO_IDS = t.NewIds("", "", "")
+
+
+def accept(
+    ev: t.CallEvent,
+    tool: Tool | None,
+    problems: Checked | None,
+    handlers: Mapping[str, RuntimeHandler],
+    *,
+    now: int,
+    timeout_ms: int,
+    draw_ids: Callable[[], t.NewIds],
+    idle: Idle,
+    tools_of: ToolsOf,
+    methods_for: Callable[[str, str], list[str]],
+) -> Callable[[Facts], Decision]:
+    """A call's acceptance: read its `CallFacts`, ask `transitions.decide_call` (or, for
+    a runtime-delivered tool that passes `transitions.screen_call`, its handler).
+
+    `tool` is the Registry's tool for the method and `problems` its input schema's
+    findings (both computed before the step, off its savepoint); `draw_ids` is asked only
+    when the decision may create a session, an activation or an operation.
+    """
+
+    def step(tx: Facts) -> Decision:
+        screened = t.screen_call(ev, t.CallFacts(tx.call(ev.call_id), tool, problems), now)
+        if screened is not None:
+            return screened
+        assert tool is not None
+        if tool.delivery == "runtime":
+            ctx = HandlerContext(now, draw_ids(), timeout_ms, tools_of, methods_for)
+            return handlers[tool.handler_key or ""].accept(tx, tool, ev, ctx)
+        session, act = tx.session_and_activation(ev.conversation_id, tool.scope)
+        ready = session is not None and act is not None and act.state == "ready"
+        facts = t.CallFacts(
+            None,
+            tool,
+            problems,
+            session,
+            act,
+            app_version=tx.app_version(tool.scope) if session is None else None,
+            idle=ready and session is not None and idle(tx, session, tool.method),
+        )
+        ids = draw_ids() if t.needs_fresh_ids(tool, act) else NO_IDS
+        return t.decide_call(ev, facts, ids=ids, now=now, timeout_ms=timeout_ms)
+
+    return step
 
 
 def decided(decision: Decision) -> Step:

@@ -16,7 +16,7 @@ from lineup_runtime_lite.install import install_folder
 from lineup_runtime_lite.workers import Worker, WorkerError, WorkerOptions
 from lineup_sdk.sandbox import SharedMemory
 
-__all__ = ["CAUSE_MAX", "WorkerPool", "failure_cause"]
+__all__ = ["CAUSE_MAX", "WorkerPool", "WorkerPort", "failure_cause", "process_port"]
 
 #: Where a worker that failed to start is reported, once per app version and runtime, with
 #: its cause and its log's path; `lineup run`, `test`, `serve` and `dev` print it on stderr.
@@ -39,6 +39,15 @@ def failure_cause(text: str) -> str:
 #: A worker's key in the pool: `(scope, version)`, and the App session under `session`.
 Key = tuple[str, ...]
 
+#: The worker port: what the pool asks for the worker of an app version, called with
+#: `Worker`'s arguments (the shape of httpx's transports: the pool never knows what
+#: answers). `Worker` — a sandboxed process — in production; the tests' in-process fake
+#: answers deliveries by calling the handlers here (tests/runtime/inprocess_worker.py).
+WorkerPort = Callable[..., Worker]
+
+#: The port a pool uses when it is given none (tests swap it with `monkeypatch`).
+process_port: WorkerPort = Worker
+
 
 class WorkerPool:
     """Workers by app version (`isolation="app"`) or by App session (`"session"`: a worker
@@ -54,8 +63,10 @@ class WorkerPool:
         on_session_request: Callable[[Worker, dict[str, Any]], Awaitable[dict[str, Any]]],
         *,
         shared_memory: SharedMemory | None = None,
+        port: WorkerPort | None = None,
     ) -> None:
         self.shell = shell
+        self.port = port if port is not None else process_port
         self.logs_dir = logs_dir
         self.options = options
         self.check_app = check_app
@@ -173,7 +184,7 @@ class WorkerPool:
             manifest = Manifest.from_json(json.loads(row["manifest"]))
             last: WorkerError | None = None
             for _ in range(WORKER_START_TRIES):
-                worker = Worker(
+                worker = self.port(
                     scope,
                     version,
                     install_folder(self.shell.apps_dir, row),

@@ -3,6 +3,7 @@ decides (SPEC 5.2–5.7), and that they read no clock and draw no randomness."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -33,7 +34,7 @@ from lineup_runtime_lite.decisions import (
     ReplaceSessionData,
     SupersedeIntents,
 )
-from lineup_runtime_lite.messages import error_body, make_message
+from lineup_runtime_lite.messages import Unchecked, error_body, make_message
 from lineup_runtime_lite.store.records import Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import MAX_SESSION_DATA, Snapshot
 from lineup_sdk.errors import LineupError
@@ -662,10 +663,56 @@ def test_pomodoro_interrupt_a_focus_or_nothing() -> None:
     assert d == Decision((row(IEV, INTERRUPT, None, None, None), Record(m)), answer=m)
 
 
+# -- decide_call: the one acceptance decision ----------------------------------------------
+def decide(facts: t.CallFacts, ev: t.CallEvent = EV) -> Decision:
+    return t.decide_call(ev, facts, ids=IDS, now=NOW, timeout_ms=60_000)
+
+
+def test_decide_call_replays_a_retried_call_and_refuses_a_conflicting_one() -> None:
+    stored = call("k1", "notes.add")
+    same = dataclasses.replace(stored, fingerprint=EV.fingerprint)
+    assert decide(t.CallFacts(same, ADD)) == Decision(replay=True)
+    conflict = decide(t.CallFacts(stored, ADD))
+    assert conflict.answer is not None and conflict.changes == ()
+    assert conflict.answer["error"]["code"] == "call_id_conflict"
+
+
+def test_decide_call_answers_unknown_method_and_invalid_params_persisting_nothing() -> None:
+    unknown = decide(t.CallFacts(None, None), event("k1", "c1", "nope.run"))
+    assert unknown.changes == () and unknown.answer is not None
+    assert unknown.answer["app_scope"] == "nope"
+    assert unknown.answer["error"]["code"] == "unknown_method"
+    problem = {"path": "/text", "message": "required", "expected": "", "value": None}
+    invalid = decide(t.CallFacts(None, ADD, [problem]))
+    assert invalid.changes == () and invalid.answer is not None
+    assert invalid.answer["error"]["code"] == "invalid_params"
+    assert invalid.answer["error"]["details"] == [problem]
+    late = decide(t.CallFacts(None, ADD, Unchecked(0.5)))
+    assert late.answer is not None and late.answer["error"]["code"] == "invalid_params"
+    assert late.answer["error"]["details"] == {"reason": "validation_budget", "budget_s": 0.5}
+
+
+def test_decide_call_routes_a_screened_call_through_accept_call() -> None:
+    facts = t.CallFacts(None, ADD, [], SESSION, act(), idle=True)
+    assert decide(facts) == accept(EV, ADD, SESSION, act(), idle=True)
+    fresh = t.CallFacts(None, ADD, None, None, None, app_version="1.0.0")
+    assert decide(fresh) == accept(EV, ADD, None, None)
+    count = t.CallFacts(None, COUNT, None, None, None, app_version="1.0.0")
+    ev = event("k1", "c1", "notes.count")
+    assert decide(count, ev).answer["error"]["code"] == "app_not_running"  # type: ignore[index]
+
+
+def test_only_a_call_that_may_create_a_session_or_activation_needs_fresh_ids() -> None:
+    assert t.needs_fresh_ids(ADD, None) and t.needs_fresh_ids(ADD, act("starting"))
+    assert not t.needs_fresh_ids(ADD, act()) and not t.needs_fresh_ids(COUNT, act())
+    assert t.needs_fresh_ids(SHOW, act())
+
+
 # -- purity --------------------------------------------------------------------------------
 CASES: list[tuple[str, Callable[[], Any]]] = [
     ("accept_call", lambda: accept(EV_SHOW, SHOW, None, None)),
     ("accept_join", lambda: accept(EV_SHOW, SHOW, SESSION, act("starting"))),
+    ("decide_call", lambda: decide(t.CallFacts(None, SHOW, [], None, None, app_version="1"))),
     (
         "advance",
         lambda: t.advance_activation(

@@ -1,6 +1,7 @@
-"""A Hypothesis state machine over the pure transitions (on `MemoryFacts`, each step in a
-savepoint) checked against a small independent model of what every call's receipt stages,
-final answer, activation and session-data revision should be.
+"""A Hypothesis state machine over the production steps and transitions (the test kit: SQLite
+`:memory:`, each step in its savepoint of a `Store.batch`) checked against a small
+independent model of what every call's receipt stages, final answer, activation and
+session-data revision should be.
 
 Derandomized by default (tests/conftest.py; `LINEUP_HYPOTHESIS=random` randomizes), with
 enough examples that a seeded bug in a transition is found on every run.
@@ -9,6 +10,7 @@ enough examples that a seeded bug in a transition is found on every run.
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +18,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from lineup_runtime_lite.store.memory import ConstraintViolation
 from lineup_sdk.errors import LineupError
 from tests.runtime.transition_kit import Kit, event, pomodoro_tools, tool
 
@@ -76,6 +77,9 @@ class Machine(RuleBasedStateMachine):
         self.focus: dict[str, tuple[str, int]] = {}  # conv -> (start call, ends)
         self.shown: list[str] = []
         self.n = 0
+
+    def teardown(self) -> None:
+        self.kit.close()
 
     # -- model helpers -------------------------------------------------------------------
     def _final(self, call_id: str, what: str, stage: str = "error") -> None:
@@ -287,14 +291,14 @@ class Machine(RuleBasedStateMachine):
         }[outcome]
         self._final(cid, final, "result" if outcome == "ok" else "error")
         if twice:  # a second answer (a late reply, a recovery) loses its race: writes nothing
-            before = self.kit.facts.dump()
+            before = self.kit.dump()
             # (of the same stage: a final of the other stage is not refused, see
             # test_a_second_final_of_the_other_stage_is_refused)
             if outcome == "ok":
                 assert self.kit.answer(call, reply={"ok": True, "result": 2}) is None
             else:
                 assert self.kit.interrupt(call) is None
-            assert self.kit.facts.dump() == before
+            assert self.kit.dump() == before
 
     @rule(conv=st.sampled_from(CONVS), right=st.booleans())
     def replace(self, conv: str, right: bool) -> None:
@@ -304,14 +308,14 @@ class Machine(RuleBasedStateMachine):
         key = (conv, "notes")
         rev = self.revision.get(key, 0)
         expected = rev if right else rev + 1
-        before = self.kit.facts.dump()
+        before = self.kit.dump()
         try:
             snap = self.kit.replace_session_data(
                 "notes", sess.app_session_id, {"n": rev + 1}, expected
             )
         except LineupError as exc:
             assert not right and exc.code == "session_data_revision_conflict"
-            assert self.kit.facts.dump() == before
+            assert self.kit.dump() == before
             return
         assert right and snap is not None and snap.revision == rev + 1
         self.revision[key] = rev + 1
@@ -364,10 +368,10 @@ class Machine(RuleBasedStateMachine):
         if not recorded:
             return
         decision = data.draw(st.sampled_from(recorded))
-        before = self.kit.facts.dump()
-        with contextlib.suppress(ConstraintViolation):
+        before = self.kit.dump()
+        with contextlib.suppress(sqlite3.IntegrityError):
             assert self.kit.apply(decision) is None
-        assert self.kit.facts.dump() == before
+        assert self.kit.dump() == before
 
     # -- invariants ----------------------------------------------------------------------
     @invariant()
@@ -459,3 +463,16 @@ def test_a_second_final_of_the_other_stage_is_refused() -> None:
     assert kit.interrupt(delivered) is not None  # recovery: delivery_interrupted
     late = kit.answer(delivered, reply={"ok": True, "result": 1})  # the reply arrives anyway
     assert late is None, [m["stage"] for m in kit.facts.messages("a1")]
+
+
+def test_a_call_for_an_app_not_running_is_answered_and_stored() -> None:
+    """The kit's acceptance is the engine's (`steps.accept`): `app_not_running`, stored
+    with its answer, and nothing started."""
+    kit = Kit(TOOLS)
+    decision = kit.call(event("n1", "c1", "notes.count"))
+    assert decision is not None and decision.answer is not None
+    assert decision.answer["error"]["code"] == "app_not_running"
+    assert [m["stage"] for m in kit.facts.messages("n1")] == ["error"]
+    assert kit.facts.session("c1", "notes") is None
+    assert kit.facts.activations_to_drive() == []
+    kit.close()

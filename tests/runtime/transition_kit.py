@@ -1,8 +1,10 @@
-"""A transition-level "engine" for tests: the runtime's pure transitions over `MemoryFacts`,
-driven synchronously (no loop, no workers, no Host), each decision in a savepoint.
+"""A transition-level "engine" for tests: the production steps (`drivers/steps.py`: what
+the engine and the drivers read and ask, acceptance included) over the production store on
+SQLite `:memory:`, driven synchronously (no loop, no workers, no Host), each decision
+committed through `Store.batch` (the group commit's own path) in its own savepoint.
 
-It mirrors what the drivers read and ask (engine.py, drivers/*.py) without their IO, so the
-Hypothesis state machine and the conformance replay exercise the transitions themselves.
+The Hypothesis state machine and the conformance replay so run the production decisions:
+changing a transition's answer fails them (tests/runtime/test_production_decisions.py).
 """
 
 from __future__ import annotations
@@ -16,13 +18,12 @@ from lineup_runtime_lite import pomodoro
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Decision
 from lineup_runtime_lite.drivers import steps
-from lineup_runtime_lite.handlers import HandlerContext
 from lineup_runtime_lite.install import Tool
-from lineup_runtime_lite.messages import error_body, fingerprint
+from lineup_runtime_lite.messages import fingerprint
 from lineup_runtime_lite.params import canonical_text
-from lineup_runtime_lite.store.facts import LostRace
-from lineup_runtime_lite.store.memory import MemoryFacts
-from lineup_runtime_lite.store.records import Call
+from lineup_runtime_lite.store.facts import Facts, LostRace, SqliteFacts
+from lineup_runtime_lite.store.records import Call, Session
+from lineup_runtime_lite.store.sqlite import Store
 
 EPOCH = 1_767_225_600_000  # the virtual clock's default start (2026-01-01T00:00:00Z)
 
@@ -85,16 +86,17 @@ def event(call_id: str, conversation: str, method: str, params: Any = None) -> t
 
 @dataclass
 class Kit:
-    """The transitions over one `MemoryFacts`, driven by hand.
+    """The production steps over one SQLite `:memory:` store, driven by hand.
 
-    `decide` runs one step in a savepoint: the step reads, the transition decides, the
-    changes are applied; a `LostRace` rolls the savepoint back and the step returns None.
+    `decide` commits one step through `Store.batch`: the step reads, the transition
+    decides, the changes are applied; a `LostRace` rolls its savepoint back and the step
+    returns None.
     """
 
     tools: list[Tool]
     now: int = EPOCH
     timeout_ms: int = 60_000
-    facts: MemoryFacts = field(default_factory=MemoryFacts)
+    store: Store = field(default_factory=lambda: Store(":memory:"))
     lost: int = 0
     #: Every decision a step made, committed or not (tests replay them on another store).
     log: list[Decision] = field(default_factory=list)
@@ -105,6 +107,18 @@ class Kit:
             self.facts.make_current(scope, version)
 
     # -- plumbing ------------------------------------------------------------------------
+    @property
+    def facts(self) -> SqliteFacts:
+        """Reads outside a step (the store's own connection, as the engine's)."""
+        return self.store.facts
+
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of every table (to compare two states)."""
+        return self.store.dump()
+
+    def close(self) -> None:
+        self.store.close()
+
     @property
     def registry(self) -> dict[str, Tool]:
         return {x.method: x for x in self.tools}
@@ -119,18 +133,22 @@ class Kit:
         self._n += 1
         return t.NewIds(f"ses{self._n}", f"inst{self._n}", f"op{self._n}")
 
-    def decide(self, step: Callable[[MemoryFacts], Decision | None]) -> Decision | None:
-        try:
-            with self.facts.savepoint() as tx:
-                decision = step(tx)
-                if decision is not None:
-                    self.log.append(decision)
-                    for change in decision.changes:
-                        tx.apply(change)
-        except LostRace:
+    def decide(self, step: Callable[[Facts], Decision | None]) -> Decision | None:
+        def applying(tx: Facts) -> Decision | None:
+            decision = step(tx)
+            if decision is not None:
+                self.log.append(decision)
+                for change in decision.changes:
+                    tx.apply(change)
+            return decision
+
+        (out,) = self.store.batch([applying])
+        if isinstance(out, LostRace):
             self.lost += 1
             return None
-        return decision
+        if isinstance(out, BaseException):
+            raise out
+        return out
 
     def apply(self, decision: Decision | None) -> Decision | None:
         """Commit a decision made before (its guards re-check)."""
@@ -138,43 +156,28 @@ class Kit:
             return None
         return self.decide(lambda tx: decision)
 
-    # -- Agent calls (engine.call's step) ------------------------------------------------
+    # -- Agent calls (the engine's acceptance step) --------------------------------------
     def call(self, ev: t.CallEvent, *, idle: bool | None = None) -> Decision | None:
-        """Accept one call; `idle` overrides "the session has nothing in flight"."""
-        now = self.now
-        tool_ = self.registry.get(ev.method)
-        scope = tool_.scope if tool_ else ev.method.split(".")[0]
+        """Accept one call through `steps.accept` (what `Engine.call` commits); a session
+        is idle when nothing of it is `delivered` (`idle` may say it is not)."""
 
-        def step(tx: MemoryFacts) -> Decision:
-            existing = tx.call(ev.call_id)
-            if existing is not None:
-                return t.retried_call(existing, ev, scope, now)
-            if tool_ is None:
-                body = error_body("unknown_method", f"no installed app declares {ev.method!r}")
-                return t.reject_call(ev.call_id, scope, body, now)
-            ids = self.ids()
-            if tool_.delivery == "runtime":
-                handler = pomodoro.HANDLERS[tool_.handler_key or ""]
-                ctx = HandlerContext(now, ids, self.timeout_ms, self.tools_of, self.methods_for)
-                return handler.accept(tx, tool_, ev, ctx)
-            session = tx.session(ev.conversation_id, tool_.scope)
-            act = tx.current_activation(session.app_session_id) if session else None
-            free = session is not None and not tx.delivered_calls(session.app_session_id)
-            version = session.version if session else tx.app_version(tool_.scope)
-            assert version is not None
-            return t.accept_call(
+        def free(tx: Facts, session: Session, method: str) -> bool:
+            return (idle is None or idle) and not tx.delivered_calls(session.app_session_id)
+
+        return self.decide(
+            steps.accept(
                 ev,
-                tool_,
-                session,
-                act,
-                app_version=version,
-                idle=free if idle is None else (idle and free),
-                ids=ids,
-                now=now,
+                self.registry.get(ev.method),
+                None,
+                pomodoro.HANDLERS,
+                now=self.now,
                 timeout_ms=self.timeout_ms,
+                draw_ids=self.ids,
+                idle=free,
+                tools_of=self.tools_of,
+                methods_for=self.methods_for,
             )
-
-        return self.decide(step)
+        )
 
     # -- activations (ActivationDriver) --------------------------------------------------
     def advance(
@@ -220,7 +223,7 @@ class Kit:
         """Commit the session's next delivery; the call now `delivered`, or None."""
         now = self.now
 
-        def step(tx: MemoryFacts) -> Decision | None:
+        def step(tx: Facts) -> Decision | None:
             head = tx.queue_head(session_id)
             if head is None:
                 return None
@@ -273,7 +276,7 @@ class Kit:
         `LineupError` it raised (nothing written)."""
         made: list[Any] = []
 
-        def step(tx: MemoryFacts) -> Decision:
+        def step(tx: Facts) -> Decision:
             decision, snap = t.replace_session_data(
                 tx.session_data(scope, session_id), scope, session_id, data, expected
             )
@@ -285,11 +288,11 @@ class Kit:
         return made[-1]
 
 
-def stages(facts: MemoryFacts, call_id: str) -> list[str]:
+def stages(facts: Facts, call_id: str) -> list[str]:
     return [m["stage"] for m in facts.messages(call_id)]
 
 
-def outbox_ids(facts: MemoryFacts) -> list[str]:
+def outbox_ids(facts: Facts) -> list[str]:
     return [m["id"] for m in facts.outbox_all()]
 
 
