@@ -24,7 +24,7 @@ from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.decisions import MoveSession
 from lineup_runtime_lite.engine import Engine, input_problems
 from lineup_runtime_lite.host import HostSimulator
-from lineup_runtime_lite.install import InstallResult, Tool, install_verified
+from lineup_runtime_lite.install import InstallResult, install_verified
 from lineup_runtime_lite.messages import error_body, reject
 from lineup_runtime_lite.params import (
     DEFAULT_MAX_PARAMS_BYTES,
@@ -33,6 +33,7 @@ from lineup_runtime_lite.params import (
     check_envelope,
     id_problem,
 )
+from lineup_runtime_lite.records import Tool
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import Checked, validator_for
 from lineup_runtime_lite.workers import WorkerOptions

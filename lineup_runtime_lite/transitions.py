@@ -36,9 +36,8 @@ from lineup_runtime_lite.decisions import (
     ReplaceSessionData,
     SupersedeIntents,
 )
-from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.messages import Checked, Unchecked, error_body, make_message
-from lineup_runtime_lite.store.records import Activation, Call, Intent, Session
+from lineup_runtime_lite.records import Activation, Call, Intent, Session, Tool
 from lineup_sdk.context import Snapshot, session_data_blob
 from lineup_sdk.errors import LineupError
 

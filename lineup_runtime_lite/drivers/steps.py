@@ -9,9 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Change, Decision
 from lineup_runtime_lite.handlers import RuntimeHandler
-from lineup_runtime_lite.install import Tool
-from lineup_runtime_lite.store.facts import Facts
-from lineup_runtime_lite.store.records import Activation, Call
+from lineup_runtime_lite.port import Facts
+from lineup_runtime_lite.records import Activation, Call, Tool
 
 __all__ = ["Step", "advance", "decided", "end", "worker_lost"]
 

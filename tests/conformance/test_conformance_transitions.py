@@ -17,7 +17,8 @@ import pytest
 from lineup_build.verify import check_bundle
 from lineup_runtime_lite.clock import parse_duration
 from lineup_runtime_lite.expect import compare
-from lineup_runtime_lite.install import Tool, load_tools
+from lineup_runtime_lite.install import load_tools
+from lineup_runtime_lite.records import Tool
 from lineup_runtime_lite.scenario import Step, load_scenario
 from lineup_runtime_lite.store.records import Call
 from lineup_runtime_lite.surface_client import surface_write_refused

@@ -17,9 +17,9 @@ from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Decision
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.handlers import HandlerContext
-from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.messages import error_body, fingerprint
 from lineup_runtime_lite.params import canonical_text
+from lineup_runtime_lite.records import Tool
 from lineup_runtime_lite.store.facts import LostRace
 from lineup_runtime_lite.store.memory import MemoryFacts
 from lineup_runtime_lite.store.records import Call
