@@ -163,7 +163,7 @@ class Runtime:
 
     @staticmethod
     @_opens_like(AsyncRuntime.open)
-    def open(path: str | Path, /, **options: Any) -> Runtime:
+    def open(*args: Any, **options: Any) -> Runtime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
         Takes exactly the arguments of `AsyncRuntime.open` (see there).
@@ -180,7 +180,7 @@ class Runtime:
             clock.on_advance(rt._advanced)
         try:
             rt._art = asyncio.run_coroutine_threadsafe(
-                AsyncRuntime.open(path, **options), rt._loop
+                AsyncRuntime.open(*args, **options), rt._loop
             ).result()
         except BaseException:
             rt._stop_loop()

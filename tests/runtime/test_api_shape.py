@@ -145,3 +145,11 @@ def test_the_old_async_names_warn_and_still_work(trust: TrustStore, probe_bundle
             return out
 
     assert asyncio.run(go()) == [True] * 7
+
+
+def test_runtime_open_forwards_every_argument(trust: TrustStore) -> None:
+    clock = VirtualClock(1_767_225_600_000)
+    with Runtime.open(path=":memory:", trust=trust, clock=clock, activation_timeout_s=5) as rt:
+        assert rt.clock is clock
+    with pytest.raises(TypeError):
+        Runtime.open(":memory:", trust=trust, colck=clock)  # type: ignore[call-arg]
