@@ -13,7 +13,8 @@ import re
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.decisions import MoveSession
 from lineup_runtime_lite.engine import Engine, input_problems
 from lineup_runtime_lite.host import HostSimulator
-from lineup_runtime_lite.install import InstallResult, Tool, install_verified
+from lineup_runtime_lite.install import InstallResult, install_verified
 from lineup_runtime_lite.messages import error_body, reject
 from lineup_runtime_lite.params import (
     DEFAULT_MAX_PARAMS_BYTES,
@@ -33,6 +34,7 @@ from lineup_runtime_lite.params import (
     check_envelope,
     id_problem,
 )
+from lineup_runtime_lite.records import Tool
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import Checked, validator_for
 from lineup_runtime_lite.workers import WorkerOptions
@@ -40,7 +42,15 @@ from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
 
-__all__ = ["DEFAULT_ISOLATION", "ISOLATIONS", "MAX_FETCH", "AsyncRuntime", "check_isolation"]
+__all__ = [
+    "DEFAULT_ISOLATION",
+    "ISOLATIONS",
+    "MAX_FETCH",
+    "AsyncOutbox",
+    "AsyncRuntime",
+    "AsyncSurface",
+    "check_isolation",
+]
 
 #: `Runtime.open(isolation=...)`: a worker per app version, or per App session (SPEC 13.3).
 ISOLATIONS = ("app", "session")
@@ -81,7 +91,7 @@ def _integer(name: str, value: object, least: int, most: int) -> None:
 #: The bounds of `worker_processes` (a worker needs its launcher, loop and threads).
 MIN_PROCESSES, MAX_PROCESSES = 16, 32768
 
-#: The most messages one `outbox_fetch` returns.
+#: The most messages one `outbox.fetch` returns.
 MAX_FETCH = 1000
 
 Prepared = tuple[Envelope, Tool | None, Checked | None]
@@ -93,7 +103,10 @@ class AsyncRuntime:
 
     trust: Any
     clock: Clock
-    simulator: HostSimulator
+    #: The Host simulator's event entry point (`await art.host.event(...)`).
+    host: _AsyncHostPort
+    #: The Agent channel (`await art.outbox.fetch(...)`, `await art.outbox.ack(...)`).
+    outbox: AsyncOutbox
     _engine: Engine
 
     def __init__(self) -> None:  # use AsyncRuntime.open
@@ -106,6 +119,7 @@ class AsyncRuntime:
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread_id = 0
+        self._fired_ms = -1  # the runtime-clock time the last `tick()` fired at
 
     @classmethod
     async def open(
@@ -129,7 +143,6 @@ class AsyncRuntime:
         isolation: str = DEFAULT_ISOLATION,
         session_idle_s: float = 300.0,
         workers_memory_mb: int = 4096,
-        _follow_clock: bool = True,
     ) -> AsyncRuntime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
@@ -244,7 +257,8 @@ class AsyncRuntime:
                         raise LineupError("store_corrupt", f"{path}: a damaged virtual time")
                     rt.clock.set(int(saved))
             sim = host or HostSimulator(policy="auto")
-            rt.simulator = sim
+            rt.host = _AsyncHostPort(rt, sim)
+            rt.outbox = AsyncOutbox(rt)
             rt._engine = Engine(
                 store,
                 rt.clock,
@@ -271,8 +285,7 @@ class AsyncRuntime:
             sim.bind(rt._engine.host_event)
             await rt._engine.recover()
             await rt.settle()
-            if _follow_clock:
-                rt.clock.on_advance(rt._advanced)
+            rt.clock.on_advance(rt._advanced)
         except BaseException:
             try:
                 if hasattr(rt, "_engine"):
@@ -318,7 +331,7 @@ class AsyncRuntime:
         schedule the tick; `await settle()` waits for it."""
         loop = self._loop
         assert loop is not None
-        if self._closed:
+        if self._closed or now_ms <= self._fired_ms:  # closed, or `tick()` fired it already
             return
         if threading.get_ident() == self._thread_id:
             self._engine.spawn(self._advance_to(now_ms))
@@ -375,6 +388,11 @@ class AsyncRuntime:
 
         report = self._engine.sandbox_report
         return dict(report) if report is not None else probe(self._sandbox_mode)
+
+    @property
+    def logs_dir(self) -> Path:
+        """Where the worker logs are written (one file per app version)."""
+        return self._engine.logs_dir
 
     # -- apps ----------------------------------------------------------------------------
     def _install_verified(self, verified: Any, dev_build: bool) -> InstallResult:
@@ -613,39 +631,28 @@ class AsyncRuntime:
                 await loop.run_in_executor(None, sub.wait)
         self._arm()
 
-    # -- the Host ------------------------------------------------------------------------
-    async def host_event(
-        self, event: str, *, conversation: str, scope: str, instance: str | None = None
-    ) -> bool:
-        """Send a Host event through the simulator; without `instance`, the latest the
-        runtime asked the Host to show for that conversation and scope (else its latest
-        instance, live or ended). Returns whether the runtime applied it: an event the rules
-        ignore (stale, or foreign to that conversation) is False.
+    async def tick(self) -> None:
+        """Fire what fell due on the runtime clock (deadlines, a starting activation's
+        timeout) now, and wait for it; a virtual clock's time is persisted first. The
+        real-clock timer and a virtual clock's `advance()` do this by themselves.
 
         Raises:
-            LineupError: `usage_invalid` for an unknown event, a bad conversation or scope,
-                or when there is no instance to address (nothing was started there).
+            LineupError: `usage_invalid` once closed; a store failure (`store_unavailable`,
+                `store_corrupt`), after which what was due stays due for the next tick.
         """
-        from lineup_runtime_lite.host import EVENTS
-
         self._check_open()
-        _usable_id("conversation", conversation)
-        _usable_id("scope", scope)
-        if event not in EVENTS:
-            raise LineupError(
-                "usage_invalid",
-                f"unknown Host event {str(event)[:60]!r}",
-                hint=f"one of: {', '.join(EVENTS)}",
-            )
-        if instance is not None:
-            _usable_id("instance", instance)
-        inst = instance or self._instance_for(conversation, scope)
-        applied = await self.simulator.send(event, inst, conversation, scope)
-        await self.settle()
-        return applied
+        now = self.clock.now_ms()
+        try:
+            if self.clock.virtual:
+                self._engine.store.set_meta("virtual_now_ms", str(now))
+            await self._engine.tick()
+            self._fired_ms = max(self._fired_ms, now)
+        finally:  # a failed tick leaves its facts due; the next timer fires them
+            self._arm()
 
+    # -- the Host, the Agent channel, the Surface ------------------------------------------
     def _instance_for(self, conversation: str, scope: str) -> str:
-        inst = self.simulator.instance_for(conversation, scope)
+        inst = self.host.simulator.instance_for(conversation, scope)
         if inst is not None:
             return inst
         _, act = self._engine.facts.session_and_activation(conversation, scope)
@@ -659,43 +666,16 @@ class AsyncRuntime:
             )
         return act.activation_id
 
-    # -- the Agent channel ---------------------------------------------------------------
-    async def outbox_fetch(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Up to `limit` (1–1000) unacknowledged messages, oldest first.
+    def surface(self, conversation_id: str, scope: str) -> AsyncSurface:
+        """The Surface's read-only view for a conversation and app scope.
 
         Raises:
-            LineupError: `usage_invalid` for a limit outside 1–1000.
+            LineupError: `usage_invalid` unless both are strings of 1–200 characters
+                without control characters.
         """
-        _check_limit(limit)
-        self._check_open()
-        faults.hit("outbox.fetch")
-        return self._engine.facts.outbox_pending(limit)
-
-    async def outbox_ack(self, ids: list[str]) -> None:
-        """Mark messages (by their `id`) as received.
-
-        Raises:
-            LineupError: `usage_invalid` unless `ids` is a list of strings.
-        """
-        _check_ids(ids)
-        self._check_open()
-        faults.hit("outbox.ack")
-        with self._engine.store.transaction(fault_points=False):
-            self._engine.facts.ack(list(ids))
-
-    async def outbox_all(self) -> list[dict[str, Any]]:
-        """Every message ever written, acked or not (timelines and tests)."""
-        self._check_open()
-        return self._engine.facts.outbox_all()
-
-    # -- the Surface ---------------------------------------------------------------------
-    async def surface_get(self, conversation_id: str, scope: str) -> Snapshot:
-        """The current session data of a conversation's App session for a scope
-        (`Snapshot(None, 0)` when nothing is stored)."""
         _usable_id("conversation_id", conversation_id)
         _usable_id("scope", scope)
-        self._check_open()
-        return self._engine.surface_get(conversation_id, scope)
+        return AsyncSurface(self, conversation_id, scope)
 
     def _subscribe(
         self, conversation_id: str, scope: str, listener: Callable[[str, Snapshot], None]
@@ -710,35 +690,58 @@ class AsyncRuntime:
         if not self._closed:  # a closed runtime holds no listeners any more
             self._engine.subs.remove((scope, conversation_id), token)
 
-    async def subscribe(
+    # -- deprecated spellings (one release): SPEC 5.0's shape is `outbox`, `host`, `surface`
+    @property
+    def simulator(self) -> HostSimulator:
+        """Deprecated: `host.simulator`."""
+        _deprecated("simulator", "host.simulator")
+        return self.host.simulator
+
+    def host_event(
+        self, event: str, *, conversation: str, scope: str, instance: str | None = None
+    ) -> Coroutine[Any, Any, bool]:
+        """Deprecated: `await host.event(...)`."""
+        _deprecated("host_event(...)", "host.event(...)")
+        return self.host.event(event, conversation=conversation, scope=scope, instance=instance)
+
+    def outbox_fetch(self, limit: int = 100) -> Coroutine[Any, Any, list[dict[str, Any]]]:
+        """Deprecated: `await outbox.fetch(limit)`."""
+        _deprecated("outbox_fetch(limit)", "outbox.fetch(limit)")
+        return self.outbox.fetch(limit)
+
+    def outbox_ack(self, ids: list[str]) -> Coroutine[Any, Any, None]:
+        """Deprecated: `await outbox.ack(ids)`."""
+        _deprecated("outbox_ack(ids)", "outbox.ack(ids)")
+        return self.outbox.ack(ids)
+
+    def outbox_all(self) -> Coroutine[Any, Any, list[dict[str, Any]]]:
+        """Deprecated: `await outbox.all()`."""
+        _deprecated("outbox_all()", "outbox.all()")
+        return self.outbox.all()
+
+    def surface_get(self, conversation_id: str, scope: str) -> Coroutine[Any, Any, Snapshot]:
+        """Deprecated: `await surface(conversation_id, scope).get()`."""
+        _deprecated("surface_get(conversation_id, scope)", "surface(conversation_id, scope).get()")
+        return self.surface(conversation_id, scope).get()
+
+    def subscribe(
         self, conversation_id: str, scope: str, listener: Callable[[str, Snapshot], None]
-    ) -> Callable[[], None]:
-        """Current snapshot first, then every change with strictly increasing revisions.
+    ) -> Coroutine[Any, Any, Callable[[], None]]:
+        """Deprecated: `await surface(conversation_id, scope).subscribe(listener)`."""
+        _deprecated(
+            "subscribe(conversation_id, scope, listener)",
+            "surface(conversation_id, scope).subscribe(listener)",
+        )
+        return self.surface(conversation_id, scope).subscribe(listener)
 
-        The listener runs on a thread of its own subscription, never on the loop; returns
-        (once the first frame was delivered) a function that unsubscribes, to call on
-        this loop."""
-        _usable_id("conversation_id", conversation_id)
-        _usable_id("scope", scope)
-        if not callable(listener):
-            raise LineupError("usage_invalid", "subscribe(listener) takes a callable")
-        token, sub = self._subscribe(conversation_id, scope, listener)
-        await asyncio.get_running_loop().run_in_executor(None, sub.wait)
-        return lambda: self._unsubscribe(conversation_id, scope, token)
-
-    async def operations(self, conversation_id: str, scope: str) -> list[dict[str, Any]]:
-        """The runtime's operation facts for a session (e.g. a focus and its `ends_at`)."""
-        self._check_open()
-        return [
-            {
-                "kind": r["kind"],
-                "state": r["state"],
-                "started_at": format_ts(r["started_ms"]),
-                "ends_at": format_ts(r["ends_ms"]),
-                "ended_at": format_ts(r["ended_ms"]) if r["ended_ms"] is not None else None,
-            }
-            for r in self._engine.facts.operations_of(conversation_id, scope)
-        ]
+    def operations(
+        self, conversation_id: str, scope: str
+    ) -> Coroutine[Any, Any, list[dict[str, Any]]]:
+        """Deprecated: `await surface(conversation_id, scope).operations()`."""
+        _deprecated(
+            "operations(conversation_id, scope)", "surface(conversation_id, scope).operations()"
+        )
+        return self.surface(conversation_id, scope).operations()
 
     async def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
         """The immutable IM records written for a conversation, oldest first."""
@@ -770,6 +773,143 @@ class AsyncRuntime:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class AsyncOutbox:
+    """`art.outbox`: the Agent channel, at least once (unacked items are fetched again)."""
+
+    def __init__(self, rt: AsyncRuntime) -> None:
+        self._rt = rt
+
+    async def fetch(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Up to `limit` (1–1000) unacknowledged messages, oldest first.
+
+        Raises:
+            LineupError: `usage_invalid` for a limit outside 1–1000.
+        """
+        _check_limit(limit)
+        self._rt._check_open()
+        faults.hit("outbox.fetch")
+        return self._rt._engine.facts.outbox_pending(limit)
+
+    async def ack(self, ids: list[str]) -> None:
+        """Mark messages (by their `id`) as received.
+
+        Raises:
+            LineupError: `usage_invalid` unless `ids` is a list of strings.
+        """
+        _check_ids(ids)
+        self._rt._check_open()
+        faults.hit("outbox.ack")
+        engine = self._rt._engine
+        with engine.store.transaction(fault_points=False):
+            engine.facts.ack(list(ids))
+
+    async def all(self) -> list[dict[str, Any]]:
+        """Every message ever written, acked or not (timelines and tests)."""
+        self._rt._check_open()
+        return self._rt._engine.facts.outbox_all()
+
+
+class _AsyncHostPort:
+    """`art.host`: the Host simulator's event entry point."""
+
+    def __init__(self, rt: AsyncRuntime, sim: HostSimulator) -> None:
+        self._rt, self.simulator = rt, sim
+
+    async def event(
+        self, event: str, *, conversation: str, scope: str, instance: str | None = None
+    ) -> bool:
+        """Send a Host event through the simulator; without `instance`, the latest the
+        runtime asked the Host to show for that conversation and scope (else its latest
+        instance, live or ended). Returns whether the runtime applied it: an event the rules
+        ignore (stale, or foreign to that conversation) is False.
+
+        Raises:
+            LineupError: `usage_invalid` for an unknown event, a bad conversation or scope,
+                or when there is no instance to address (nothing was started there).
+        """
+        from lineup_runtime_lite.host import EVENTS
+
+        rt = self._rt
+        rt._check_open()
+        _usable_id("conversation", conversation)
+        _usable_id("scope", scope)
+        if event not in EVENTS:
+            raise LineupError(
+                "usage_invalid",
+                f"unknown Host event {str(event)[:60]!r}",
+                hint=f"one of: {', '.join(EVENTS)}",
+            )
+        if instance is not None:
+            _usable_id("instance", instance)
+        inst = instance or rt._instance_for(conversation, scope)
+        applied = await self.simulator.send(event, inst, conversation, scope)
+        await rt.settle()
+        return applied
+
+
+class AsyncSurface:
+    """`art.surface(conversation_id, scope)`: the Surface's read-only view of one
+    conversation's App session for a scope."""
+
+    conversation_id: str
+    scope: str
+
+    def __init__(self, rt: AsyncRuntime, conversation_id: str, scope: str) -> None:
+        self._rt, self.conversation_id, self.scope = rt, conversation_id, scope
+
+    async def get(self) -> Snapshot:
+        """The current session data (`Snapshot(None, 0)` when nothing is stored)."""
+        self._rt._check_open()
+        return self._rt._engine.surface_get(self.conversation_id, self.scope)
+
+    async def subscribe(self, listener: Callable[[str, Snapshot], None]) -> Callable[[], None]:
+        """Current snapshot first, then every change with strictly increasing revisions.
+
+        The listener runs on a thread of its own subscription, never on the loop; returns
+        (once the first frame was delivered) a function that unsubscribes, to call on
+        this loop."""
+        if not callable(listener):
+            raise LineupError("usage_invalid", "subscribe(listener) takes a callable")
+        rt, conv, scope = self._rt, self.conversation_id, self.scope
+        token, sub = rt._subscribe(conv, scope, listener)
+        await asyncio.get_running_loop().run_in_executor(None, sub.wait)
+        return lambda: rt._unsubscribe(conv, scope, token)
+
+    async def replace(self, data: Any, *, expected_revision: int) -> Snapshot:
+        """A Surface write: refused this iteration (only handlers write session data; a
+        Surface write waits for the mutation queue, SPEC 5.5 and 14).
+
+        Raises:
+            LineupError: `session_data_write_not_allowed`, always.
+        """
+        from lineup_runtime_lite.surface_client import surface_write_refused
+
+        raise surface_write_refused()
+
+    async def operations(self) -> list[dict[str, Any]]:
+        """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
+        rt = self._rt
+        rt._check_open()
+        return [
+            {
+                "kind": r["kind"],
+                "state": r["state"],
+                "started_at": format_ts(r["started_ms"]),
+                "ends_at": format_ts(r["ends_ms"]),
+                "ended_at": format_ts(r["ended_ms"]) if r["ended_ms"] is not None else None,
+            }
+            for r in rt._engine.facts.operations_of(self.conversation_id, self.scope)
+        ]
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(
+        f"AsyncRuntime.{old} is deprecated and goes in the next release; use {new}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def _method(tool: Tool) -> str:

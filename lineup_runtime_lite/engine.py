@@ -29,13 +29,13 @@ from lineup_runtime_lite.drivers.host import HostRelay
 from lineup_runtime_lite.drivers.timers import Timers
 from lineup_runtime_lite.drivers.workers import WorkerPool
 from lineup_runtime_lite.handlers import RuntimeHandler
-from lineup_runtime_lite.install import Tool, load_tools
+from lineup_runtime_lite.install import load_tools
 from lineup_runtime_lite.messages import FINAL_STAGES
 from lineup_runtime_lite.params import Envelope
 from lineup_runtime_lite.pomodoro import HANDLERS
+from lineup_runtime_lite.records import Session, Tool
 from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
-from lineup_runtime_lite.store.records import Session
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import Checked, check_value, clip, validator_for
 from lineup_runtime_lite.workers import WorkerOptions

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lineup_runtime_lite.decisions import Change, Decision
-from lineup_runtime_lite.install import Tool
-from lineup_runtime_lite.store.facts import Facts
-from lineup_runtime_lite.store.records import Call
+from lineup_runtime_lite.port import Facts
+from lineup_runtime_lite.records import Call, Tool
 from lineup_runtime_lite.transitions import CallEvent, NewIds
 
 __all__ = ["HandlerContext", "RuntimeHandler"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lineup_build.model import Manifest
+from lineup_runtime_lite.records import Tool
 from lineup_runtime_lite.store import Store
 from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
 from lineup_sdk.errors import LineupError
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "InstallResult",
-    "Tool",
     "compare_versions",
     "folder_name",
     "install_folder",
@@ -45,40 +45,6 @@ def compare_versions(a: str, b: str) -> int:
     """-1, 0 or 1 by Semantic Versioning precedence."""
     ka, kb = _semver_key(a), _semver_key(b)
     return (ka > kb) - (ka < kb)
-
-
-@dataclass(frozen=True)
-class Tool:
-    """One Registry record: method → how the runtime routes it."""
-
-    method: str
-    scope: str
-    version: str
-    description: str
-    delivery: str
-    activation: str
-    long_running: bool
-    timeout_s: float
-    input_schema: dict[str, Any]
-    result_schema: Any
-    handler_key: str | None
-    hints: tuple[tuple[str, bool], ...] = ()
-
-    def inventory(self) -> dict[str, Any]:
-        """The Agent Inventory entry: no delivery internals, no handler keys; `hints`
-        only when the author set some."""
-        out = {
-            "method": self.method,
-            "app_scope": self.scope,
-            "description": self.description,
-            "input_schema": self.input_schema,
-            "result_schema": self.result_schema,
-            "activation": self.activation,
-            "long_running": self.long_running,
-        }
-        if self.hints:
-            out["hints"] = dict(self.hints)
-        return out
 
 
 def load_tools(scope: str, version: str, manifest: Manifest | Mapping[str, Any]) -> list[Tool]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from lineup_runtime_lite.clock import format_ts
 from lineup_runtime_lite.decisions import (
     CallState,
     Change,
@@ -21,10 +20,10 @@ from lineup_runtime_lite.decisions import (
     Record,
 )
 from lineup_runtime_lite.handlers import HandlerContext, RuntimeHandler
-from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.messages import make_message
-from lineup_runtime_lite.store.facts import Facts
-from lineup_runtime_lite.store.records import Activation, Call, Operation, Session
+from lineup_runtime_lite.port import Facts
+from lineup_runtime_lite.records import Activation, Call, Operation, Session, Tool
+from lineup_runtime_lite.timestamps import format_ts
 from lineup_runtime_lite.transitions import (
     CallEvent,
     NewIds,

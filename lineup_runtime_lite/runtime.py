@@ -1,42 +1,44 @@
 """The embeddable, synchronous `Runtime` (SPEC 5.0): a thin wrapper that runs an
-`AsyncRuntime` on a loop thread of its own. Same behaviour, same messages."""
+`AsyncRuntime` on a loop thread of its own. Same behaviour, same messages, same shape
+(`rt.outbox.fetch`, `rt.host.event`, `rt.surface(...)`); it uses only the public members of
+`AsyncRuntime` (a test checks both surfaces name the same members)."""
 
 from __future__ import annotations
 
 import _thread
 import asyncio
+import contextvars
+import functools
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S
 from lineup_runtime_lite.async_runtime import (
-    DEFAULT_ISOLATION,
+    AsyncOutbox,
     AsyncRuntime,
+    AsyncSurface,
     _check_ids,
     _check_limit,
     _usable_id,
 )
 from lineup_runtime_lite.clock import Clock
 from lineup_runtime_lite.engine import Engine
-from lineup_runtime_lite.host import HostSimulator
 from lineup_runtime_lite.install import InstallResult
-from lineup_runtime_lite.params import DEFAULT_MAX_PARAMS_BYTES
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
-from lineup_sdk.sandbox import DEFAULT_PROCESSES
 
 __all__ = ["Outbox", "Runtime", "Surface"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Outbox:
     """The Agent channel: at-least-once; unacked items are fetched again."""
 
-    def __init__(self, rt: Runtime) -> None:
-        self._rt = rt
+    def __init__(self, rt: Runtime, outbox: AsyncOutbox) -> None:
+        self._rt, self._outbox = rt, outbox
 
     def fetch(self, limit: int = 100) -> list[dict[str, Any]]:
         """Up to `limit` (1–1000) unacknowledged messages, oldest first.
@@ -44,8 +46,8 @@ class Outbox:
         Raises:
             LineupError: `usage_invalid` for a limit outside 1–1000.
         """
-        _check_limit(limit)
-        return self._rt._run(self._rt._art.outbox_fetch(limit))
+        _check_limit(limit)  # before the closed check, as on the loop
+        return self._rt._run(self._outbox.fetch(limit))
 
     def ack(self, ids: list[str]) -> None:
         """Mark messages (by their `id`) as received.
@@ -54,22 +56,26 @@ class Outbox:
             LineupError: `usage_invalid` unless `ids` is a list of strings.
         """
         _check_ids(ids)
-        self._rt._run(self._rt._art.outbox_ack(ids))
+        self._rt._run(self._outbox.ack(ids))
 
     def all(self) -> list[dict[str, Any]]:
         """Every message ever written, acked or not (timelines and tests)."""
-        return self._rt._run(self._rt._art.outbox_all())
+        return self._rt._run(self._outbox.all())
 
 
 class Surface:
     """The Surface's read-only view of one conversation's App session for a scope."""
 
-    def __init__(self, rt: Runtime, conversation_id: str, scope: str) -> None:
-        self._rt, self.conversation_id, self.scope = rt, conversation_id, scope
+    conversation_id: str
+    scope: str
+
+    def __init__(self, rt: Runtime, surface: AsyncSurface) -> None:
+        self._rt, self._surface = rt, surface
+        self.conversation_id, self.scope = surface.conversation_id, surface.scope
 
     def get(self) -> Snapshot:
         """The current session data (`Snapshot(None, 0)` when nothing is stored)."""
-        return self._rt._run(self._rt._art.surface_get(self.conversation_id, self.scope))
+        return self._rt._run(self._surface.get())
 
     def subscribe(self, listener: Callable[[str, Snapshot], None]) -> Callable[[], None]:
         """Current snapshot first, then every change with strictly increasing revisions.
@@ -81,13 +87,12 @@ class Surface:
         """
         if not callable(listener):
             raise LineupError("usage_invalid", "subscribe(listener) takes a callable")
-        art, conv, scope = self._rt._art, self.conversation_id, self.scope
-        token, sub = self._rt._call_sync(lambda: art._subscribe(conv, scope, listener))
-        sub.wait()
+        rt = self._rt
+        off = rt._run(self._surface.subscribe(listener))
 
         def unsubscribe() -> None:
-            if not self._rt._closed:  # a closed runtime holds no listeners any more
-                self._rt._call_sync(lambda: art._unsubscribe(conv, scope, token))
+            if not rt._closed:  # a closed runtime holds no listeners any more
+                rt._call_sync(off)
 
         return unsubscribe
 
@@ -104,29 +109,41 @@ class Surface:
 
     def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
-        return self._rt._run(self._rt._art.operations(self.conversation_id, self.scope))
+        return self._rt._run(self._surface.operations())
 
 
 class _HostPort:
     """`rt.host`: the Host simulator's event entry point."""
 
-    def __init__(self, rt: Runtime, sim: HostSimulator) -> None:
-        self._rt, self.simulator = rt, sim
+    def __init__(self, rt: Runtime, art: AsyncRuntime) -> None:
+        self._rt, self._host, self.simulator = rt, art.host, art.host.simulator
 
     def event(
         self, event: str, *, conversation: str, scope: str, instance: str | None = None
     ) -> bool:
-        """Send a Host event (see `AsyncRuntime.host_event`); True when the runtime
+        """Send a Host event (see `AsyncRuntime.host.event`); True when the runtime
         applied it, False when the rules ignore it (stale or foreign).
 
         Raises:
             LineupError: `usage_invalid` for an unknown event, a bad conversation or scope,
                 or when there is no instance to address.
         """
-        art = self._rt._art
+        host = self._host
         return self._rt._run(
-            art.host_event(event, conversation=conversation, scope=scope, instance=instance)
+            host.event(event, conversation=conversation, scope=scope, instance=instance)
         )
+
+
+def _opens_like(
+    opener: Callable[P, Coroutine[Any, Any, AsyncRuntime]],
+) -> Callable[[Callable[..., Runtime]], Callable[P, Runtime]]:
+    """`Runtime.open` takes exactly the arguments of `AsyncRuntime.open`: one signature,
+    typed (mypy checks callers against it) and shown by `help()` and `inspect`."""
+
+    def wrap(fn: Callable[..., Runtime]) -> Callable[P, Runtime]:
+        return functools.wraps(opener, assigned=("__wrapped__",), updated=())(fn)
+
+    return wrap
 
 
 class Runtime:
@@ -144,29 +161,9 @@ class Runtime:
         )
         self._closed = False
 
-    @classmethod
-    def open(
-        cls,
-        path: str | Path,
-        *,
-        trust: Any,
-        clock: Clock | None = None,
-        host: HostSimulator | None = None,
-        apps_dir: str | Path | None = None,
-        activation_timeout_s: float = 60.0,
-        max_params_bytes: int = DEFAULT_MAX_PARAMS_BYTES,
-        sandbox: str = "best_effort",
-        worker_memory_mb: int = 1024,
-        worker_processes: int = DEFAULT_PROCESSES,
-        worker_heartbeat_s: float = 5.0,
-        worker_cpu_s: float = 600.0,
-        worker_log_max_bytes: int = 10 * 1024 * 1024,
-        worker_env: Mapping[str, str] | None = None,
-        validation_budget_s: float = DEFAULT_BUDGET_S,
-        isolation: str = DEFAULT_ISOLATION,
-        session_idle_s: float = 300.0,
-        workers_memory_mb: int = 4096,
-    ) -> Runtime:
+    @staticmethod
+    @_opens_like(AsyncRuntime.open)
+    def open(*args: Any, **options: Any) -> Runtime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
         Takes exactly the arguments of `AsyncRuntime.open` (see there).
@@ -176,39 +173,20 @@ class Runtime:
                 `runtime_locked`, `store_corrupt`, `store_unavailable`,
                 `store_schema_unsupported`.
         """
-        rt = cls()
+        rt = Runtime()
         rt._thread.start()
+        clock = options.get("clock")
+        if clock is not None:  # before the AsyncRuntime's own: `advance()` fires here, waits
+            clock.on_advance(rt._advanced)
         try:
             rt._art = asyncio.run_coroutine_threadsafe(
-                AsyncRuntime.open(
-                    path,
-                    trust=trust,
-                    clock=clock,
-                    host=host,
-                    apps_dir=apps_dir,
-                    activation_timeout_s=activation_timeout_s,
-                    max_params_bytes=max_params_bytes,
-                    sandbox=sandbox,
-                    worker_memory_mb=worker_memory_mb,
-                    worker_processes=worker_processes,
-                    worker_heartbeat_s=worker_heartbeat_s,
-                    worker_cpu_s=worker_cpu_s,
-                    worker_log_max_bytes=worker_log_max_bytes,
-                    worker_env=worker_env,
-                    validation_budget_s=validation_budget_s,
-                    isolation=isolation,
-                    session_idle_s=session_idle_s,
-                    workers_memory_mb=workers_memory_mb,
-                    _follow_clock=False,
-                ),
-                rt._loop,
+                AsyncRuntime.open(*args, **options), rt._loop
             ).result()
         except BaseException:
             rt._stop_loop()
             raise
-        rt.host = _HostPort(rt, rt._art.simulator)
-        rt.outbox = Outbox(rt)
-        rt.clock.on_advance(rt._advanced)
+        rt.host = _HostPort(rt, rt._art)
+        rt.outbox = Outbox(rt, rt._art.outbox)
         return rt
 
     # -- loop plumbing -------------------------------------------------------------------
@@ -230,7 +208,10 @@ class Runtime:
             finally:
                 done.release()  # at once, not one loop turn later in a done callback
 
-        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(run()))
+        # the task runs in a copy of this thread's context: a Surface listener calling the
+        # runtime is known there as that listener (a settle never waits for its caller)
+        ctx = contextvars.copy_context()
+        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(run(), context=ctx))
         done.acquire()
         ok, value = box[0]
         if not ok:
@@ -249,27 +230,27 @@ class Runtime:
         if not self._thread.is_alive():
             self._loop.close()
 
-    def _settle(self) -> None:
-        """Let background work and Surface listeners finish (a listener may start more
-        work; it waits here, in its own thread, never for itself), then arm the timer."""
-        engine = self._art._engine
-        while True:
-            self._run(engine.idle())
-            pending = engine.subs.pending()
-            if not pending:
-                break
-            for sub in pending:
-                sub.wait()
-        self._call_sync(self._art._arm)
-
     def _advanced(self, now_ms: int) -> None:
-        self._run(self._art._advance_to(now_ms))
-        self._settle()
+        """The virtual clock moved: fire what fell due and let it settle before `advance()`
+        returns (its failure raises there); the AsyncRuntime's own listener, called next,
+        finds that time fired already."""
+        if hasattr(self, "_art"):  # not before the runtime is open (nor when open failed)
+            self.tick()
+            self.settle()
 
     @property
     def _core(self) -> Engine:
         """The engine (tests and in-tree tools only)."""
         return self._art._engine
+
+    @property
+    def _timer(self) -> asyncio.TimerHandle | None:
+        """The real-clock timer armed for the next deadline (tests)."""
+        return self._art._timer
+
+    def _fire(self) -> Coroutine[Any, Any, None]:
+        """Fire the timer now (tests: a wall clock that jumps)."""
+        return self._art.tick()
 
     @property
     def trust(self) -> Any:
@@ -280,22 +261,13 @@ class Runtime:
         self._art.trust = value
 
     @property
-    def _timer(self) -> asyncio.TimerHandle | None:
-        """The real-clock timer armed for the next deadline (tests)."""
-        return self._art._timer
-
-    def _fire(self) -> Coroutine[Any, Any, None]:
-        """Fire the timer now (tests: a wall clock that jumps)."""
-        return self._art._fire()
-
-    @property
     def clock(self) -> Clock:
         return self._art.clock
 
     @property
     def logs_dir(self) -> Path:
         """Where the worker logs are written (one file per app version)."""
-        return self._art._engine.logs_dir
+        return self._art.logs_dir
 
     def worker_log(self, scope: str, version: str) -> Path:
         """The worker log of an installed app version (see `AsyncRuntime.worker_log`).
@@ -323,11 +295,7 @@ class Runtime:
                 `<version>+dev.<manifest sha256 prefix>`) and becomes current instead of
                 `version_conflict`; sessions pinned to the old build keep it.
         """
-        from lineup_build.verify import verify_bundle
-
-        art = self._art
-        verified = verify_bundle(Path(bundle), self._call_sync(art._current_trust))
-        return self._call_sync(lambda: art._install_verified(verified, dev_build))
+        return self._run(self._art.install(bundle, dev_build=dev_build))
 
     def apps(self) -> list[dict[str, Any]]:
         """Installed apps: scope, current version, key id, manifest hash, permissions."""
@@ -354,43 +322,28 @@ class Runtime:
     def call(self, call_id: Any, conversation_id: Any, method: Any, params: Any) -> dict[str, Any]:
         """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0).
 
-        The envelope and the input schema are checked in the caller's thread, so a huge or
-        hostile call delays only its caller, never another conversation.
+        The envelope and the input schema are checked as `AsyncRuntime.call` checks them:
+        plainly small params against a plain schema at once, anything larger in an executor
+        thread, so a huge or hostile call delays only its caller, never another conversation.
 
         Raises:
             LineupError: `store_unavailable` or `store_corrupt` (nothing was persisted or
                 sent; the same call may be retried), `usage_invalid` once closed. Every
                 problem with the call itself is an `error` message, not an exception.
         """
-        if self._closed:
-            raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
-        prepared = self._art._prepare(call_id, conversation_id, method, params)
-        if not isinstance(prepared, tuple):
-            return prepared
-        return self._run(self._art._accept(prepared))
+        return self._run(self._art.call(call_id, conversation_id, method, params))
 
     async def acall(
         self, call_id: Any, conversation_id: Any, method: Any, params: Any
     ) -> dict[str, Any]:
         """`call()` for asyncio code on another event loop: the same answer, awaited without
-        blocking that loop (small params against a plain input schema are checked right
-        there; larger ones, and any schema that is not plain, in that loop's executor;
-        never on the runtime's loop). Code that owns its loop should prefer
-        `AsyncRuntime` (no thread hop)."""
+        blocking that loop (checked as `call()` checks it). Code that owns its loop should
+        prefer `AsyncRuntime` (no thread hop)."""
         if self._closed:
             raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
-        art = self._art
-        if art._inline(method, params):  # plainly small and plain: on the caller's loop
-            prepared = art._prepare(call_id, conversation_id, method, params)
-        else:
-            prepared = await asyncio.get_running_loop().run_in_executor(
-                None, art._prepare, call_id, conversation_id, method, params
-            )
-        if not isinstance(prepared, tuple):
-            return prepared
-        if self._closed:
-            raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
-        future = asyncio.run_coroutine_threadsafe(art._accept(prepared), self._loop)
+        future = asyncio.run_coroutine_threadsafe(
+            self._art.call(call_id, conversation_id, method, params), self._loop
+        )
         return await asyncio.wrap_future(future)
 
     def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[dict[str, Any]]:
@@ -400,8 +353,7 @@ class Runtime:
         `queued`); returns their messages in that order."""
         if self._closed:
             raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
-        prepared = [self._art._prepare(*c) for c in calls]  # the pure checks, in this thread
-        return self._run(self._art._accept_many(prepared))
+        return self._run(self._art.call_many(calls))
 
     def call_record(self, call_id: str) -> dict[str, Any] | None:
         """What the runtime keeps of one Agent call: its `method`, `conversation_id` and
@@ -410,8 +362,15 @@ class Runtime:
         return self._run(self._art.call_record(call_id))
 
     def settle(self) -> None:
-        """Wait until background work (activations, deliveries) has settled."""
-        self._settle()
+        """Wait until background work (activations, deliveries) and Surface listeners
+        have settled (a listener may start more work; one settling waits for all but
+        itself)."""
+        self._run(self._art.settle())
+
+    def tick(self) -> None:
+        """Fire what fell due on the runtime clock now, and wait for it (see
+        `AsyncRuntime.tick`); a virtual clock's `advance()` does this, then settles."""
+        self._run(self._art.tick())
 
     def surface(self, conversation_id: str, scope: str) -> Surface:
         """The Surface's read-only view for a conversation and app scope.
@@ -420,9 +379,7 @@ class Runtime:
             LineupError: `usage_invalid` unless both are strings of 1–200 characters
                 without control characters.
         """
-        _usable_id("conversation_id", conversation_id)
-        _usable_id("scope", scope)
-        return Surface(self, conversation_id, scope)
+        return Surface(self, self._art.surface(conversation_id, scope))
 
     def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
         """The immutable IM records written for a conversation, oldest first."""

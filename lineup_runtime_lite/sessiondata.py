@@ -3,6 +3,7 @@ revisions (the CAS replace itself is `transitions.replace_session_data`)."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections import deque
@@ -14,6 +15,11 @@ __all__ = ["MAX_SESSION_DATA", "Listener", "SubscriptionHub"]
 
 log = logging.getLogger("lineup.runtime")
 Listener = Callable[[str, Snapshot], None]
+#: The subscription whose listener is running (in its thread, and in the runtime calls it
+#: makes: the sync `Runtime` runs them in a copy of the caller's context).
+_DELIVERING: contextvars.ContextVar[_Subscription | None] = contextvars.ContextVar(
+    "lineup_delivering", default=None
+)
 
 
 class _Subscription:
@@ -50,14 +56,18 @@ class _Subscription:
                     self._cond.notify_all()
                     return
                 kind, snap = self._frames.popleft()
+            token = _DELIVERING.set(self)
             try:
                 self.listener(kind, snap)
             except Exception:  # a Surface listener never breaks the runtime
                 log.warning("a session-data listener failed", exc_info=True)
+            finally:
+                _DELIVERING.reset(token)
 
     def delivering_here(self) -> bool:
-        """Whether the calling thread is this subscription's listener thread."""
-        return self._thread is threading.current_thread()
+        """Whether the caller is this subscription's listener: its thread, or a runtime
+        call that listener is waiting for."""
+        return self._thread is threading.current_thread() or _DELIVERING.get() is self
 
     def drained(self) -> bool:
         with self._cond:

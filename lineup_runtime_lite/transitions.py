@@ -37,7 +37,6 @@ from lineup_runtime_lite.decisions import (
     ReplaceSessionData,
     SupersedeIntents,
 )
-from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.messages import (
     Checked,
     Unchecked,
@@ -45,7 +44,7 @@ from lineup_runtime_lite.messages import (
     make_message,
     schema_rejection,
 )
-from lineup_runtime_lite.store.records import Activation, Call, Intent, Session
+from lineup_runtime_lite.records import Activation, Call, Intent, Session, Tool
 from lineup_sdk.context import Snapshot, session_data_blob
 from lineup_sdk.errors import LineupError
 

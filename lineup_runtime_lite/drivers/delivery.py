@@ -15,10 +15,9 @@ from lineup_runtime_lite.decisions import Decision
 from lineup_runtime_lite.drivers import STEP_TRIES, steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool
-from lineup_runtime_lite.install import Tool
+from lineup_runtime_lite.port import Facts
+from lineup_runtime_lite.records import Call, Session, Tool
 from lineup_runtime_lite.sessiondata import SubscriptionHub
-from lineup_runtime_lite.store.facts import Facts
-from lineup_runtime_lite.store.records import Call, Session
 from lineup_runtime_lite.validation import acheck_value
 from lineup_runtime_lite.workers import Worker, WorkerError
 from lineup_sdk.context import Snapshot

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 
 from lineup_runtime_lite._validator_pool import ValidatorPool
 from lineup_runtime_lite.decisions import Decision
-from lineup_runtime_lite.install import Tool
-from lineup_runtime_lite.store.facts import Facts
+from lineup_runtime_lite.port import Facts
+from lineup_runtime_lite.records import Tool
 from lineup_runtime_lite.store.sqlite import Store
 
 __all__ = ["Shell"]

@@ -9,10 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Change, Decision
 from lineup_runtime_lite.handlers import HandlerContext, RuntimeHandler
-from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.messages import Checked
-from lineup_runtime_lite.store.facts import Facts
-from lineup_runtime_lite.store.records import Activation, Call, Session
+from lineup_runtime_lite.port import Facts
+from lineup_runtime_lite.records import Activation, Call, Session, Tool
 
 __all__ = ["NO_IDS", "Step", "accept", "advance", "decided", "end", "worker_lost"]
 

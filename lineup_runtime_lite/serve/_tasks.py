@@ -9,7 +9,7 @@ middleware before that check, and `tasks/get|result|cancel` are added as request
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.to_thread
 import mcp.types as mt
@@ -18,9 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from lineup_runtime_lite.serve import _tasks_ext
 from lineup_runtime_lite.serve._mapping import CALL_ID_META, McpTool, call_result, progress_text
-
-if TYPE_CHECKING:
-    from lineup_runtime_lite.serve._bridge import Bridge
+from lineup_runtime_lite.serve._taskhost import TaskHost
 
 __all__ = ["install", "task_of"]
 
@@ -54,7 +52,7 @@ def task_of(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def install(bridge: Bridge) -> None:
+def install(bridge: TaskHost) -> None:
     """Serve task-augmented `tools/call` and `tasks/get`, `tasks/result`, `tasks/cancel` on
     2025-11-25, and the tasks extension's `tasks/get|update|cancel` on 2026-07-28."""
     rt = bridge.rt

@@ -13,7 +13,7 @@ handshake sieves `extensions` out) and whose interceptor is folded around the re
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.to_thread
 import mcp.types as mt
@@ -23,9 +23,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, Field
 
 from lineup_runtime_lite.serve._mapping import CALL_ID_META, McpTool, call_result, progress_text
-
-if TYPE_CHECKING:
-    from lineup_runtime_lite.serve._bridge import Bridge
+from lineup_runtime_lite.serve._taskhost import TaskHost
 
 __all__ = ["EXTENSION", "EXTENSION_VERSIONS", "TasksExtension", "declared", "install", "task_view"]
 
@@ -88,7 +86,7 @@ class TasksExtension(Extension):
 
     identifier = EXTENSION
 
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: TaskHost) -> None:
         self._bridge = bridge
 
     def methods(self) -> Sequence[MethodBinding]:
@@ -173,7 +171,7 @@ class TasksExtension(Extension):
         )
 
 
-def install(bridge: Bridge) -> dict[str, MethodBinding]:
+def install(bridge: TaskHost) -> dict[str, MethodBinding]:
     """Advertise the extension, fold its interceptor around the registered `tools/call`
     handler, and return its methods for the caller to route by protocol revision (the
     low-level server keeps one handler per method name; 2025-11-25 has its own `tasks/*`)."""

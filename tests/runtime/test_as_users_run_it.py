@@ -183,7 +183,7 @@ def test_async_call_then_host_event_confirms_every_time(
                 conv = f"conv-{i}"
                 msg = await rt.call(f"start-{i}", conv, "pomodoro.start", {"minutes": 25})
                 assert msg["activation"] == "starting"
-                confirmed += await rt.host_event(
+                confirmed += await rt.host.event(
                     "foreground_confirmed", conversation=conv, scope="pomodoro"
                 )
                 record = await rt.call_record(f"start-{i}")
@@ -254,13 +254,13 @@ def test_a_call_in_the_batch_that_makes_the_session_ready_queues_behind_earlier_
             assert queued["activation"] == "queued"
             batches = rt._engine.commits.batches
             confirm = asyncio.ensure_future(
-                rt.host_event("foreground_confirmed", conversation="c", scope="probe")
+                rt.host.event("foreground_confirmed", conversation="c", scope="probe")
             )
             late = asyncio.ensure_future(rt.call("b", "c", "probe.append", {"item": "late"}))
             await asyncio.gather(confirm, late)
             await rt.settle()
             assert rt._engine.commits.batches >= batches + 1
-            snap = await rt.surface_get("c", "probe")
+            snap = await rt.surface("c", "probe").get()
             assert snap.data is not None
             return list(snap.data["items"])
 

@@ -44,8 +44,8 @@ async def _sequence_async(art: AsyncRuntime) -> list[Any]:
     out.append(await art.call("z", "c", "nope.tool", {}))
     out.append(await art.call("v", "c", "probe.echo", {"text": 3}))
     out.append(await art.call_record("b"))
-    out.append(await art.surface_get("c", "probe"))
-    out.append([m["id"] for m in await art.outbox_fetch(100)])
+    out.append(await art.surface("c", "probe").get())
+    out.append([m["id"] for m in await art.outbox.fetch(100)])
     return out
 
 

@@ -1,85 +1,216 @@
-"""The runtime's shape (issue 12), checked on its source: facts, pure transitions, drivers.
+"""The runtime's shape (issue 12, issue 23), checked on its source: facts, pure transitions,
+drivers.
 
 - every SQL statement lives in `lineup_runtime_lite/store/`;
-- the transitions (and the decisions they return) import nothing that does IO, reads a
-  clock or draws randomness;
-- there is no import circle anywhere in `lineup_runtime_lite` (TYPE_CHECKING imports count).
+- the pure core (records, decisions, the port, transitions, handlers) reaches nothing that
+  does IO, reads a clock or draws randomness, through its whole static import closure;
+- there is no import circle anywhere in `lineup_runtime_lite`.
+
+Imports are read with `ast` wherever they are: at module level, under TYPE_CHECKING, and
+inside functions and classes (a lazy import runs as surely as an eager one, only later).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import lineup_runtime_lite
 
 PACKAGE = Path(lineup_runtime_lite.__file__).parent
+ROOT = PACKAGE.parent
+FIRST_PARTY = ("lineup_runtime_lite", "lineup_sdk", "lineup_build")
 SQL = re.compile(
     r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|PRAGMA|BEGIN|COMMIT|ROLLBACK|"
     r"SAVEPOINT|RELEASE)\b"
 )
-#: The pure modules and the only imports they may make.
-PURE = {
-    "transitions.py",
-    "decisions.py",
-    "pomodoro.py",
-    "handlers.py",
-    "store/records.py",
-}
-PURE_IMPORTS = {
-    "__future__",
-    "collections.abc",
-    "dataclasses",
-    "json",
-    "typing",
-    "lineup_runtime_lite.clock",  # format_ts only (checked below)
+#: The pure core: the modules that decide, and the records and port they decide through.
+#: Their whole static import closure must reach no IO (no list of modules they may import:
+#: whatever they reach is followed and judged by what it imports).
+PURE = (
     "lineup_runtime_lite.decisions",
     "lineup_runtime_lite.handlers",
-    "lineup_runtime_lite.install",  # the Tool record
-    "lineup_runtime_lite.messages",
-    "lineup_runtime_lite.store.facts",  # the port type (handlers read through it)
-    "lineup_runtime_lite.store.records",
+    "lineup_runtime_lite.pomodoro",
+    "lineup_runtime_lite.port",
+    "lineup_runtime_lite.records",
     "lineup_runtime_lite.transitions",
-    "lineup_sdk.context",
-    "lineup_sdk.errors",
-}
+)
+#: Standard-library modules that do IO, read a clock, draw randomness or run concurrently.
+#: A module importing one is not pure; nor is one importing a package outside the standard
+#: library and ours (its closure cannot be followed from here).
+IO = frozenset(
+    {
+        "_thread",
+        "asyncio",
+        "concurrent",
+        "fcntl",
+        "glob",
+        "http",
+        "io",
+        "mmap",
+        "multiprocessing",
+        "os",
+        "pathlib",
+        "random",
+        "secrets",
+        "select",
+        "selectors",
+        "shutil",
+        "signal",
+        "socket",
+        "sqlite3",
+        "ssl",
+        "subprocess",
+        "sys",
+        "tempfile",
+        "threading",
+        "time",
+        "urllib",
+        "uuid",
+    }
+)
+#: Builtins that do IO, and `datetime`'s clock reads: no import of theirs to follow.
+BANNED_CALLS = frozenset({"__import__", "breakpoint", "input", "open", "print"})
+BANNED_ATTRS = frozenset({"now", "today", "utcnow"})
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path = ROOT, packages: tuple[str, ...] = FIRST_PARTY) -> dict[str, Path]:
+    """Every module of `packages` under `root`, by dotted name."""
     out = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE.parent).with_suffix("")
-        parts = list(rel.parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        out[".".join(parts)] = path
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
     return out
 
 
-def _imports(path: Path) -> set[str]:
-    """Modules imported at module level (TYPE_CHECKING blocks included), not in functions."""
-    tree = ast.parse(path.read_text())
+def _imports(path: Path, name: str = "") -> set[str]:
+    """Every module `path` (the module `name`) imports anywhere in its source; `from a
+    import b` names `a` and `a.b` (which may be a module), relative imports resolved."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-
-    def visit(nodes: list[ast.stmt]) -> None:
-        for node in nodes:
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module)
-                found.update(f"{node.module}.{a.name}" for a in node.names)
-            elif isinstance(node, ast.If | ast.Try):
-                visit(node.body)
-                visit(getattr(node, "orelse", []))
-
-    visit(tree.body)
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = parts[: len(parts) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
     return found
+
+
+def _graph(modules: dict[str, Path], *, own_submodules: bool) -> dict[str, set[str]]:
+    """Module → the modules of `modules` that importing it runs: each one it imports and
+    the packages above that (`a.b.c` runs `a.b` first, unless the importer is inside it).
+
+    A root package (`lineup_runtime_lite`) is no edge: every import runs its `__init__`,
+    the public facade, whatever the importer uses. Without `own_submodules`, a package's
+    `__init__` importing its own submodules is no edge (not a circle through them); the
+    import closure keeps those edges (`from pkg.store import x` runs all of `pkg.store`).
+    """
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for target in _imports(path, name):
+            if target not in modules:
+                continue
+            parts = target.split(".")
+            edges.add(target)
+            for n in range(2, len(parts)):
+                parent = ".".join(parts[:n])
+                if parent in modules and not name.startswith(parent + "."):
+                    edges.add(parent)
+        graph[name] = {
+            m
+            for m in edges
+            if m != name and "." in m and (own_submodules or not m.startswith(name + "."))
+        }
+    return graph
+
+
+def _closure(root: str, modules: dict[str, Path]) -> dict[str, str | None]:
+    """Every module of `modules` that importing `root` runs → the module importing it."""
+    graph = _graph(modules, own_submodules=True)
+    parent: dict[str, str | None] = {root: None}
+    todo = [root]
+    parts = root.split(".")
+    for n in range(2, len(parts)):  # importing `a.b.c` runs the package `a.b` first
+        parent[".".join(parts[:n])] = root
+        todo.append(".".join(parts[:n]))
+    while todo:
+        name = todo.pop()
+        for nxt in sorted(graph[name]):
+            if nxt not in parent:
+                parent[nxt] = name
+                todo.append(nxt)
+    return parent
+
+
+def _io_reached(root: str, modules: dict[str, Path]) -> list[str]:
+    """Every import of IO that importing `root` reaches, with the chain of importers from
+    `root` (empty when its closure is pure)."""
+    ours = {m.split(".")[0] for m in modules}
+    parent = _closure(root, modules)
+    found = []
+    for name in parent:
+        chain = [name]
+        while (up := parent[chain[-1]]) is not None:
+            chain.append(up)
+        for target in sorted(_imports(modules[name], name)):
+            top = target.split(".")[0]
+            if top in IO or not (top in ours or top in sys.stdlib_module_names):
+                found.append(" <- ".join([target, *chain]))
+    return sorted(set(found))
+
+
+def _io_calls(path: Path) -> list[str]:
+    """Calls of IO builtins and clock reads in `path` (`open(...)`, `datetime.now()`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = node.func
+        if isinstance(fn, ast.Name) and fn.id in BANNED_CALLS:
+            found.append(f"{path.name}:{node.lineno}: {fn.id}(")
+        elif isinstance(fn, ast.Attribute) and fn.attr in BANNED_ATTRS:
+            found.append(f"{path.name}:{node.lineno}: .{fn.attr}(")
+    return found
+
+
+def _circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """The first import circle found in `graph`, as a path back to its start."""
+    seen: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        seen[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if seen.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in seen and (found := visit(nxt)) is not None:
+                return found
+        stack.pop()
+        seen[node] = 2
+        return None
+
+    for name in sorted(graph):
+        if name not in seen and (found := visit(name)) is not None:
+            return found
+    return None
 
 
 def test_no_sql_outside_the_store() -> None:
     offenders = []
-    for name, path in _modules().items():
+    for name, path in _modules(ROOT, ("lineup_runtime_lite",)).items():
         if name.startswith("lineup_runtime_lite.store"):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
@@ -99,66 +230,70 @@ def test_the_check_sees_sql() -> None:
     assert not SQL.match("select the first") and not SQL.match("Selected")
 
 
-def test_transitions_do_no_io() -> None:
-    for rel in sorted(PURE):
-        path = PACKAGE / rel
-        extra = {
-            m
-            for m in _imports(path)
-            if m not in PURE_IMPORTS and not any(m.startswith(p + ".") for p in PURE_IMPORTS)
-        }
-        assert extra == set(), (rel, extra)
-        source = path.read_text()
-        for banned in ("time.", "secrets.", "random.", "datetime.now", "open(", "os."):
-            assert banned not in source, (rel, banned)
+def test_the_pure_core_reaches_no_io() -> None:
+    modules = _modules()
+    for root in PURE:
+        assert _io_reached(root, modules) == [], root
+        for name in _closure(root, modules):
+            assert _io_calls(modules[name]) == [], (root, name)
 
 
-def test_the_purity_check_sees_an_io_import(tmp_path: Path) -> None:
-    (tmp_path / "m.py").write_text("import sqlite3\nfrom lineup_runtime_lite.decisions import X\n")
-    found = _imports(tmp_path / "m.py")
-    assert "sqlite3" in found and "sqlite3" not in PURE_IMPORTS
+def _write(root: Path, files: dict[str, str]) -> dict[str, Path]:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return _modules(root, ("pkg",))
+
+
+def test_the_purity_check_follows_the_import_closure(tmp_path: Path) -> None:
+    modules = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "import sqlite3\n",  # the root facade: not followed
+            "pkg/core.py": "from pkg import rec\n\ndef f():\n    from pkg import lazy\n",
+            "pkg/rec.py": "from dataclasses import dataclass\nfrom . import typed\n",
+            "pkg/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from pkg.store.records import R\n",
+            "pkg/lazy.py": "import json\n",
+            "pkg/store/__init__.py": "from pkg.store.db import Db\n",
+            "pkg/store/db.py": "import sqlite3\n",
+            "pkg/store/records.py": "R = 1\n",
+            "pkg/web.py": "import httpx\n",
+            "pkg/plain.py": "import json\nfrom pkg import lazy\n",
+        },
+    )
+    # a TYPE_CHECKING import, through a relative import, of a module whose package runs IO
+    assert _io_reached("pkg.core", modules) == [
+        "sqlite3 <- pkg.store.db <- pkg.store <- pkg.typed <- pkg.rec <- pkg.core"
+    ]
+    assert _io_reached("pkg.web", modules) == ["httpx <- pkg.web"]  # cannot be followed
+    assert _io_reached("pkg.plain", modules) == []
+    assert set(_closure("pkg.core", modules)) >= {"pkg.lazy", "pkg.store.records"}
+    (tmp_path / "pkg/lazy.py").write_text("def f():\n    return open('x').read()\n")
+    assert _io_calls(tmp_path / "pkg/lazy.py") == ["lazy.py:2: open("]
+
+
+def test_the_purity_check_sees_the_io_modules() -> None:
+    modules = _modules()
+    for name in ("install", "store.records", "store.facts", "clock", "async_runtime"):
+        assert _io_reached(f"lineup_runtime_lite.{name}", modules) != [], name
 
 
 def test_no_import_circle_in_the_runtime() -> None:
-    modules = _modules()
-    graph = {
-        name: {m for m in _imports(path) if m in modules and m != name}
-        for name, path in modules.items()
-    }
-    # importing `a.b.c` runs the package `a.b` first (its __init__ and what that imports),
-    # unless the importer is inside `a.b` already; the root package is loaded before all
-    for name in graph:
-        for target in list(graph[name]):
-            parts = target.split(".")
-            for n in range(2, len(parts)):
-                parent = ".".join(parts[:n])
-                if parent in modules and not name.startswith(parent + "."):
-                    graph[name].add(parent)
-    # a package's __init__ importing its own submodules is not a circle through them
-    for name in graph:
-        graph[name] = {m for m in graph[name] if not m.startswith(name + ".") and m != name}
-    seen: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> None:
-        seen[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if seen.get(nxt) == 1:
-                cycle = [*stack[stack.index(nxt) :], nxt]
-                raise AssertionError(" -> ".join(cycle))
-            if nxt not in seen:
-                visit(nxt)
-        stack.pop()
-        seen[node] = 2
-
-    for name in sorted(graph):
-        if name not in seen:
-            visit(name)
+    modules = _modules(ROOT, ("lineup_runtime_lite",))
+    assert _circle(_graph(modules, own_submodules=False)) is None
 
 
 def test_the_circle_check_sees_a_circle(tmp_path: Path) -> None:
-    (tmp_path / "a.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import b\n"
+    modules = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.b\n",
+            "pkg/b.py": "class B:\n    def __init__(self):\n        from pkg import c\n",
+            "pkg/c.py": "from pkg.a import A\n",
+        },
     )
-    assert _imports(tmp_path / "a.py") == {"typing", "typing.TYPE_CHECKING", "b"}
+    assert _circle(_graph(modules, own_submodules=False)) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
+    (tmp_path / "pkg/c.py").write_text("A = 1\n")
+    assert _circle(_graph(_modules(tmp_path, ("pkg",)), own_submodules=False)) is None

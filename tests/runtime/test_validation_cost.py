@@ -158,7 +158,7 @@ def test_an_exponential_result_schema_answers_validation_budget_while_another_ap
             await art.settle()
             slow = _final(await art.call_record("slow-1"))
             fast = _final(await art.call_record("fast-1"))
-            return slow, fast, _finals_order(await art.outbox_all())
+            return slow, fast, _finals_order(await art.outbox.all())
 
     slow, fast, order = asyncio.run(go())
     assert fast["kind"] == "result" and fast["result"] == 2

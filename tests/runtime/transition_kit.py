@@ -18,11 +18,10 @@ from lineup_runtime_lite import pomodoro
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Decision
 from lineup_runtime_lite.drivers import steps
-from lineup_runtime_lite.install import Tool
 from lineup_runtime_lite.messages import fingerprint
 from lineup_runtime_lite.params import canonical_text
+from lineup_runtime_lite.records import Call, Session, Tool
 from lineup_runtime_lite.store.facts import Facts, LostRace, SqliteFacts
-from lineup_runtime_lite.store.records import Call, Session
 from lineup_runtime_lite.store.sqlite import Store
 
 EPOCH = 1_767_225_600_000  # the virtual clock's default start (2026-01-01T00:00:00Z)

@@ -1,0 +1,119 @@
+"""Typed records the pure core decides on: the Registry's `Tool` and the store's facts.
+
+Plain frozen data with no IO: the store (`store/`) returns these records, the Registry is
+built of `Tool`s at install and load (`install.py`), and the transitions, the handlers and
+the drivers read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Activation", "Call", "Intent", "Operation", "Session", "Tool"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One Registry record: method → how the runtime routes it."""
+
+    method: str
+    scope: str
+    version: str
+    description: str
+    delivery: str
+    activation: str
+    long_running: bool
+    timeout_s: float
+    input_schema: dict[str, Any]
+    result_schema: Any
+    handler_key: str | None
+    hints: tuple[tuple[str, bool], ...] = ()
+
+    def inventory(self) -> dict[str, Any]:
+        """The Agent Inventory entry: no delivery internals, no handler keys; `hints`
+        only when the author set some."""
+        out = {
+            "method": self.method,
+            "app_scope": self.scope,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "result_schema": self.result_schema,
+            "activation": self.activation,
+            "long_running": self.long_running,
+        }
+        if self.hints:
+            out["hints"] = dict(self.hints)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One App session: a conversation's use of one app scope, pinned to one version."""
+
+    app_session_id: str
+    conversation_id: str
+    scope: str
+    version: str
+    next_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Activation:
+    """One activation instance of an App session (SPEC 5.2)."""
+
+    activation_id: str
+    app_session_id: str
+    trigger_call_id: str
+    state: str  # starting | ready | failed | cancelled
+    requires_foreground: bool
+    worker_ready: bool
+    foreground: bool
+    deadline_ms: int
+
+    @property
+    def waits_for_host(self) -> bool:
+        """Starting, its worker is up, and only the Host's confirmation is missing."""
+        return self.worker_ready and self.requires_foreground and not self.foreground
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One accepted Agent call; `params` is its canonical JSON text."""
+
+    call_id: str
+    fingerprint: str
+    conversation_id: str
+    scope: str
+    method: str
+    params: str
+    app_session_id: str | None
+    activation_id: str | None
+    seq: int | None
+    state: str  # queued | delivered | running | done
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """A runtime operation with a deadline (a Pomodoro focus)."""
+
+    operation_id: str
+    call_id: str
+    conversation_id: str
+    app_session_id: str
+    kind: str
+    state: str  # focusing | completed | interrupted
+    started_ms: int
+    ends_ms: int
+    params: str
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """An undelivered Host intent at the head of its instance's queue, with the state of
+    that instance's activation (None when the activation is unknown)."""
+
+    id: int
+    instance: str
+    body: str
+    activation_state: str | None
