@@ -4,6 +4,7 @@ client validates every `tools/call` answer as a `CallToolResult`, so it cannot c
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -173,3 +174,22 @@ async def until(check: Callable[[], bool], timeout: float = 30.0) -> None:
 async def advance(clock: VirtualClock, ms: int) -> None:
     """Move the virtual clock without blocking the event loop that serves MCP."""
     await anyio.to_thread.run_sync(clock.advance, ms)
+
+
+def address(url: str) -> tuple[str, int]:
+    """`(host, port)` of an `http://host:port/...` URL or origin."""
+    hostport = url.split("//", 1)[1].split("/", 1)[0]
+    host, port = hostport.rsplit(":", 1)
+    return host, int(port)
+
+
+def socket_closed(s: socket.socket) -> bool:
+    """Whether the server closed `s` (EOF or reset), reading what it sent; never blocks."""
+    s.setblocking(False)
+    try:
+        data = s.recv(65536)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return data == b"" or socket_closed(s)

@@ -21,6 +21,7 @@ from lineup_build.init import init_project
 from lineup_runtime_lite import VirtualClock
 from lineup_runtime_lite.serve import HttpLimits
 from lineup_runtime_lite.web.testing import DevServer
+from tests.runtime.serve_kit import address, socket_closed
 from tests.sandbox_kit import poll
 
 pytest.importorskip("websockets", reason="the web extra (websockets) is not installed")
@@ -39,22 +40,6 @@ def dev(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[DevServer]:
         yield server
     finally:
         server.stop()
-
-
-def _address(origin: str) -> tuple[str, int]:
-    host, port = origin.split("//", 1)[1].rsplit(":", 1)
-    return host, int(port)
-
-
-def _closed(s: socket.socket) -> bool:
-    s.setblocking(False)
-    try:
-        data = s.recv(65536)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    return data == b"" or _closed(s)
 
 
 def _page(dev: DevServer) -> int:
@@ -78,7 +63,7 @@ def test_slow_heads_on_both_origins_are_closed_while_the_host_page_is_served(
     dev: DevServer,
 ) -> None:
     slow = [
-        socket.create_connection(_address(origin), timeout=5)
+        socket.create_connection(address(origin), timeout=5)
         for origin in (dev.urls.host_origin, dev.urls.surface_origin)
         for _ in range(20)
     ]
@@ -86,7 +71,7 @@ def test_slow_heads_on_both_origins_are_closed_while_the_host_page_is_served(
         for s in slow:
             s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         assert _page(dev) == 200
-        assert poll(lambda: all(_closed(s) for s in slow), within_s=10)
+        assert poll(lambda: all(socket_closed(s) for s in slow), within_s=10)
     finally:
         for s in slow:
             s.close()
@@ -96,7 +81,7 @@ def test_a_surface_bridge_outlives_the_head_and_body_timers(dev: DevServer) -> N
     from websockets.sync.client import connect
 
     binding = dev.host.surface_token(_instance(dev))
-    host, port = _address(dev.urls.surface_origin)
+    host, port = address(dev.urls.surface_origin)
     with connect(f"ws://{host}:{port}/_lineup/bridge?token={binding.token}") as ws:
         started = time.monotonic()
         while time.monotonic() - started < 1.0:  # several head and body timeouts

@@ -24,7 +24,15 @@ from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.serve import Bridge, HttpLimits, ServeOptions
 from lineup_runtime_lite.serve._limits import raise_descriptor_limit
-from tests.runtime.serve_kit import TOKEN, HttpServer, advance, call_meta, http_session
+from tests.runtime.serve_kit import (
+    TOKEN,
+    HttpServer,
+    address,
+    advance,
+    call_meta,
+    http_session,
+    socket_closed,
+)
 from tests.sandbox_kit import poll
 
 QUICK = ServeOptions(poll_s=0.01, heartbeat_s=0.05)
@@ -47,29 +55,11 @@ def served(
         rt.close()
 
 
-def _address(url: str) -> tuple[str, int]:
-    hostport = url.split("//", 1)[1].split("/", 1)[0]
-    host, port = hostport.rsplit(":", 1)
-    return host, int(port)
-
-
 def _connect(url: str, first: bytes = b"") -> socket.socket:
-    s = socket.create_connection(_address(url), timeout=5)
+    s = socket.create_connection(address(url), timeout=5)
     if first:
         s.sendall(first)
     return s
-
-
-def _closed(s: socket.socket) -> bool:
-    """Whether the server closed `s` (EOF or reset); never blocks."""
-    s.setblocking(False)
-    try:
-        data = s.recv(65536)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    return data == b"" or _closed(s)
 
 
 def _tools(url: str) -> list[str]:
@@ -94,14 +84,14 @@ def test_slowloris_heads_are_closed_while_a_legitimate_client_is_served(
         assert "pomodoro-start" in _tools(server.url)  # served while they hang
         for s in slow:  # keep trickling bytes: the head timer runs from accept regardless
             s.sendall(b"a")
-        assert poll(lambda: all(_closed(s) for s in slow), within_s=10)
+        assert poll(lambda: all(socket_closed(s) for s in slow), within_s=10)
     finally:
         for s in slow:
             s.close()
 
 
 @pytest.mark.parametrize("served", [HttpLimits(body_s=0.3)], indirect=True)
-def test_a_body_that_never_arrives_is_closed(
+def test_a_body_that_never_arrives_issocket_closed(
     served: tuple[HttpServer, Runtime, VirtualClock],
 ) -> None:
     server, _, _ = served
@@ -111,7 +101,7 @@ def test_a_body_that_never_arrives_is_closed(
     )
     s = _connect(server.url, head)
     try:
-        assert poll(lambda: _closed(s), within_s=10)
+        assert poll(lambda: socket_closed(s), within_s=10)
     finally:
         s.close()
 
@@ -125,8 +115,8 @@ def test_idle_strangers_never_hold_the_slots_an_authenticated_client_needs(
     try:
         assert "pomodoro-start" in _tools(server.url)
         # only the newest 8 strangers (at most) are still open; the older were closed
-        assert poll(lambda: sum(not _closed(s) for s in idle) <= 8, within_s=10)
-        assert all(_closed(s) for s in idle[:20])
+        assert poll(lambda: sum(not socket_closed(s) for s in idle) <= 8, within_s=10)
+        assert all(socket_closed(s) for s in idle[:20])
     finally:
         for s in idle:
             s.close()
@@ -142,7 +132,7 @@ def test_an_idle_kept_alive_connection_is_closed_after_its_response(
     try:
         s.settimeout(10)
         assert s.recv(65536).startswith(b"HTTP/1.1 404")
-        assert poll(lambda: _closed(s), within_s=10)
+        assert poll(lambda: socket_closed(s), within_s=10)
     finally:
         s.close()
 
