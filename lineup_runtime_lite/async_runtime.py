@@ -429,14 +429,12 @@ class AsyncRuntime:
 
     async def apps(self) -> list[dict[str, Any]]:
         """Installed apps: scope, current version, key id, manifest hash, permissions."""
-        import json
-
-        from lineup_build.model import Manifest
-
         self._check_open()
         out = []
         for app in self._engine.facts.app_rows():
-            manifest = Manifest.from_json(json.loads(app.pop("manifest")))
+            del app["manifest"]
+            manifest = self._engine.facts.manifest(app["scope"], app["version"])
+            assert manifest is not None
             app["permissions"] = list(manifest.app.permissions)
             out.append(app)
         return out

@@ -9,14 +9,12 @@ and the background tasks (SPEC 5.2, 5.6).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from lineup_build.model import Manifest
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S, ValidatorPool
 from lineup_runtime_lite.clock import Clock
@@ -144,10 +142,9 @@ class Engine:
         key = (scope, version)
         tools = self._versions.get(key)
         if tools is None:
-            row = self.facts.version_row(scope, version)
-            if row is None:
+            manifest = self.facts.manifest(scope, version)
+            if manifest is None:
                 raise KeyError(key)
-            manifest = Manifest.from_json(json.loads(row["manifest"]))
             tools = self._versions[key] = {
                 tool.method: tool for tool in load_tools(scope, version, manifest)
             }
