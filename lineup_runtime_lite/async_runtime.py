@@ -24,7 +24,7 @@ from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S
 from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.decisions import MoveSession
 from lineup_runtime_lite.engine import Engine, input_problems
-from lineup_runtime_lite.host import HostSimulator
+from lineup_runtime_lite.host_simulator import HostSimulator
 from lineup_runtime_lite.install import InstallResult, install_verified
 from lineup_runtime_lite.messages import error_body, reject
 from lineup_runtime_lite.params import (
@@ -37,7 +37,7 @@ from lineup_runtime_lite.params import (
 from lineup_runtime_lite.records import Tool
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import Checked, validator_for
-from lineup_runtime_lite.workers import WorkerOptions
+from lineup_runtime_lite.worker_process import WorkerOptions
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
@@ -827,7 +827,7 @@ class _AsyncHostPort:
             LineupError: `usage_invalid` for an unknown event, a bad conversation or scope,
                 or when there is no instance to address (nothing was started there).
         """
-        from lineup_runtime_lite.host import EVENTS
+        from lineup_runtime_lite.host_simulator import EVENTS
 
         rt = self._rt
         rt._check_open()

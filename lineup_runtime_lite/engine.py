@@ -36,7 +36,7 @@ from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import Checked, check_value, clip, validator_for
-from lineup_runtime_lite.workers import WorkerOptions
+from lineup_runtime_lite.worker_process import WorkerOptions
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import shared_memory

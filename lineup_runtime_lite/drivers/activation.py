@@ -12,7 +12,7 @@ from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool, failure_cause
 from lineup_runtime_lite.handlers import RuntimeHandler
-from lineup_runtime_lite.workers import WorkerError
+from lineup_runtime_lite.worker_process import WorkerError
 from lineup_sdk.errors import LineupError
 
 __all__ = ["ActivationDriver"]

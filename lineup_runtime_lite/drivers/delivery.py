@@ -19,7 +19,7 @@ from lineup_runtime_lite.port import Facts
 from lineup_runtime_lite.records import Call, Session, Tool
 from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.validation import acheck_value
-from lineup_runtime_lite.workers import Worker, WorkerError
+from lineup_runtime_lite.worker_process import Worker, WorkerError
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 

@@ -11,7 +11,7 @@ from typing import Any
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.install import install_folder
-from lineup_runtime_lite.workers import Worker, WorkerError, WorkerOptions
+from lineup_runtime_lite.worker_process import Worker, WorkerError, WorkerOptions
 from lineup_sdk.sandbox import SharedMemory
 
 __all__ = ["CAUSE_MAX", "WorkerPool", "WorkerPort", "failure_cause", "process_port"]
