@@ -34,7 +34,7 @@ from lineup_runtime_lite.params import (
     check_envelope,
     id_problem,
 )
-from lineup_runtime_lite.records import Tool
+from lineup_runtime_lite.records import RegistryEntry
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import Checked, validator_for
 from lineup_runtime_lite.worker_process import WorkerOptions
@@ -94,7 +94,7 @@ MIN_PROCESSES, MAX_PROCESSES = 16, 32768
 #: The most messages one `outbox.fetch` returns.
 MAX_FETCH = 1000
 
-Prepared = tuple[Envelope, Tool | None, Checked | None]
+Prepared = tuple[Envelope, RegistryEntry | None, Checked | None]
 
 
 class AsyncRuntime:
@@ -910,7 +910,7 @@ def _deprecated(old: str, new: str) -> None:
     )
 
 
-def _method(tool: Tool) -> str:
+def _method(tool: RegistryEntry) -> str:
     return tool.method
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lineup_build.model import Manifest
-from lineup_runtime_lite.records import Tool
+from lineup_runtime_lite.records import RegistryEntry
 from lineup_runtime_lite.store import Store
 from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
 from lineup_sdk.errors import LineupError
@@ -46,7 +46,9 @@ def compare_versions(a: str, b: str) -> int:
     return (ka > kb) - (ka < kb)
 
 
-def load_tools(scope: str, version: str, manifest: Manifest | Mapping[str, Any]) -> list[Tool]:
+def load_tools(
+    scope: str, version: str, manifest: Manifest | Mapping[str, Any]
+) -> list[RegistryEntry]:
     """The Registry projection of one installed manifest (`scope` and `version` as
     installed: a dev build's version carries its `+dev.` suffix).
 
@@ -55,7 +57,7 @@ def load_tools(scope: str, version: str, manifest: Manifest | Mapping[str, Any])
     """
     model = manifest if isinstance(manifest, Manifest) else Manifest.from_json(manifest)
     return [
-        Tool(
+        RegistryEntry(
             method=t.method,
             scope=scope,
             version=version,
