@@ -2,7 +2,7 @@
 
 from lineup_runtime_lite.async_runtime import AsyncRuntime
 from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock
-from lineup_runtime_lite.host import HostSimulator
+from lineup_runtime_lite.host_simulator import HostSimulator
 from lineup_runtime_lite.runtime import Outbox, Runtime, Surface
 
 __all__ = [

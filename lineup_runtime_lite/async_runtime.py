@@ -24,7 +24,7 @@ from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S
 from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.decisions import MoveSession
 from lineup_runtime_lite.engine import Engine, input_problems
-from lineup_runtime_lite.host import HostSimulator
+from lineup_runtime_lite.host_simulator import HostSimulator
 from lineup_runtime_lite.install import InstallResult, install_verified
 from lineup_runtime_lite.messages import error_body, reject
 from lineup_runtime_lite.params import (
@@ -34,10 +34,10 @@ from lineup_runtime_lite.params import (
     check_envelope,
     id_problem,
 )
-from lineup_runtime_lite.records import Tool
+from lineup_runtime_lite.records import RegistryEntry
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import Checked, validator_for
-from lineup_runtime_lite.workers import WorkerOptions
+from lineup_runtime_lite.worker_process import WorkerOptions
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
@@ -94,7 +94,7 @@ MIN_PROCESSES, MAX_PROCESSES = 16, 32768
 #: The most messages one `outbox.fetch` returns.
 MAX_FETCH = 1000
 
-Prepared = tuple[Envelope, Tool | None, Checked | None]
+Prepared = tuple[Envelope, RegistryEntry | None, Checked | None]
 
 
 class AsyncRuntime:
@@ -429,14 +429,12 @@ class AsyncRuntime:
 
     async def apps(self) -> list[dict[str, Any]]:
         """Installed apps: scope, current version, key id, manifest hash, permissions."""
-        import json
-
-        from lineup_build.model import Manifest
-
         self._check_open()
         out = []
         for app in self._engine.facts.app_rows():
-            manifest = Manifest.from_json(json.loads(app.pop("manifest")))
+            del app["manifest"]
+            manifest = self._engine.facts.manifest(app["scope"], app["version"])
+            assert manifest is not None
             app["permissions"] = list(manifest.app.permissions)
             out.append(app)
         return out
@@ -829,7 +827,7 @@ class _AsyncHostPort:
             LineupError: `usage_invalid` for an unknown event, a bad conversation or scope,
                 or when there is no instance to address (nothing was started there).
         """
-        from lineup_runtime_lite.host import EVENTS
+        from lineup_runtime_lite.host_simulator import EVENTS
 
         rt = self._rt
         rt._check_open()
@@ -912,7 +910,7 @@ def _deprecated(old: str, new: str) -> None:
     )
 
 
-def _method(tool: Tool) -> str:
+def _method(tool: RegistryEntry) -> str:
     return tool.method
 
 

@@ -9,14 +9,12 @@ and the background tasks (SPEC 5.2, 5.6).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from lineup_build.model import Manifest
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S, ValidatorPool
 from lineup_runtime_lite.clock import Clock
@@ -28,17 +26,17 @@ from lineup_runtime_lite.drivers.delivery import DeliveryDriver
 from lineup_runtime_lite.drivers.host import HostRelay
 from lineup_runtime_lite.drivers.timers import Timers
 from lineup_runtime_lite.drivers.workers import WorkerPool
-from lineup_runtime_lite.handlers import RuntimeHandler
+from lineup_runtime_lite.handlers import CatalogHandler
 from lineup_runtime_lite.install import load_tools
 from lineup_runtime_lite.messages import FINAL_STAGES
 from lineup_runtime_lite.params import Envelope
 from lineup_runtime_lite.pomodoro import HANDLERS
-from lineup_runtime_lite.records import Session, Tool
+from lineup_runtime_lite.records import RegistryEntry, Session
 from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation import Checked, check_value, clip, validator_for
-from lineup_runtime_lite.workers import WorkerOptions
+from lineup_runtime_lite.worker_process import WorkerOptions
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import shared_memory
@@ -68,7 +66,7 @@ class Engine:
         check_app: Callable[[str, str], None],
         check_trust: Callable[[str, str], None],
         worker_options: WorkerOptions,
-        handlers: dict[str, RuntimeHandler] | None = None,
+        handlers: dict[str, CatalogHandler] | None = None,
         validation_budget_s: float = DEFAULT_BUDGET_S,
         workers_memory_mb: int | None = None,
     ) -> None:
@@ -79,8 +77,8 @@ class Engine:
         self.logs_dir = logs_dir
         self.activation_timeout_ms = int(activation_timeout_s * 1000)
         self.handlers = dict(HANDLERS if handlers is None else handlers)
-        self.registry: dict[str, Tool] = {}
-        self._versions: dict[tuple[str, str], dict[str, Tool]] = {}
+        self.registry: dict[str, RegistryEntry] = {}
+        self._versions: dict[tuple[str, str], dict[str, RegistryEntry]] = {}
         self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.subs = SubscriptionHub()
@@ -134,20 +132,19 @@ class Engine:
     # -- the Registry --------------------------------------------------------------------
     def load_registry(self) -> None:
         """Project installed manifests into the Registry."""
-        registry: dict[str, Tool] = {}
+        registry: dict[str, RegistryEntry] = {}
         for scope, version in self.facts.installed():
             for tool in self.tools_of(scope, version).values():
                 registry[tool.method] = tool
         self.registry = registry  # one swap: callers' threads read it without a lock
 
-    def tools_of(self, scope: str, version: str) -> dict[str, Tool]:
+    def tools_of(self, scope: str, version: str) -> dict[str, RegistryEntry]:
         key = (scope, version)
         tools = self._versions.get(key)
         if tools is None:
-            row = self.facts.version_row(scope, version)
-            if row is None:
+            manifest = self.facts.manifest(scope, version)
+            if manifest is None:
                 raise KeyError(key)
-            manifest = Manifest.from_json(json.loads(row["manifest"]))
             tools = self._versions[key] = {
                 tool.method: tool for tool in load_tools(scope, version, manifest)
             }
@@ -215,7 +212,7 @@ class Engine:
     async def call(
         self,
         env: Envelope,
-        checked_tool: Tool | None = None,
+        checked_tool: RegistryEntry | None = None,
         problems: Checked | None = None,
     ) -> dict[str, Any]:
         """Accept one Agent call (SPEC 5.2) and return the message for this step.
@@ -390,7 +387,7 @@ def _applying(
     return run
 
 
-def input_problems(tool: Tool, params: Any, pool: ValidatorPool) -> Checked:
+def input_problems(tool: RegistryEntry, params: Any, pool: ValidatorPool) -> Checked:
     """The input schema's problems with strict-JSON `params` (any thread; a schema that is
     not plain waits for `pool` here, so never on an event loop)."""
     if not isinstance(params, dict):

@@ -13,10 +13,10 @@ from typing import Protocol
 
 from lineup_runtime_lite.decisions import Change, Decision
 from lineup_runtime_lite.port import Facts
-from lineup_runtime_lite.records import Call, Tool
+from lineup_runtime_lite.records import Call, RegistryEntry
 from lineup_runtime_lite.transitions import CallEvent, NewIds
 
-__all__ = ["HandlerContext", "RuntimeHandler"]
+__all__ = ["CatalogHandler", "HandlerContext"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,19 +27,24 @@ class HandlerContext:
     ids: NewIds
     activation_timeout_ms: int
     #: The tools of an installed `(scope, version)`, by method.
-    tools_of: Callable[[str, str], Mapping[str, Tool]]
+    tools_of: Callable[[str, str], Mapping[str, RegistryEntry]]
     #: Installed tools of a scope that a catalog key serves.
     methods_for: Callable[[str, str], list[str]]
 
 
-class RuntimeHandler(Protocol):
-    """One runtime-delivered handler (for example `pomodoro.start`)."""
+class CatalogHandler(Protocol):
+    """One runtime-delivered handler: the code behind a catalog key (for example
+    `pomodoro.start`; `lineup_sdk.RuntimeHandler` is that key's entry and schemas)."""
 
-    def accept(self, facts: Facts, tool: Tool, ev: CallEvent, ctx: HandlerContext) -> Decision:
+    def accept(
+        self, facts: Facts, tool: RegistryEntry, ev: CallEvent, ctx: HandlerContext
+    ) -> Decision:
         """Decide an Agent call of this handler's tool (read inside its savepoint)."""
         ...
 
-    def on_ready(self, tool: Tool, trigger: Call, now: int, ids: NewIds) -> Sequence[Change]:
+    def on_ready(
+        self, tool: RegistryEntry, trigger: Call, now: int, ids: NewIds
+    ) -> Sequence[Change]:
         """The changes when the activation this call triggered becomes ready (pure)."""
         ...
 

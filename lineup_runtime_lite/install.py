@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lineup_build.model import Manifest
-from lineup_runtime_lite.records import Tool
+from lineup_runtime_lite.records import RegistryEntry
 from lineup_runtime_lite.store import Store
 from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
 from lineup_sdk.errors import LineupError
@@ -47,7 +46,9 @@ def compare_versions(a: str, b: str) -> int:
     return (ka > kb) - (ka < kb)
 
 
-def load_tools(scope: str, version: str, manifest: Manifest | Mapping[str, Any]) -> list[Tool]:
+def load_tools(
+    scope: str, version: str, manifest: Manifest | Mapping[str, Any]
+) -> list[RegistryEntry]:
     """The Registry projection of one installed manifest (`scope` and `version` as
     installed: a dev build's version carries its `+dev.` suffix).
 
@@ -56,7 +57,7 @@ def load_tools(scope: str, version: str, manifest: Manifest | Mapping[str, Any])
     """
     model = manifest if isinstance(manifest, Manifest) else Manifest.from_json(manifest)
     return [
-        Tool(
+        RegistryEntry(
             method=t.method,
             scope=scope,
             version=version,
@@ -223,13 +224,10 @@ def installed_model(store: Store, scope: str, version: str) -> Manifest:
     Raises:
         KeyError: `(scope, version)` is not installed.
     """
-    return _model(store.facts.version_row(scope, version), scope, version)
-
-
-def _model(row: Any, scope: str, version: str) -> Manifest:
-    if row is None:
+    model = store.facts.manifest(scope, version)
+    if model is None:
         raise KeyError((scope, version))
-    return Manifest.from_json(json.loads(row["manifest"]))
+    return model
 
 
 def check_trusted(store: Store, trust: Any, scope: str, version: str) -> None:
@@ -240,9 +238,10 @@ def check_trusted(store: Store, trust: Any, scope: str, version: str) -> None:
             `permission_not_allowed`, or `install_tampered` when it is not installed.
     """
     row = store.facts.version_row(scope, version)
-    if row is None:
+    model = store.facts.manifest(scope, version)
+    if row is None or model is None:
         raise LineupError("install_tampered", f"{scope} {version} is not installed")
-    trust.lookup(row["key_id"]).check_manifest(Manifest.from_json(json.loads(row["manifest"])))
+    trust.lookup(row["key_id"]).check_manifest(model)
 
 
 def _unlisted(root: Path, listed: set[str]) -> str | None:
@@ -282,7 +281,7 @@ def check_no_strays(store: Store, apps_dir: Path, scope: str, version: str) -> N
     row = store.facts.version_row(scope, version)
     if row is None:
         raise LineupError("install_tampered", f"{scope} {version} is not installed")
-    listed = {e.path for e in Manifest.from_json(json.loads(row["manifest"])).files}
+    listed = {e.path for e in installed_model(store, scope, version).files}
     stray = _unlisted(install_folder(apps_dir, row), listed)
     if stray is not None:
         raise LineupError(
@@ -304,7 +303,7 @@ def check_installed(store: Store, apps_dir: Path, trust: Any, scope: str, versio
     check_no_strays(store, apps_dir, scope, version)
     row = store.facts.version_row(scope, version)
     assert row is not None
-    manifest = Manifest.from_json(json.loads(row["manifest"]))
+    manifest = installed_model(store, scope, version)
     root = install_folder(apps_dir, row)
     for entry in manifest.files:
         path = root / entry.path

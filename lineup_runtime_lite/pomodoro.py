@@ -19,10 +19,10 @@ from lineup_runtime_lite.decisions import (
     NewOperation,
     Record,
 )
-from lineup_runtime_lite.handlers import HandlerContext, RuntimeHandler
+from lineup_runtime_lite.handlers import CatalogHandler, HandlerContext
 from lineup_runtime_lite.messages import make_message
 from lineup_runtime_lite.port import Facts
-from lineup_runtime_lite.records import Activation, Call, Operation, Session, Tool
+from lineup_runtime_lite.records import Activation, Call, Operation, RegistryEntry, Session
 from lineup_runtime_lite.timestamps import format_ts
 from lineup_runtime_lite.transitions import (
     CallEvent,
@@ -50,7 +50,7 @@ IMPLEMENTED_KEYS = frozenset({"pomodoro.start", "pomodoro.interrupt"})
 # -- transitions (pure) ---------------------------------------------------------------------
 def start(
     ev: CallEvent,
-    tool: Tool,
+    tool: RegistryEntry,
     session: Session | None,
     app_version: str,
     *,
@@ -126,9 +126,9 @@ def end_focus(op: Operation, state: str, ended_ms: int, scope: str) -> tuple[Cha
 
 def interrupt(
     ev: CallEvent,
-    tool: Tool,
+    tool: RegistryEntry,
     *,
-    starting: tuple[Activation, Sequence[Call], dict[str, Tool]] | None,
+    starting: tuple[Activation, Sequence[Call], dict[str, RegistryEntry]] | None,
     focusing: Operation | None,
     now: int,
 ) -> Decision:
@@ -155,9 +155,11 @@ def interrupt(
 
 # -- the handler ----------------------------------------------------------------------------
 class Pomodoro:
-    """The Pomodoro as a runtime handler (`RuntimeHandler`)."""
+    """The Pomodoro as a runtime handler (`CatalogHandler`)."""
 
-    def accept(self, facts: Facts, tool: Tool, ev: CallEvent, ctx: HandlerContext) -> Decision:
+    def accept(
+        self, facts: Facts, tool: RegistryEntry, ev: CallEvent, ctx: HandlerContext
+    ) -> Decision:
         methods = ctx.methods_for(tool.scope, "pomodoro.start")
         if tool.handler_key == "pomodoro.start":
             session = facts.session(ev.conversation_id, tool.scope)
@@ -186,7 +188,9 @@ class Pomodoro:
             return interrupt(ev, tool, starting=starting, focusing=focusing, now=ctx.now)
         raise AssertionError(f"unimplemented runtime handler {tool.handler_key}")
 
-    def on_ready(self, tool: Tool, trigger: Call, now: int, ids: NewIds) -> Sequence[Change]:
+    def on_ready(
+        self, tool: RegistryEntry, trigger: Call, now: int, ids: NewIds
+    ) -> Sequence[Change]:
         return focus_started(trigger, now, ids.operation)
 
     def due(self, facts: Facts, now: int) -> list[Decision]:
@@ -200,4 +204,4 @@ class Pomodoro:
 _POMODORO = Pomodoro()
 
 #: Catalog key -> handler: how the core finds the runtime handler of a tool.
-HANDLERS: dict[str, RuntimeHandler] = {key: _POMODORO for key in IMPLEMENTED_KEYS}
+HANDLERS: dict[str, CatalogHandler] = {key: _POMODORO for key in IMPLEMENTED_KEYS}

@@ -4,11 +4,14 @@ the Pomodoro) reads through this protocol without loading a store."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lineup_runtime_lite.decisions import Change
 from lineup_runtime_lite.records import Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import Snapshot
+
+if TYPE_CHECKING:
+    from lineup_build.model import Manifest
 
 __all__ = ["Facts", "LostRace"]
 
@@ -54,6 +57,7 @@ class Facts(Protocol):
     def installed(self) -> list[tuple[str, str]]: ...
     def app_rows(self) -> list[dict[str, Any]]: ...
     def version_row(self, scope: str, version: str) -> dict[str, Any] | None: ...
+    def manifest(self, scope: str, version: str) -> Manifest | None: ...
 
     # writes: the guarded changes of a decision, then the few outside any decision
     def apply(self, change: Change) -> None: ...

@@ -1,8 +1,8 @@
-"""Typed records the pure core decides on: the Registry's `Tool` and the store's facts.
+"""Typed records the pure core decides on: the Registry's entries and the store's facts.
 
 Plain frozen data with no IO: the store (`store/`) returns these records, the Registry is
-built of `Tool`s at install and load (`install.py`), and the transitions, the handlers and
-the drivers read them.
+built of `RegistryEntry`s at install and load (`install.py`; the manifest's own tool is
+`lineup_build.model.Tool`), and the transitions, the handlers and the drivers read them.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Activation", "Call", "Intent", "Operation", "Session", "Tool"]
+__all__ = ["Activation", "Call", "Intent", "Operation", "RegistryEntry", "Session"]
 
 
 @dataclass(frozen=True)
-class Tool:
+class RegistryEntry:
     """One Registry record: method → how the runtime routes it."""
 
     method: str

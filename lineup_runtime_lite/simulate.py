@@ -13,7 +13,7 @@ from typing import Any
 from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
 from lineup_runtime_lite.clock import LAST_MS, VirtualClock, format_ts, parse_duration
 from lineup_runtime_lite.expect import Difference, compare, explain
-from lineup_runtime_lite.host import HostSimulator
+from lineup_runtime_lite.host_simulator import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
 from lineup_runtime_lite.scenario import Scenario, Step
 from lineup_runtime_lite.surface_client import SurfaceClient

@@ -24,7 +24,7 @@ from typing import Any
 
 from lineup_build.dev import build_with_dev_key
 from lineup_runtime_lite.clock import VirtualClock, parse_duration
-from lineup_runtime_lite.host import HostSimulator
+from lineup_runtime_lite.host_simulator import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
 from lineup_sdk.context import Snapshot
 

@@ -44,7 +44,7 @@ from lineup_runtime_lite.messages import (
     make_message,
     schema_rejection,
 )
-from lineup_runtime_lite.records import Activation, Call, Intent, Session, Tool
+from lineup_runtime_lite.records import Activation, Call, Intent, RegistryEntry, Session
 from lineup_sdk.context import Snapshot, session_data_blob
 from lineup_sdk.errors import LineupError
 
@@ -113,7 +113,7 @@ class CallFacts:
     """
 
     existing: Call | None
-    tool: Tool | None
+    tool: RegistryEntry | None
     problems: Checked | None = None
     session: Session | None = None
     act: Activation | None = None
@@ -146,7 +146,7 @@ def screen_call(ev: CallEvent, facts: CallFacts, now: int) -> Decision | None:
     return None
 
 
-def needs_fresh_ids(tool: Tool, act: Activation | None) -> bool:
+def needs_fresh_ids(tool: RegistryEntry, act: Activation | None) -> bool:
     """Whether routing a call may create a session or an activation (a call for a ready
     session needs no new id, unless it asks for the foreground)."""
     ready = act is not None and act.state == "ready"
@@ -205,7 +205,7 @@ def retried_call(existing: Call, ev: CallEvent, scope: str, now: int) -> Decisio
 
 def _new_call(
     ev: CallEvent,
-    tool: Tool,
+    tool: RegistryEntry,
     now: int,
     *,
     session: str | None = None,
@@ -228,12 +228,12 @@ def _new_call(
     )
 
 
-def answer_now(ev: CallEvent, tool: Tool, msg: dict[str, Any], now: int) -> Decision:
+def answer_now(ev: CallEvent, tool: RegistryEntry, msg: dict[str, Any], now: int) -> Decision:
     """A call answered at once (it needs no session), persisted with its final message."""
     return Decision((_new_call(ev, tool, now), Record(msg)), answer=msg)
 
 
-def answer_error(ev: CallEvent, tool: Tool, code: str, message: str, now: int) -> Decision:
+def answer_error(ev: CallEvent, tool: RegistryEntry, code: str, message: str, now: int) -> Decision:
     """`answer_now` with a final error (the call is stored, with its answer)."""
     msg = make_message(ev.call_id, tool.scope, "error", now, error=error_body(code, message))
     return answer_now(ev, tool, msg, now)
@@ -252,7 +252,7 @@ def show_surface(activation_id: str, conversation_id: str, scope: str) -> NewInt
 
 def accept_starting(
     ev: CallEvent,
-    tool: Tool,
+    tool: RegistryEntry,
     session: Session | None,
     app_version: str,
     *,
@@ -281,7 +281,13 @@ def accept_starting(
 
 
 def enqueue_ready(
-    ev: CallEvent, tool: Tool, session: Session, act: Activation, *, send_now: bool, now: int
+    ev: CallEvent,
+    tool: RegistryEntry,
+    session: Session,
+    act: Activation,
+    *,
+    send_now: bool,
+    now: int,
 ) -> Decision:
     """A call for a ready session: `delivered` at once when the session is idle (the commit
     that says so precedes the send: at most once), else queued behind the others. The
@@ -303,7 +309,7 @@ def enqueue_ready(
 
 def accept_call(
     ev: CallEvent,
-    tool: Tool,
+    tool: RegistryEntry,
     session: Session | None,
     act: Activation | None,
     *,
@@ -412,7 +418,7 @@ def advance_activation(
 def end_activation(
     act: Activation,
     waiting: Sequence[Call],
-    tools: Mapping[str, Tool],
+    tools: Mapping[str, RegistryEntry],
     state: str,
     reason: str,
     *,
@@ -467,7 +473,7 @@ def end_activation(
 
 
 def worker_lost(
-    act: Activation, waiting: Sequence[Call], tools: Mapping[str, Tool], *, now: int
+    act: Activation, waiting: Sequence[Call], tools: Mapping[str, RegistryEntry], *, now: int
 ) -> Decision | None:
     """A ready session's app cannot run any more: re-open its gate and fail it
     (`worker_failed`); every queued call gets its error."""
@@ -525,7 +531,9 @@ def interrupt_delivery(call: Call, now: int) -> Decision:
     )
 
 
-def next_delivery(head: tuple[Call, str] | None, tool: Tool | None, now: int) -> Decision | None:
+def next_delivery(
+    head: tuple[Call, str] | None, tool: RegistryEntry | None, now: int
+) -> Decision | None:
     """The session's next step: mark its oldest queued call `delivered` (then send it),
     answer it `handler_failed` when its version does not serve it, or None when the queue
     is empty or its head waits on an activation."""
@@ -543,7 +551,7 @@ def next_delivery(head: tuple[Call, str] | None, tool: Tool | None, now: int) ->
 
 def answer_delivery(
     call: Call,
-    tool: Tool,
+    tool: RegistryEntry,
     *,
     now: int,
     reply: Mapping[str, Any] | None = None,

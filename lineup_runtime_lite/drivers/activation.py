@@ -11,8 +11,8 @@ from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool, failure_cause
-from lineup_runtime_lite.handlers import RuntimeHandler
-from lineup_runtime_lite.workers import WorkerError
+from lineup_runtime_lite.handlers import CatalogHandler
+from lineup_runtime_lite.worker_process import WorkerError
 from lineup_sdk.errors import LineupError
 
 __all__ = ["ActivationDriver"]
@@ -23,7 +23,7 @@ class ActivationDriver:
         self,
         shell: Shell,
         pool: WorkerPool,
-        handlers: dict[str, RuntimeHandler],
+        handlers: dict[str, CatalogHandler],
         check_trust: Callable[[str, str], None],
     ) -> None:
         self.shell = shell

@@ -16,10 +16,10 @@ from lineup_runtime_lite.drivers import STEP_TRIES, steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool
 from lineup_runtime_lite.port import Facts
-from lineup_runtime_lite.records import Call, Session, Tool
+from lineup_runtime_lite.records import Call, RegistryEntry, Session
 from lineup_runtime_lite.sessiondata import SubscriptionHub
 from lineup_runtime_lite.validation import acheck_value
-from lineup_runtime_lite.workers import Worker, WorkerError
+from lineup_runtime_lite.worker_process import Worker, WorkerError
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 
@@ -200,11 +200,13 @@ class DeliveryDriver:
         shell = self.shell
         await shell.decide(steps.worker_lost(call.activation_id, shell.tools_of, now=shell.now()))
 
-    async def _send(self, session: Session, tool: Tool, call: Call, worker: Worker) -> None:
+    async def _send(
+        self, session: Session, tool: RegistryEntry, call: Call, worker: Worker
+    ) -> None:
         """Send a call already committed as `delivered`; commit its one final answer."""
         await self._finish(self._start(session, tool, call, worker))
 
-    def _start(self, session: Session, tool: Tool, call: Call, worker: Worker) -> _Flight:
+    def _start(self, session: Session, tool: RegistryEntry, call: Call, worker: Worker) -> _Flight:
         """Write the delivery to the worker (its capability and timeout start now)."""
         faults.hit("deliver.before_send")
         cap = secrets.token_urlsafe(24)
@@ -318,7 +320,7 @@ class _Flight:
     """One delivery on its way: what `_finish` needs to wait for it and answer it."""
 
     call: Call
-    tool: Tool
+    tool: RegistryEntry
     cap: str
     worker: Worker | None = None
     rid: int | None = None

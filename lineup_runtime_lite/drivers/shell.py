@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from lineup_runtime_lite._validator_pool import ValidatorPool
 from lineup_runtime_lite.decisions import Decision
 from lineup_runtime_lite.port import Facts
-from lineup_runtime_lite.records import Tool
+from lineup_runtime_lite.records import RegistryEntry
 from lineup_runtime_lite.store.sqlite import Store
 
 __all__ = ["Shell"]
@@ -29,7 +29,7 @@ class Shell(Protocol):
 
     def now(self) -> int: ...
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]: ...
-    def tools_of(self, scope: str, version: str) -> dict[str, Tool]: ...
+    def tools_of(self, scope: str, version: str) -> dict[str, RegistryEntry]: ...
     def methods_for(self, scope: str, handler_key: str) -> list[str]: ...
 
     async def decide(self, step: Callable[[Facts], Decision | None]) -> Decision | None:

@@ -8,15 +8,15 @@ from collections.abc import Callable, Mapping, Sequence
 
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Change, Decision
-from lineup_runtime_lite.handlers import HandlerContext, RuntimeHandler
+from lineup_runtime_lite.handlers import CatalogHandler, HandlerContext
 from lineup_runtime_lite.messages import Checked
 from lineup_runtime_lite.port import Facts
-from lineup_runtime_lite.records import Activation, Call, Session, Tool
+from lineup_runtime_lite.records import Activation, Call, RegistryEntry, Session
 
 __all__ = ["NO_IDS", "Step", "accept", "advance", "decided", "end", "worker_lost"]
 
 Step = Callable[[Facts], Decision | None]
-ToolsOf = Callable[[str, str], Mapping[str, Tool]]
+ToolsOf = Callable[[str, str], Mapping[str, RegistryEntry]]
 #: Whether a call of `method` may be sent to `session` right after its commit (the
 #: delivery driver's state; read inside the step's savepoint).
 Idle = Callable[[Facts, Session, str], bool]
@@ -27,9 +27,9 @@ NO_IDS = t.NewIds("", "", "")
 
 def accept(
     ev: t.CallEvent,
-    tool: Tool | None,
+    tool: RegistryEntry | None,
     problems: Checked | None,
-    handlers: Mapping[str, RuntimeHandler],
+    handlers: Mapping[str, CatalogHandler],
     *,
     now: int,
     timeout_ms: int,
@@ -78,7 +78,7 @@ def decided(decision: Decision) -> Step:
 
 def _activation(
     tx: Facts, act_id: str, tools_of: ToolsOf
-) -> tuple[Activation, Mapping[str, Tool]] | None:
+) -> tuple[Activation, Mapping[str, RegistryEntry]] | None:
     """The activation and the tools of its session's pinned version."""
     act = tx.activation(act_id)
     if act is None:
@@ -91,7 +91,7 @@ def _activation(
 def advance(
     act_id: str,
     tools_of: ToolsOf,
-    handlers: Mapping[str, RuntimeHandler],
+    handlers: Mapping[str, CatalogHandler],
     *,
     now: int,
     operation_id: str,

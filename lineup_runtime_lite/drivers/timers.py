@@ -11,7 +11,7 @@ from lineup_runtime_lite.drivers.activation import ActivationDriver
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
 from lineup_runtime_lite.drivers.host import HostRelay
 from lineup_runtime_lite.drivers.shell import Shell
-from lineup_runtime_lite.handlers import RuntimeHandler
+from lineup_runtime_lite.handlers import CatalogHandler
 
 __all__ = ["Timers"]
 
@@ -23,7 +23,7 @@ class Timers:
         activations: ActivationDriver,
         delivery: DeliveryDriver,
         host: HostRelay,
-        handlers: dict[str, RuntimeHandler],
+        handlers: dict[str, CatalogHandler],
     ) -> None:
         self.shell = shell
         self.activations = activations

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from lineup_build.model import Manifest
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.install import install_folder
-from lineup_runtime_lite.workers import Worker, WorkerError, WorkerOptions
+from lineup_runtime_lite.worker_process import Worker, WorkerError, WorkerOptions
 from lineup_sdk.sandbox import SharedMemory
 
 __all__ = ["CAUSE_MAX", "WorkerPool", "WorkerPort", "failure_cause", "process_port"]
@@ -181,7 +179,8 @@ class WorkerPool:
             self.check_app(scope, version)
             row = self.shell.facts.version_row(scope, version)
             assert row is not None
-            manifest = Manifest.from_json(json.loads(row["manifest"]))
+            manifest = self.shell.facts.manifest(scope, version)
+            assert manifest is not None
             last: WorkerError | None = None
             for _ in range(WORKER_START_TRIES):
                 worker = self.port(

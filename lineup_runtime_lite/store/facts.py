@@ -12,6 +12,7 @@ import json
 import sqlite3
 from typing import Any
 
+from lineup_build.model import Manifest
 from lineup_runtime_lite.decisions import (
     ActivationUpdate,
     CallState,
@@ -44,6 +45,9 @@ class SqliteFacts:
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
+        #: Parsed stored manifests by (scope, version, manifest_sha256): a stored manifest
+        #: is read once per load; the hash keeps a version installed again apart.
+        self._manifests: dict[tuple[str, str, str], Manifest] = {}
 
     # -- calls and messages --------------------------------------------------------------
     def call(self, call_id: str) -> Call | None:
@@ -330,6 +334,25 @@ class SqliteFacts:
             (scope, version),
         ).fetchone()
         return dict(row) if row is not None else None
+
+    def manifest(self, scope: str, version: str) -> Manifest | None:
+        """An installed version's manifest as the typed `Manifest`, parsed once (it was
+        verified, schema and all, when it was installed), or None when not installed."""
+        row = self.db.execute(
+            "SELECT manifest_sha256 FROM app_versions WHERE scope=? AND version=?",
+            (scope, version),
+        ).fetchone()
+        if row is None:
+            return None
+        key = (scope, version, str(row[0]))
+        model = self._manifests.get(key)
+        if model is None:
+            (text,) = self.db.execute(
+                "SELECT manifest FROM app_versions WHERE scope=? AND version=?",
+                (scope, version),
+            ).fetchone()
+            model = self._manifests[key] = Manifest.from_json(json.loads(text))
+        return model
 
     def add_version(
         self,

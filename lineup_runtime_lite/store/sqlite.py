@@ -19,6 +19,13 @@ __all__ = ["LostRace", "Store", "store_error"]
 
 T = TypeVar("T")
 
+#: The `meta` key `close()` writes and open clears: present means the last close was clean.
+_CLEAN_CLOSE = "closed_clean"
+#: Set (to anything) to run the whole-file `quick_check` on every open, as before the rule.
+_FULL_CHECK_ENV = "LINEUP_STORE_FULL_CHECK"
+#: The first byte of a b-tree page: interior/leaf, index/table.
+_BTREE_PAGE_TYPES = frozenset({b"\x02", b"\x05", b"\x0a", b"\x0d"})
+
 
 def store_error(exc: BaseException, path: str) -> LineupError | None:
     """The stable error for a database failure, or None for a programming error.
@@ -66,6 +73,8 @@ class Store:
         target = self.path
         if self.path != ":memory:":
             target = self._take_lock()
+        #: A `-wal` file before SQLite opens the database: the last close did not end it.
+        self._wal_left = os.path.exists(target + "-wal")
         try:
             self.db = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
             self.db.row_factory = sqlite3.Row
@@ -75,6 +84,7 @@ class Store:
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self._clear_clean_close()
             self.facts = SqliteFacts(self.db)
         except (sqlite3.Error, OSError) as exc:
             self._close_quietly()
@@ -137,16 +147,69 @@ class Store:
             self._lock_fd = None
 
     def _check_integrity(self) -> None:
-        """A damaged file, or an SQLite database that is not a LineUp one, is refused."""
+        """A damaged file, or an SQLite database that is not a LineUp one, is refused.
+
+        The whole-file `PRAGMA quick_check` (time proportional to the database) runs only
+        when the last close was not clean: no `closed_clean` marker in `meta` (it is written
+        by `close()` and cleared at open), or a `-wal` file left behind. After a clean close
+        a bounded check stands in for it (`_bounded_check`); damage it does not see is still
+        `store_corrupt`, when the damaged page is first read.
+        """
+        names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+        if names and "meta" not in names:
+            self._quick_check()  # a damaged LineUp file is damaged, not foreign
+            raise LineupError(
+                "store_corrupt", f"{self.path} is an SQLite database, but not a LineUp one"
+            )
+        if self._closed_cleanly(names):
+            self._bounded_check()
+        else:
+            self._quick_check()
+
+    def _closed_cleanly(self, names: set[str]) -> bool:
+        if self.path == ":memory:" or "meta" not in names or os.environ.get(_FULL_CHECK_ENV):
+            return False
+        if self._wal_left:
+            return False
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (_CLEAN_CLOSE,)).fetchone()
+        return row is not None
+
+    def _quick_check(self) -> None:
         rows = self.db.execute("PRAGMA quick_check").fetchall()
         if [tuple(r) for r in rows] != [("ok",)]:
             first = str(rows[0][0]) if rows else "no answer"
             raise LineupError("store_corrupt", f"{self.path} is damaged: {first}")
-        names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
-        if names and "meta" not in names:
-            raise LineupError(
-                "store_corrupt", f"{self.path} is an SQLite database, but not a LineUp one"
-            )
+
+    def _bounded_check(self) -> None:
+        """What a cleanly closed file can be checked for in time independent of its size:
+        the file holds every page its header counts, and the root page of every table and
+        index is a b-tree page (one read per schema entry)."""
+        page_size = int(self.db.execute("PRAGMA page_size").fetchone()[0])
+        pages = int(self.db.execute("PRAGMA page_count").fetchone()[0])
+        assert self._lock_fd is not None
+        if os.fstat(self._lock_fd).st_size < pages * page_size:
+            raise LineupError("store_corrupt", f"{self.path} is damaged: the file is truncated")
+        roots = [
+            int(r[0])
+            for r in self.db.execute("SELECT rootpage FROM sqlite_master WHERE rootpage > 0")
+        ]
+        for page in sorted({1, *roots}):
+            if not 1 <= page <= pages:
+                raise LineupError(
+                    "store_corrupt", f"{self.path} is damaged: root page {page} out of range"
+                )
+            at = (page - 1) * page_size + (100 if page == 1 else 0)
+            kind = os.pread(self._lock_fd, 1, at)
+            if kind not in _BTREE_PAGE_TYPES:
+                raise LineupError(
+                    "store_corrupt", f"{self.path} is damaged: page {page} is not a b-tree page"
+                )
+
+    def _clear_clean_close(self) -> None:
+        """An open database is not cleanly closed until `close()` says so again."""
+        if self.path != ":memory:" and self.meta(_CLEAN_CLOSE) is not None:
+            with self.transaction(fault_points=False):
+                self.db.execute("DELETE FROM meta WHERE key=?", (_CLEAN_CLOSE,))
 
     # -- schema --------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -308,8 +371,12 @@ class Store:
         return {t: [tuple(r) for r in self.db.execute(f"SELECT * FROM {t}")] for t in tables}
 
     def close(self) -> None:
-        """Close the connection and release the lock."""
+        """Mark the close clean (the next open skips the whole-file check), close the
+        connection and release the lock."""
         try:
+            if self.path != ":memory:" and not self.db.in_transaction:
+                with contextlib.suppress(sqlite3.Error, LineupError):
+                    self.set_meta(_CLEAN_CLOSE, "1")
             self.db.close()
         finally:
             self._release_lock()

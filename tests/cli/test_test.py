@@ -14,7 +14,7 @@ import pytest
 from lineup_build.dev import build_with_dev_key
 from lineup_build.init import init_project
 from lineup_runtime_lite.clock import VirtualClock
-from lineup_runtime_lite.host import HostSimulator
+from lineup_runtime_lite.host_simulator import HostSimulator
 from lineup_runtime_lite.runtime import Runtime
 from tests.cli_kit import run_cli
 

@@ -101,6 +101,56 @@ def test_a_damaged_page_is_store_corrupt(used_db: Path, trust: TrustStore) -> No
     assert open_code(used_db, trust) == "store_corrupt"
 
 
+def open_message(db: Path, trust: TrustStore) -> str:
+    with pytest.raises(LineupError) as exc:
+        Runtime.open(db, trust=trust, clock=VirtualClock()).close()
+    assert exc.value.code == "store_corrupt"
+    return exc.value.message
+
+
+def marker(db: Path) -> list[tuple[str, str]]:
+    con = sqlite3.connect(db)
+    try:
+        return list(con.execute("SELECT key, value FROM meta WHERE key='closed_clean'"))
+    finally:
+        con.close()
+
+
+def test_a_clean_close_is_marked_and_an_open_clears_the_mark(
+    used_db: Path, trust: TrustStore
+) -> None:
+    assert marker(used_db) == [("closed_clean", "1")]
+    with Runtime.open(used_db, trust=trust, clock=VirtualClock()):
+        assert marker(used_db) == []  # a crash from here on is an unclean close
+    assert marker(used_db) == [("closed_clean", "1")]
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-close", "unclean-close"])
+def test_which_check_finds_a_damaged_page(used_db: Path, trust: TrustStore, clean: bool) -> None:
+    """After a clean close the bounded check reads the root pages (here one no read at open
+    touches); after an unclean one the whole-file `quick_check` runs."""
+    con = sqlite3.connect(used_db)
+    (root,) = con.execute("SELECT rootpage FROM sqlite_master WHERE name='host_events'").fetchone()
+    if not clean:
+        con.execute("DELETE FROM meta WHERE key='closed_clean'")
+        con.commit()
+    con.close()
+    data = bytearray(used_db.read_bytes())
+    for i in range((root - 1) * 4096, root * 4096):
+        data[i] = 0xA5
+    used_db.write_bytes(bytes(data))
+    expected = "is not a b-tree page" if clean else "is damaged"
+    assert expected in open_message(used_db, trust)
+
+
+def test_a_truncated_file_is_seen_without_reading_it_whole(
+    used_db: Path, trust: TrustStore
+) -> None:
+    with open(used_db, "r+b") as fh:
+        fh.truncate(used_db.stat().st_size - 4096)
+    assert "truncated" in open_message(used_db, trust)
+
+
 def test_another_sqlite_database_is_store_corrupt(tmp_path: Path, trust: TrustStore) -> None:
     db = tmp_path / "theirs.db"
     con = sqlite3.connect(db)

@@ -178,7 +178,7 @@ def test_e_a_handler_timeout_fires_close_to_its_timeout_s(probe: Runtime) -> Non
 MARK = "print-marker-4711"
 
 
-# Catches, in `Worker._spawn` (workers.py), losing the handler's stdout:
+# Catches, in `Worker._spawn` (worker_process.py), losing the handler's stdout:
 #   stdout=log_w  ->  stdout=subprocess.DEVNULL
 def test_f_print_in_a_handler_reaches_the_worker_log_not_the_agent(
     tmp_path: Path, trust: TrustStore, probe_bundle: Path

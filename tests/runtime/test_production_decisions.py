@@ -17,7 +17,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from lineup_runtime_lite import transitions as t
 from lineup_runtime_lite.decisions import Decision
-from lineup_runtime_lite.records import Tool
+from lineup_runtime_lite.records import RegistryEntry
 from lineup_runtime_lite.runtime import Runtime
 from lineup_runtime_lite.store.records import Activation, Session
 from tests.conformance import test_conformance_transitions as replay_tests
@@ -45,7 +45,7 @@ def mutated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     def accept_call(
         ev: t.CallEvent,
-        tool: Tool,
+        tool: RegistryEntry,
         session: Session | None,
         act: Activation | None,
         **kw: Any,

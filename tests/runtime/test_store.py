@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -63,3 +64,30 @@ def test_virtual_time_persists_with_the_database(tmp_path: Path, trust: TrustSto
     later = VirtualClock()
     with Runtime.open(db, trust=trust, clock=later):
         assert later.now_ms() == clock.now_ms()
+
+
+def _manifest_bytes(version: str) -> bytes:
+    doc = {
+        "manifest_version": 1,
+        "app": {"scope": "demo", "name": "Demo", "version": version, "entry": "demo_app"},
+        "sdk": {"version": "0.1.0"},
+        "tools": [],
+        "files": [],
+    }
+    return json.dumps(doc).encode()
+
+
+def test_a_stored_manifest_is_parsed_once_per_load() -> None:
+    store = Store(":memory:")
+    with store.transaction(fault_points=False):
+        store.facts.add_version("demo", "1.0.0", _manifest_bytes("1.0.0"), "sha-a", "k", "d", 0)
+    first = store.facts.manifest("demo", "1.0.0")
+    assert first is not None and first.app.version == "1.0.0"
+    assert store.facts.manifest("demo", "1.0.0") is first
+    assert store.facts.manifest("demo", "2.0.0") is None
+    with store.transaction(fault_points=False):  # other bytes under the same version
+        store.db.execute("DELETE FROM app_versions")
+        store.facts.add_version("demo", "1.0.0", _manifest_bytes("1.0.1"), "sha-b", "k", "d", 0)
+    again = store.facts.manifest("demo", "1.0.0")
+    assert again is not None and again.app.version == "1.0.1"
+    store.close()

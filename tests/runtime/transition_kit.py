@@ -20,7 +20,7 @@ from lineup_runtime_lite.decisions import Decision
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.messages import fingerprint
 from lineup_runtime_lite.params import canonical_text
-from lineup_runtime_lite.records import Call, Session, Tool
+from lineup_runtime_lite.records import Call, RegistryEntry, Session
 from lineup_runtime_lite.store.facts import Facts, LostRace, SqliteFacts
 from lineup_runtime_lite.store.sqlite import Store
 
@@ -36,9 +36,9 @@ def tool(
     handler_key: str | None = None,
     version: str = "1.0.0",
     timeout_s: float = 30.0,
-) -> Tool:
+) -> RegistryEntry:
     """A Registry record as `install.load_tools` makes it."""
-    return Tool(
+    return RegistryEntry(
         method=method,
         scope=method.split(".")[0],
         version=version,
@@ -53,7 +53,7 @@ def tool(
     )
 
 
-def pomodoro_tools(scope: str = "pomodoro") -> list[Tool]:
+def pomodoro_tools(scope: str = "pomodoro") -> list[RegistryEntry]:
     return [
         tool(
             f"{scope}.start",
@@ -92,7 +92,7 @@ class Kit:
     returns None.
     """
 
-    tools: list[Tool]
+    tools: list[RegistryEntry]
     now: int = EPOCH
     timeout_ms: int = 60_000
     store: Store = field(default_factory=lambda: Store(":memory:"))
@@ -119,10 +119,10 @@ class Kit:
         self.store.close()
 
     @property
-    def registry(self) -> dict[str, Tool]:
+    def registry(self) -> dict[str, RegistryEntry]:
         return {x.method: x for x in self.tools}
 
-    def tools_of(self, scope: str, version: str) -> Mapping[str, Tool]:
+    def tools_of(self, scope: str, version: str) -> Mapping[str, RegistryEntry]:
         return {x.method: x for x in self.tools if x.scope == scope and x.version == version}
 
     def methods_for(self, scope: str, handler_key: str) -> list[str]:
