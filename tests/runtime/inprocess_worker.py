@@ -27,8 +27,8 @@ from lineup_runtime_lite.worker_process import Worker, WorkerError
 from lineup_sdk import _registry
 from lineup_sdk._receive import Dispatcher
 from lineup_sdk._registry import ToolRegistry
-from lineup_sdk.context import Snapshot, ToolContext
-from lineup_sdk.errors import LineupError
+from lineup_sdk._worker import _SessionData
+from lineup_sdk.context import ToolContext
 
 __all__ = ["InProcessPort", "InProcessWorker"]
 
@@ -74,42 +74,18 @@ def load_registry(app_dir: Path, entry: str) -> ToolRegistry:
     return found[0]
 
 
-class _SessionData:
-    """`ctx.session_data` through the runtime's session requests (what the bridge carries)."""
+class _Requests:
+    """What the SDK's `ctx.session_data` sends on the bridge, handed straight to the
+    runtime's session requests (the SDK's own `_SessionData` runs on top of it)."""
 
-    def __init__(self, worker: InProcessWorker, cap: str, delivery: int) -> None:
-        self._worker, self._cap, self._delivery = worker, cap, delivery
-        self._loop = asyncio.get_running_loop()
+    def __init__(self, worker: InProcessWorker) -> None:
+        self._worker = worker
 
-    async def _req(self, op: str, **extra: Any) -> Snapshot:
-        msg = {"t": "sd", "d": self._delivery, "cap": self._cap, "op": op, **extra}
-        reply = await self._worker.on_session_request(cast(Worker, self._worker), msg)
-        if not reply.get("ok"):
-            err = reply.get("error") or {}
-            raise LineupError(
-                str(err.get("code", "worker_protocol_error")), str(err.get("message", ""))
-            )
-        return Snapshot(reply.get("data"), int(reply["revision"]))
-
-    async def get(self) -> Snapshot:
-        return await self._req("get")
-
-    async def replace(self, data: dict[str, Any], *, expected_revision: int) -> Snapshot:
-        if not isinstance(data, dict):
-            raise LineupError("session_data_invalid", "session data must be a JSON object")
-        return await self._req("replace", data=data, expected_revision=expected_revision)
-
-    def get_sync(self) -> Snapshot:
-        return asyncio.run_coroutine_threadsafe(self.get(), self._loop).result()
-
-    def replace_sync(self, data: dict[str, Any], *, expected_revision: int) -> Snapshot:
-        coro = self.replace(data, expected_revision=expected_revision)
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def subscribe(self, listener: Callable[[str, Snapshot], None]) -> Callable[[], None]:
-        raise LineupError(
-            "session_data_invalid", "handlers read with get(); the Surface subscribes"
+    async def request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        reply: dict[str, Any] = await self._worker.on_session_request(
+            cast(Worker, self._worker), msg
         )
+        return reply
 
 
 class InProcessWorker:
@@ -182,7 +158,9 @@ class InProcessWorker:
                 app_scope=ctx["app_scope"],
                 app_session_id=ctx["app_session_id"],
                 conversation_id=ctx["conversation_id"],
-                session_data=_SessionData(self, ctx["cap"], rid),
+                session_data=_SessionData(
+                    cast(Any, _Requests(self)), ctx["cap"], rid, asyncio.get_running_loop()
+                ),
             )
             out = await self._dispatcher.dispatch(method, params, tool_ctx)
             reply = {"ok": out.ok}
