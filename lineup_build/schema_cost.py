@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lineup_build.schemas import _LIST_OF_SCHEMAS, _ONE_SCHEMA
+
 __all__ = [
     "EXPENSIVE_EXPANSION",
     "EXPENSIVE_NESTING",
@@ -89,20 +91,9 @@ _PLAIN_KEYWORDS = frozenset(
         "not",
     }
 )
-_ONE = (
-    "additionalProperties",
-    "items",
-    "not",
-    "if",
-    "then",
-    "else",
-    "contains",
-    "propertyNames",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "contentSchema",
-)
-_LIST = ("allOf", "anyOf", "oneOf", "prefixItems")
+# where subschemas sit: the keyword lists of `schemas` (one schema, a list, a map)
+_ONE = ("items", *_ONE_SCHEMA)
+_LIST = _LIST_OF_SCHEMAS
 _MAP = ("properties", "patternProperties", "dependentSchemas")
 #: The walk stops counting here: every bound above is far below it.
 _CAP = 10**12
