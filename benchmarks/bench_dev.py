@@ -56,7 +56,7 @@ def _pct(values: list[float], q: float) -> float:
 
 def bench_in_process(root: Path, changes: int, edits: int) -> dict[str, Any]:
     from lineup_build.init import init_project
-    from lineup_runtime_lite.web.testing import dev_page
+    from lineup_runtime_lite.web.browser import dev_page
 
     project = root / "todo"
     init_project(project, template="todo")
@@ -131,7 +131,7 @@ def bench_memory(root: Path, idle_s: float) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     from lineup_build.init import init_project
-    from lineup_runtime_lite.web.testing import find_chromium
+    from lineup_runtime_lite.web.browser import find_chromium
 
     project = root / "mem"
     init_project(project, template="todo")
@@ -201,7 +201,7 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=3.0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from lineup_runtime_lite.web.testing import missing_browser
+    from lineup_runtime_lite.web.browser import missing_browser
 
     why = missing_browser()
     if why is not None:

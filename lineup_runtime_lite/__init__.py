@@ -1,9 +1,9 @@
 """LineUp reference runtime: install verified bundles and route Agent calls."""
 
-from lineup_runtime_lite.async_runtime import AsyncOutbox, AsyncRuntime, AsyncSurface
-from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock
-from lineup_runtime_lite.host_simulator import HostSimulator
-from lineup_runtime_lite.runtime import Outbox, Runtime, Surface
+from lineup_runtime_lite.api.async_runtime import AsyncOutbox, AsyncRuntime, AsyncSurface
+from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock
+from lineup_runtime_lite.api.runtime import Outbox, Runtime, Surface
+from lineup_runtime_lite.host.simulator import HostSimulator
 
 __all__ = [
     "AsyncOutbox",

@@ -44,7 +44,7 @@ def lineup_dev(tmp_path: Path) -> Iterator[Callable[..., Any]]:
     import contextlib
 
     try:
-        from lineup_runtime_lite.web import testing
+        from lineup_runtime_lite.web import browser as testing
     except Exception as exc:  # the web extra is missing: usage_invalid with the hint
         pytest.skip(f"lineup dev is not available: {exc}")
     why = testing.missing_browser()

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from lineup_build.dev import build_with_dev_key
-from lineup_runtime_lite.clock import VirtualClock, parse_duration
-from lineup_runtime_lite.host_simulator import HostSimulator
-from lineup_runtime_lite.runtime import Runtime
+from lineup_runtime_lite.api.clock import VirtualClock, parse_duration
+from lineup_runtime_lite.api.runtime import Runtime
+from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_sdk.context import Snapshot
 
 __all__ = ["AppUnderTest", "open_app"]

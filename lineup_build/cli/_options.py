@@ -38,6 +38,6 @@ PathArg = Annotated[
 
 def checked_isolation(value: str | None) -> str:
     """`--isolation` as given, or the runtime's default; `usage_invalid` for anything else."""
-    from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION, check_isolation
+    from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION, check_isolation
 
     return check_isolation(DEFAULT_ISOLATION if value is None else value)

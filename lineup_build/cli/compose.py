@@ -23,9 +23,9 @@ from lineup_build.trust import TrustStore
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.scenario import Scenario
-    from lineup_runtime_lite.simulate import Simulation
-    from lineup_runtime_lite.suite import Case, SuiteReport
+    from lineup_runtime_lite.sim.format import Scenario
+    from lineup_runtime_lite.sim.runner import Case, SuiteReport
+    from lineup_runtime_lite.sim.simulation import Simulation
 
 __all__ = [
     "Prepared",
@@ -84,8 +84,8 @@ def open_simulation(
             without `--trust`, or the bundle's first verification problem.
     """
     from lineup_build.verify import check_bundle
-    from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
-    from lineup_runtime_lite.simulate import Simulation
+    from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
+    from lineup_runtime_lite.sim.simulation import Simulation
 
     report_worker_failures()
     effective_policy = policy or (scenario.host_policy if scenario else None) or "auto"
@@ -130,9 +130,9 @@ def run_suite(
     cases: list[Case], *, sandbox: str = "best_effort", isolation: str | None = None
 ) -> SuiteReport:
     """`lineup test`: play each case in a fresh runtime, each project built once with its
-    dev key (`lineup_runtime_lite.suite.play_suite` with this CLI's builder)."""
-    from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
-    from lineup_runtime_lite.suite import play_suite
+    dev key (`lineup_runtime_lite.sim.runner.play_suite` with this CLI's builder)."""
+    from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
+    from lineup_runtime_lite.sim.runner import play_suite
 
     report_worker_failures()
 

@@ -26,7 +26,7 @@ def schema_text(name: str) -> str:
         )
     from importlib.resources import files
 
-    return files("lineup_runtime_lite").joinpath(f"{name}.schema.json").read_text("utf-8")
+    return files("lineup_runtime_lite.sim").joinpath(f"{name}.schema.json").read_text("utf-8")
 
 
 def register(app: typer.Typer) -> None:

@@ -5,7 +5,9 @@ decision (group commit), then performs its effects.
 - `workers.WorkerPool` — worker processes per app version.
 - `activation.ActivationDriver` — `starting` activations, Host events.
 - `delivery.DeliveryDriver` — the per-session serial pump, sends, session data.
-- `host.HostRelay` — Host intents, ordered per instance.
+- `intents.HostRelay` — Host intents, ordered per instance.
+- `subscriptions.SubscriptionHub` — session-data subscriptions (snapshot, then revisions).
+- `install` — verified bundles unpacked into the runtime folder and registered.
 - `timers.Timers` — deadlines, recovery and reconcile.
 """
 

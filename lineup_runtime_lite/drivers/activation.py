@@ -7,12 +7,12 @@ import asyncio
 import secrets
 from collections.abc import Callable
 
-from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool, failure_cause
-from lineup_runtime_lite.handlers import CatalogHandler
-from lineup_runtime_lite.worker_process import WorkerError
+from lineup_runtime_lite.processes.worker import WorkerError
 from lineup_sdk.errors import LineupError
 
 __all__ = ["ActivationDriver"]

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable, Generator
 from typing import Any
 
-from lineup_runtime_lite.port import Facts
+from lineup_runtime_lite.core.port import Facts
 from lineup_runtime_lite.store.sqlite import Store
 
 __all__ = ["MAX_BATCH", "GroupCommit"]

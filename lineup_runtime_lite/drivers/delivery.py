@@ -9,17 +9,17 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from lineup_runtime_lite import faults
-from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite.decisions import Decision
+from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.decisions import Decision
+from lineup_runtime_lite.core.port import Facts
+from lineup_runtime_lite.core.rows import Call, RegistryEntry, Session
 from lineup_runtime_lite.drivers import STEP_TRIES, steps
 from lineup_runtime_lite.drivers.shell import Shell
+from lineup_runtime_lite.drivers.subscriptions import SubscriptionHub
 from lineup_runtime_lite.drivers.workers import WorkerPool
-from lineup_runtime_lite.port import Facts
-from lineup_runtime_lite.records import Call, RegistryEntry, Session
-from lineup_runtime_lite.sessiondata import SubscriptionHub
-from lineup_runtime_lite.validation import acheck_value
-from lineup_runtime_lite.worker_process import Worker, WorkerError
+from lineup_runtime_lite.processes.worker import Worker, WorkerError
+from lineup_runtime_lite.store import faults
+from lineup_runtime_lite.validation.checks import acheck_value
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 

@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from lineup_runtime_lite._validator_pool import ValidatorPool
-from lineup_runtime_lite.decisions import Decision
-from lineup_runtime_lite.port import Facts
-from lineup_runtime_lite.records import RegistryEntry
+from lineup_runtime_lite.core.decisions import Decision
+from lineup_runtime_lite.core.port import Facts
+from lineup_runtime_lite.core.rows import RegistryEntry
 from lineup_runtime_lite.store.sqlite import Store
+from lineup_runtime_lite.validation.pool import ValidatorPool
 
 __all__ = ["Shell"]
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite.decisions import Change, Decision
-from lineup_runtime_lite.handlers import CatalogHandler, HandlerContext
-from lineup_runtime_lite.messages import Checked
-from lineup_runtime_lite.port import Facts
-from lineup_runtime_lite.records import Activation, Call, RegistryEntry, Session
+from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.decisions import Change, Decision
+from lineup_runtime_lite.core.handlers import CatalogHandler, HandlerContext
+from lineup_runtime_lite.core.messages import Checked
+from lineup_runtime_lite.core.port import Facts
+from lineup_runtime_lite.core.rows import Activation, Call, RegistryEntry, Session
 
 __all__ = ["NO_IDS", "Step", "accept", "advance", "decided", "end", "worker_lost"]
 

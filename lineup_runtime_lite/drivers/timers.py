@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
-from lineup_runtime_lite import faults
+from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.activation import ActivationDriver
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
-from lineup_runtime_lite.drivers.host import HostRelay
+from lineup_runtime_lite.drivers.intents import HostRelay
 from lineup_runtime_lite.drivers.shell import Shell
-from lineup_runtime_lite.handlers import CatalogHandler
+from lineup_runtime_lite.store import faults
 
 __all__ = ["Timers"]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
+from lineup_runtime_lite.drivers.install import install_folder
 from lineup_runtime_lite.drivers.shell import Shell
-from lineup_runtime_lite.install import install_folder
-from lineup_runtime_lite.worker_process import Worker, WorkerError, WorkerOptions
+from lineup_runtime_lite.processes.worker import Worker, WorkerError, WorkerOptions
 from lineup_sdk.sandbox import SharedMemory
 
 __all__ = ["CAUSE_MAX", "WorkerPool", "WorkerPort", "failure_cause", "process_port"]

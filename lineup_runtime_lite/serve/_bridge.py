@@ -37,7 +37,7 @@ from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.runtime import Runtime
+    from lineup_runtime_lite.api.runtime import Runtime
 
 __all__ = ["Bridge", "ServeOptions"]
 

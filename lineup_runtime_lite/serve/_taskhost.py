@@ -13,7 +13,7 @@ from mcp.server.lowlevel import Server
 from lineup_runtime_lite.serve._mapping import McpTool
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.runtime import Runtime
+    from lineup_runtime_lite.api.runtime import Runtime
 
 __all__ = ["TaskHost"]
 

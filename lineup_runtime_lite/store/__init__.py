@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
 from lineup_runtime_lite.store.facts import Facts, LostRace, SqliteFacts
-from lineup_runtime_lite.store.records import Activation, Call, Intent, Operation, Session
 from lineup_runtime_lite.store.schema import _MIGRATIONS, SCHEMA_VERSION
 from lineup_runtime_lite.store.sqlite import Store, store_error
 

@@ -1,6 +1,6 @@
 """Every SQL statement the runtime runs on its facts, behind one narrow port.
 
-`Facts` is the port (in `lineup_runtime_lite.port`, so the pure core reads through it
+`Facts` is the port (in `lineup_runtime_lite.core.port`, so the pure core reads through it
 without loading SQLite; a second store, say PostgreSQL, would implement it); `SqliteFacts`
 is the SQLite implementation. Reads return typed records (`store.records`); writes are the
 guarded changes of `decisions` (`apply`), so nothing outside this package writes SQL.
@@ -13,7 +13,7 @@ import sqlite3
 from typing import Any
 
 from lineup_build.model import Manifest
-from lineup_runtime_lite.decisions import (
+from lineup_runtime_lite.core.decisions import (
     ActivationUpdate,
     CallState,
     Change,
@@ -25,14 +25,14 @@ from lineup_runtime_lite.decisions import (
     NewIMRecord,
     NewIntent,
     NewOperation,
+    NewReceipt,
     NewSession,
-    Record,
     ReopenActivation,
     ReplaceSessionData,
     SupersedeIntents,
 )
-from lineup_runtime_lite.port import Facts, LostRace
-from lineup_runtime_lite.records import Activation, Call, Intent, Operation, Session
+from lineup_runtime_lite.core.port import Facts, LostRace
+from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import Snapshot
 
 __all__ = ["Facts", "LostRace", "SqliteFacts", "written_call"]
@@ -406,7 +406,7 @@ class SqliteFacts:
             LostRace: its guard found no row in the expected state.
         """
         db = self.db
-        if isinstance(change, Record):
+        if isinstance(change, NewReceipt):
             self._record(change.message)
         elif isinstance(change, NewCall):
             if change.app_session_id is not None:

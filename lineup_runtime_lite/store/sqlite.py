@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lineup_runtime_lite import faults
+from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.facts import LostRace, SqliteFacts
 from lineup_runtime_lite.store.schema import _MIGRATIONS, _SCHEMA, SCHEMA_VERSION
 from lineup_sdk.errors import LineupError

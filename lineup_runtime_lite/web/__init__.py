@@ -19,8 +19,8 @@ except ModuleNotFoundError:
         exit_code=2,
     ) from None
 
-from lineup_runtime_lite.web._apps import COOKIE, host_app, surface_app, web_asset
 from lineup_runtime_lite.web._devhost import FAULTS_ENV, Binding, DevHost, faults_enabled
+from lineup_runtime_lite.web._origins import COOKIE, host_app, surface_app, web_asset
 from lineup_runtime_lite.web._server import DEFAULT_PORT, DevUrls, bind_free, serve_dev
 from lineup_runtime_lite.web._session import DevSession, dev_db, mcp_app, open_dev
 from lineup_runtime_lite.web._watch import Watcher

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.runtime import Runtime
+    from lineup_runtime_lite.api.runtime import Runtime
 
 __all__ = ["FAULTS_ENV", "Binding", "DevHost", "faults_enabled"]
 

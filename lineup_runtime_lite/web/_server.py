@@ -21,8 +21,8 @@ from lineup_runtime_lite.serve._limits import (
     raise_descriptor_limit,
     uvicorn_options,
 )
-from lineup_runtime_lite.web._apps import COOKIE, Ports, host_app, surface_app
 from lineup_runtime_lite.web._devhost import DevHost
+from lineup_runtime_lite.web._origins import COOKIE, Ports, host_app, surface_app
 from lineup_sdk.errors import LineupError
 
 __all__ = ["DEFAULT_PORT", "DevUrls", "bind_free", "serve_dev"]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_build.dev import build_with_dev_key
-from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
+from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
 from lineup_runtime_lite.web._devhost import DevHost, faults_enabled
 from lineup_runtime_lite.web._watch import Watcher
 from lineup_sdk.errors import LineupError

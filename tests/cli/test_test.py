@@ -13,9 +13,9 @@ import pytest
 
 from lineup_build.dev import build_with_dev_key
 from lineup_build.init import init_project
-from lineup_runtime_lite.clock import VirtualClock
-from lineup_runtime_lite.host_simulator import HostSimulator
-from lineup_runtime_lite.runtime import Runtime
+from lineup_runtime_lite.api.clock import VirtualClock
+from lineup_runtime_lite.api.runtime import Runtime
+from lineup_runtime_lite.host.simulator import HostSimulator
 from tests.cli_kit import run_cli
 
 BROKEN = """\

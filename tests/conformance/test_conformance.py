@@ -15,8 +15,8 @@ from lineup_build.build import build_project
 from lineup_build.init import init_project
 from lineup_build.signing import SigningKey, key_from_seed
 from lineup_build.trust import TrustedKey, TrustStore
-from lineup_runtime_lite.scenario import load_scenario
-from lineup_runtime_lite.simulate import Simulation
+from lineup_runtime_lite.sim.format import load_scenario
+from lineup_runtime_lite.sim.simulation import Simulation
 
 HERE = Path(__file__).parent
 FIXTURES = sorted((HERE / "fixtures").glob("*.json"))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from lineup_runtime_lite.drivers import workers
-from lineup_runtime_lite.scenario import load_scenario
-from lineup_runtime_lite.simulate import Simulation
+from lineup_runtime_lite.sim.format import load_scenario
+from lineup_runtime_lite.sim.simulation import Simulation
 from tests.conformance.test_conformance import FIXTURES, KEY, _trust, bundles  # noqa: F401
 from tests.runtime.inprocess_worker import InProcessPort
 

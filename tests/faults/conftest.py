@@ -10,7 +10,8 @@ import pytest
 
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
-from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.store import faults
 from tests.faults import invariants, tally
 from tests.faults.harness import env
 from tests.runtime.conftest import (

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.store import faults
 
 MIN = 60_000
 

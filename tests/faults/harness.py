@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from lineup_build.trust import TrustStore
-from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.store import faults
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants, tally
 

@@ -297,6 +297,6 @@ def assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
 
 
 def _ts(ms: int) -> str:
-    from lineup_runtime_lite.clock import format_ts
+    from lineup_runtime_lite.api.clock import format_ts
 
     return format_ts(ms)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from lineup_runtime_lite import faults
+from lineup_runtime_lite.store import faults
 
 __all__ = ["COUNTS", "CRASHED", "NOTES", "crashed", "summary"]
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from lineup_build.trust import TrustStore
-from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
+from lineup_runtime_lite.store import faults
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from lineup_runtime_lite import Runtime, faults
-from lineup_runtime_lite.faults import FaultInjected
+from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.store import faults
+from lineup_runtime_lite.store.faults import FaultInjected
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages

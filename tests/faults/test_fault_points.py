@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from lineup_runtime_lite import Runtime, faults
-from lineup_runtime_lite.faults import FaultInjected
+from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.store import faults
+from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
 from tests.faults.harness import DriverRun, Env, host_event
 

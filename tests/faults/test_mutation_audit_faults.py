@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from lineup_runtime_lite import faults
+from lineup_runtime_lite.store import faults
 from tests.faults import invariants
 from tests.faults.harness import Env
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from lineup_build.trust import TrustStore
-from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
-from lineup_runtime_lite.clock import format_ts
-from lineup_runtime_lite.faults import FaultInjected
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.api.clock import format_ts
+from lineup_runtime_lite.store import faults
+from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages, wait_for
 from tests.faults.test_activation_faults import saved_now

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from lineup_runtime_lite import VirtualClock, faults
-from lineup_runtime_lite.faults import FaultInjected
+from lineup_runtime_lite import VirtualClock
+from lineup_runtime_lite.store import faults
+from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
 from tests.faults.harness import Env, final, stages
 from tests.faults.test_activation_faults import saved_now

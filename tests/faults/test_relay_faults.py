@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock, faults
+from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.drivers import STEP_TRIES
-from lineup_runtime_lite.faults import FaultInjected
+from lineup_runtime_lite.store import faults
+from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages
 

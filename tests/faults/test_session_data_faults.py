@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from lineup_runtime_lite import Runtime, faults
-from lineup_runtime_lite.decisions import ReplaceSessionData
-from lineup_runtime_lite.store import LostRace
-from lineup_runtime_lite.transitions import replace_session_data
+from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.core.decisions import ReplaceSessionData
+from lineup_runtime_lite.core.transitions import replace_session_data
+from lineup_runtime_lite.store import LostRace, faults
 from lineup_sdk._session import SessionDataSubscriber
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError

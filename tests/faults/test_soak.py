@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lineup_runtime_lite import VirtualClock, faults
+from lineup_runtime_lite import VirtualClock
+from lineup_runtime_lite.store import faults
 from tests.faults import invariants, tally
 from tests.faults.harness import Env
 from tests.faults.test_activation_faults import saved_now

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from lineup_runtime_lite.worker_process import Worker, WorkerError
+from lineup_runtime_lite.processes.worker import Worker, WorkerError
 from lineup_sdk import _registry
 from lineup_sdk._receive import Dispatcher
 from lineup_sdk._registry import ToolRegistry

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-import lineup_runtime_lite.runtime as sync_module
+import lineup_runtime_lite.api.runtime as sync_module
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, Outbox, Runtime, Surface, VirtualClock
-from lineup_runtime_lite.async_runtime import AsyncOutbox, AsyncSurface, _AsyncHostPort
-from lineup_runtime_lite.runtime import _HostPort
+from lineup_runtime_lite.api.async_runtime import AsyncOutbox, AsyncSurface, _AsyncHostPort
+from lineup_runtime_lite.api.runtime import _HostPort
 from lineup_sdk.errors import LineupError
 
 #: The old async spellings, deprecated for one release.

@@ -11,7 +11,7 @@ import pytest
 
 from lineup_build.signing import SigningKey
 from lineup_runtime_lite import Runtime
-from lineup_runtime_lite.install import _check_dependencies
+from lineup_runtime_lite.drivers.install import _check_dependencies
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import APPS, build_app
 

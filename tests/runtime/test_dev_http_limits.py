@@ -20,7 +20,7 @@ import pytest
 from lineup_build.init import init_project
 from lineup_runtime_lite import VirtualClock
 from lineup_runtime_lite.serve import HttpLimits
-from lineup_runtime_lite.web.testing import DevServer
+from lineup_runtime_lite.web.browser import DevServer
 from tests.runtime.serve_kit import address, socket_closed
 from tests.sandbox_kit import poll
 

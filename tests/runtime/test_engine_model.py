@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from lineup_build.build import build_project
-from lineup_runtime_lite.clock import VirtualClock
+from lineup_runtime_lite.api.clock import VirtualClock
+from lineup_runtime_lite.api.runtime import Runtime
 from lineup_runtime_lite.drivers import workers
-from lineup_runtime_lite.host_simulator import HostSimulator
-from lineup_runtime_lite.runtime import Runtime
+from lineup_runtime_lite.host.simulator import HostSimulator
 from tests.conformance.test_conformance import KEY, _trust
 from tests.runtime.inprocess_worker import InProcessPort
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from lineup_build.trust import TrustStore
-from lineup_runtime_lite import AsyncRuntime, Runtime, faults
-from lineup_runtime_lite.decisions import Decision, NewIntent, SupersedeIntents
+from lineup_runtime_lite import AsyncRuntime, Runtime
+from lineup_runtime_lite.core.decisions import Decision, NewIntent, SupersedeIntents
 from lineup_runtime_lite.drivers.commit import MAX_BATCH, GroupCommit
-from lineup_runtime_lite.store import LostRace, Store
+from lineup_runtime_lite.store import LostRace, Store, faults
 from lineup_runtime_lite.store.facts import Facts
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import ready
@@ -144,7 +144,7 @@ def test_guards_make_a_stale_decision_lose(tmp_path: Path) -> None:
         store.batch([_writes(1)])
         stale = Decision((SupersedeIntents("inst1"),))
         assert store.batch([lambda tx: [tx.apply(c) for c in stale.changes]]) == [[None]]  # type: ignore[func-returns-value]
-        from lineup_runtime_lite.decisions import ActivationUpdate
+        from lineup_runtime_lite.core.decisions import ActivationUpdate
 
         [lost] = store.batch([lambda tx: tx.apply(ActivationUpdate("nope", state="ready"))])
         assert isinstance(lost, LostRace)  # no starting activation `nope`: guard found no row
@@ -206,7 +206,7 @@ def test_a_call_whose_decision_lost_a_race_decides_again(
     lost: list[object] = []
 
     def flaky(self: Any, change: Any) -> None:
-        from lineup_runtime_lite.decisions import NewCall
+        from lineup_runtime_lite.core.decisions import NewCall
 
         if isinstance(change, NewCall) and change.call_id == "a1" and not lost:
             lost.append(change)
@@ -223,16 +223,18 @@ def test_a_call_whose_decision_lost_a_race_decides_again(
 
 def test_a_call_has_one_final_whichever_stage() -> None:
     """A late `result` after `delivery_interrupted` (or a timeout) loses: one final."""
-    from lineup_runtime_lite.decisions import NewCall, Record
-    from lineup_runtime_lite.messages import make_message
+    from lineup_runtime_lite.core.decisions import NewCall, NewReceipt
+    from lineup_runtime_lite.core.messages import make_message
 
     store = Store(":memory:")
     try:
         row = NewCall("a1", "fp", "c1", "notes", "notes.add", "{}", None, None, None, "queued", 0)
         error = make_message("a1", "notes", "error", 0, error={"code": "delivery_interrupted"})
         late = make_message("a1", "notes", "result", 1, result=1)
-        assert store.batch([lambda tx: [tx.apply(row), tx.apply(Record(error))]]) == [[None, None]]  # type: ignore[func-returns-value]
-        [lost] = store.batch([lambda tx: tx.apply(Record(late))])
+        assert store.batch([lambda tx: [tx.apply(row), tx.apply(NewReceipt(error))]]) == [
+            [None, None]
+        ]  # type: ignore[func-returns-value]
+        [lost] = store.batch([lambda tx: tx.apply(NewReceipt(late))])
         assert isinstance(lost, LostRace)
         assert [m["stage"] for m in store.facts.messages("a1")] == ["error"]
     finally:

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
-from lineup_runtime_lite.messages import fingerprint
-from lineup_runtime_lite.params import (
+from lineup_runtime_lite.core.messages import fingerprint
+from lineup_runtime_lite.validation.params import (
     MAX_DETAILS,
     MAX_SAFE_INT,
     Envelope,

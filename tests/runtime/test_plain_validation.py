@@ -9,7 +9,7 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lineup_runtime_lite.validation import _plain_check, validator_for
+from lineup_runtime_lite.validation.checks import _plain_check, validator_for
 
 SCALARS = ["string", "integer", "number", "boolean", "null"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
-from lineup_runtime_lite.pomodoro import IMPLEMENTED_KEYS
+from lineup_runtime_lite.core.pomodoro import IMPLEMENTED_KEYS
 from lineup_sdk.catalog import CATALOG
 from tests.runtime.conftest import message
 

@@ -15,11 +15,10 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite.decisions import Decision
-from lineup_runtime_lite.records import RegistryEntry
-from lineup_runtime_lite.runtime import Runtime
-from lineup_runtime_lite.store.records import Activation, Session
+from lineup_runtime_lite.api.runtime import Runtime
+from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.decisions import Decision
+from lineup_runtime_lite.core.rows import Activation, RegistryEntry, Session
 from tests.conformance import test_conformance_transitions as replay_tests
 from tests.conformance.test_conformance import FIXTURES, bundles  # noqa: F401
 from tests.runtime import test_engine_model as engine_model_tests

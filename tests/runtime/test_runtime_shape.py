@@ -1,10 +1,13 @@
-"""The runtime's shape (issue 12, issue 23), checked on its source: facts, pure transitions,
-drivers.
+"""The runtime's shape (issues 12, 23, 24), checked on its source: facts, pure transitions,
+drivers, and folders that show the layers.
 
 - every SQL statement lives in `lineup_runtime_lite/store/`;
-- the pure core (records, decisions, the port, transitions, handlers) reaches nothing that
-  does IO, reads a clock or draws randomness, through its whole static import closure;
-- there is no import circle anywhere in `lineup_runtime_lite`.
+- the pure core (`core/`: rows, decisions, the port, transitions, handlers) reaches nothing
+  that does IO, reads a clock or draws randomness, through its whole static import closure;
+- each package sits on a floor (`FLOORS`) and imports only its own floor's package and the
+  floors below it;
+- there is no import circle anywhere in `lineup_runtime_lite`;
+- no two runtime modules share a file name, and no two runtime classes share a name.
 
 Imports are read with `ast` wherever they are: at module level, under TYPE_CHECKING, and
 inside functions and classes (a lazy import runs as surely as an eager one, only later).
@@ -26,17 +29,28 @@ SQL = re.compile(
     r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|PRAGMA|BEGIN|COMMIT|ROLLBACK|"
     r"SAVEPOINT|RELEASE)\b"
 )
-#: The pure core: the modules that decide, and the records and port they decide through.
-#: Their whole static import closure must reach no IO (no list of modules they may import:
-#: whatever they reach is followed and judged by what it imports).
-PURE = (
-    "lineup_runtime_lite.decisions",
-    "lineup_runtime_lite.handlers",
-    "lineup_runtime_lite.pomodoro",
-    "lineup_runtime_lite.port",
-    "lineup_runtime_lite.records",
-    "lineup_runtime_lite.transitions",
+#: The pure core: every module of this package, and whatever they import. Their whole static
+#: import closure must reach no IO (no list of modules they may import: whatever they reach
+#: is followed and judged by what it imports).
+CORE = "lineup_runtime_lite.core"
+#: The runtime's floors, bottom to top: a module imports only modules of its own package, or
+#: of a package on a lower floor. `""` is the root facade (`lineup_runtime_lite`, which
+#: re-exports the API and the Host simulator); the top floors are the stable public modules.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("core",),  # rows, decisions, the Facts port, pure transitions, handlers, messages
+    ("store",),  # the only SQL: SqliteFacts, the database, migrations; fault points
+    ("validation", "processes"),  # schema checks (a validator process), worker subprocesses
+    ("drivers",),  # the transactional shell: read facts, decide, commit, act
+    ("host",),  # the Host simulator, the Surface client rules
+    ("api",),  # the engine, AsyncRuntime, Runtime, clocks
+    ("",),  # the root facade: `from lineup_runtime_lite import Runtime`
+    ("sim",),  # scenarios, the replay driver, the suite runner
+    ("serve",),  # MCP over stdio and HTTP
+    ("web",),  # `lineup dev`: the web dev Host
+    ("scenario", "suite", "testing"),  # the stable public modules
+    ("pytest_plugin",),  # `lineup_app` over `testing`, `lineup_dev` over `web`
 )
+
 #: Standard-library modules that do IO, read a clock, draw randomness or run concurrently.
 #: A module importing one is not pure; nor is one importing a package outside the standard
 #: library and ours (its closure cannot be followed from here).
@@ -232,7 +246,9 @@ def test_the_check_sees_sql() -> None:
 
 def test_the_pure_core_reaches_no_io() -> None:
     modules = _modules()
-    for root in PURE:
+    core = [m for m in modules if m == CORE or m.startswith(CORE + ".")]
+    assert len(core) >= 8, core  # rows, decisions, port, transitions, handlers, ...
+    for root in core:
         assert _io_reached(root, modules) == [], root
         for name in _closure(root, modules):
             assert _io_calls(modules[name]) == [], (root, name)
@@ -275,7 +291,7 @@ def test_the_purity_check_follows_the_import_closure(tmp_path: Path) -> None:
 
 def test_the_purity_check_sees_the_io_modules() -> None:
     modules = _modules()
-    for name in ("install", "store.records", "store.facts", "clock", "async_runtime"):
+    for name in ("drivers.install", "store.facts", "api.clock", "api.async_runtime"):
         assert _io_reached(f"lineup_runtime_lite.{name}", modules) != [], name
 
 
@@ -297,3 +313,97 @@ def test_the_circle_check_sees_a_circle(tmp_path: Path) -> None:
     assert _circle(_graph(modules, own_submodules=False)) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
     (tmp_path / "pkg/c.py").write_text("A = 1\n")
     assert _circle(_graph(_modules(tmp_path, ("pkg",)), own_submodules=False)) is None
+
+
+def _floor_of(module: str, package: str, floors: tuple[tuple[str, ...], ...]) -> int | None:
+    """The floor of `module` (a module of `package`): its first name below the package."""
+    first = module.removeprefix(package).removeprefix(".").split(".")[0]
+    return next((i for i, names in enumerate(floors) if first in names), None)
+
+
+def _downward_violations(
+    modules: dict[str, Path], package: str, floors: tuple[tuple[str, ...], ...]
+) -> list[str]:
+    """Every import of a module of `package` that does not go to its own package or down
+    (`importer -> imported`), and every module on no floor (`importer -> ?`)."""
+    found = []
+    graph = _graph(modules, own_submodules=True)
+    for name in sorted(modules):
+        here = _floor_of(name, package, floors)
+        if here is None:
+            found.append(f"{name} -> ?")
+            continue
+        own = name.removeprefix(package).removeprefix(".").split(".")[0]
+        targets = set(graph[name])
+        if package in _imports(modules[name], name) and name != package:
+            targets.add(package)  # `from pkg import X`: the root facade
+        for target in sorted(targets):
+            first = target.removeprefix(package).removeprefix(".").split(".")[0]
+            there = _floor_of(target, package, floors)
+            if first != own and (there is None or there >= here):
+                found.append(f"{name} -> {target}")
+    return found
+
+
+def test_each_floor_imports_only_downward() -> None:
+    modules = _modules(ROOT, ("lineup_runtime_lite",))
+    assert _downward_violations(modules, "lineup_runtime_lite", FLOORS) == []
+    top_level = sorted(p.name for p in PACKAGE.glob("*.py"))
+    # a handful of modules at the top: the facade and the stable public paths
+    assert top_level == [
+        "__init__.py",
+        "pytest_plugin.py",
+        "scenario.py",
+        "suite.py",
+        "testing.py",
+    ]
+
+
+def test_the_floor_check_sees_an_upward_import(tmp_path: Path) -> None:
+    floors = (("low",), ("mid",), ("",), ("top",))
+    modules = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg.mid.m import M\n",
+            "pkg/low/__init__.py": "",
+            "pkg/low/a.py": "def f():\n    from pkg.top import t\n",  # lazy, upward
+            "pkg/low/b.py": "from pkg import M\n",  # the facade sits above `low`
+            "pkg/low/c.py": "from . import a\n",  # its own package: fine
+            "pkg/mid/__init__.py": "",
+            "pkg/mid/m.py": "from pkg.low import c\nM = 1\n",
+            "pkg/top.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from pkg.mid import m\n",
+            "pkg/stray.py": "",
+        },
+    )
+    assert _downward_violations(modules, "pkg", floors) == [
+        "pkg.low.a -> pkg.top",
+        "pkg.low.b -> pkg",
+        "pkg.stray -> ?",
+    ]
+
+
+def test_no_two_runtime_modules_or_classes_share_a_name() -> None:
+    modules = _modules(ROOT, ("lineup_runtime_lite",))
+    files: dict[str, list[str]] = {}
+    classes: dict[str, list[str]] = {}
+    for name, path in modules.items():
+        if path.name != "__init__.py":
+            files.setdefault(path.stem.lstrip("_"), []).append(name)
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                classes.setdefault(node.name.lstrip("_"), []).append(name)
+    assert {k: v for k, v in files.items() if len(v) > 1} == {}
+    assert {k: v for k, v in classes.items() if len(v) > 1} == {}
+
+
+def test_the_readme_tree_names_each_package_on_its_floor() -> None:
+    """ "How the runtime is built" shows the folders as `FLOORS` has them."""
+    text = (ROOT / "README.md").read_text("utf-8")
+    tree = text[text.index("### How the runtime is built") :]
+    tree = tree[: tree.index("```\n\n")]
+    for floor, names in enumerate(FLOORS):
+        for name in names:
+            if (PACKAGE / name).is_dir() and name:
+                line = next(x for x in tree.splitlines() if x.startswith(f"  {name}/ "))
+                assert f"floor {floor}" in line, (name, floor, line)

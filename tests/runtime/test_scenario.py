@@ -11,8 +11,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from lineup_runtime_lite.expect import compare, matches
-from lineup_runtime_lite.scenario import (
+from lineup_runtime_lite.sim.expect import compare, matches
+from lineup_runtime_lite.sim.format import (
     load_scenario,
     parse_scenario,
     scenario_json_schema,
@@ -213,7 +213,9 @@ def test_unreadable_files_are_scenario_invalid(tmp_path: Path, name: str, text: 
 def test_templates_and_fixtures_share_the_model(path: Path) -> None:
     scenario = load_scenario(path)
     assert scenario.header.version == 2
-    schema = json.loads(files("lineup_runtime_lite").joinpath("scenario.schema.json").read_text())
+    schema = json.loads(
+        files("lineup_runtime_lite.sim").joinpath("scenario.schema.json").read_text()
+    )
     import tomllib
 
     text = path.read_text("utf-8")
@@ -222,7 +224,9 @@ def test_templates_and_fixtures_share_the_model(path: Path) -> None:
 
 
 def test_shipped_schema_is_the_model() -> None:
-    shipped = json.loads(files("lineup_runtime_lite").joinpath("scenario.schema.json").read_text())
+    shipped = json.loads(
+        files("lineup_runtime_lite.sim").joinpath("scenario.schema.json").read_text()
+    )
     assert shipped == scenario_json_schema()
     jsonschema.Draft202012Validator.check_schema(shipped)
     validator = jsonschema.Draft202012Validator(shipped)

@@ -16,7 +16,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
-from lineup_runtime_lite.clock import format_ts
+from lineup_runtime_lite.api.clock import format_ts
 from lineup_runtime_lite.store import _MIGRATIONS, SCHEMA_VERSION, Store
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from lineup_runtime_lite import pomodoro
-from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite.clock import format_ts
-from lineup_runtime_lite.decisions import (
+from lineup_runtime_lite.api.clock import format_ts
+from lineup_runtime_lite.core import pomodoro
+from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.decisions import (
     ActivationUpdate,
     CallState,
     Decision,
@@ -28,14 +28,14 @@ from lineup_runtime_lite.decisions import (
     NewIMRecord,
     NewIntent,
     NewOperation,
+    NewReceipt,
     NewSession,
-    Record,
     ReopenActivation,
     ReplaceSessionData,
     SupersedeIntents,
 )
-from lineup_runtime_lite.messages import Unchecked, error_body, make_message
-from lineup_runtime_lite.store.records import Activation, Call, Intent, Operation, Session
+from lineup_runtime_lite.core.messages import Unchecked, error_body, make_message
+from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import MAX_SESSION_DATA, Snapshot
 from lineup_sdk.errors import LineupError
 from tests.runtime.transition_kit import EPOCH, event, pomodoro_tools, tool
@@ -120,7 +120,7 @@ def test_ready_and_busy_is_queued_and_kicks_the_pump() -> None:
 def test_a_call_joining_a_starting_activation_is_queued() -> None:
     d = accept(EV, ADD, SESSION, act("starting"))
     m = msg("k1", "accepted", activation="queued")
-    assert d == Decision((row(EV, ADD, "ses1", "inst1", 4), Record(m)), answer=m)
+    assert d == Decision((row(EV, ADD, "ses1", "inst1", 4), NewReceipt(m)), answer=m)
 
 
 def test_a_foreground_call_raises_a_starting_activations_bar() -> None:
@@ -130,7 +130,7 @@ def test_a_foreground_call_raises_a_starting_activations_bar() -> None:
         (
             ActivationUpdate("inst1", requires_foreground=True),
             row(EV_SHOW, SHOW, "ses1", "inst1", 4),
-            Record(m),
+            NewReceipt(m),
             show_intent("inst1"),
         ),
         answer=m,
@@ -139,7 +139,7 @@ def test_a_foreground_call_raises_a_starting_activations_bar() -> None:
     )
     # already raised: it only joins the queue
     d = accept(EV_SHOW, SHOW, SESSION, act("starting", fg_req=True))
-    assert d.changes == (row(EV_SHOW, SHOW, "ses1", "inst1", 4), Record(m))
+    assert d.changes == (row(EV_SHOW, SHOW, "ses1", "inst1", 4), NewReceipt(m))
     assert (d.drive, d.host) == ((), False)
 
 
@@ -152,7 +152,7 @@ def test_no_session_starts_one_and_an_activation(fg: bool) -> None:
         NewSession("ses_new", "c1", "notes", "1.0.0", NOW),
         NewActivation("inst_new", "ses_new", "k1", fg, NOW + 60_000, NOW),
         row(ev, tool_, "ses_new", "inst_new", 1),
-        Record(m),
+        NewReceipt(m),
     ]
     if fg:
         expected.append(show_intent("inst_new"))
@@ -166,13 +166,13 @@ def test_an_ended_activation_gets_a_new_one_in_the_same_session(state: str) -> N
     assert d.changes == (
         NewActivation("inst_new", "ses1", "k1", False, NOW + 60_000, NOW),
         row(EV, ADD, "ses1", "inst_new", 4),
-        Record(m),
+        NewReceipt(m),
     )
 
 
 def test_a_foreground_call_on_a_session_ready_without_the_host_starts_anew() -> None:
     d = accept(EV_SHOW, SHOW, SESSION, act("ready", fg=False))
-    assert [type(c) for c in d.changes] == [NewActivation, NewCall, Record, NewIntent]
+    assert [type(c) for c in d.changes] == [NewActivation, NewCall, NewReceipt, NewIntent]
     assert d.answer is not None and d.answer["activation"] == "starting"
     # with the Host's confirmation it is served by the ready session
     assert accept(EV_SHOW, SHOW, SESSION, act("ready", fg=True)).deliver == "k1"
@@ -193,7 +193,7 @@ def test_activation_not_required_without_a_ready_session_is_app_not_running(
         "error",
         error=error_body("app_not_running", "notes is not running in this conversation"),
     )
-    assert d == Decision((row(ev, COUNT, None, None, None), Record(m)), answer=m)
+    assert d == Decision((row(ev, COUNT, None, None, None), NewReceipt(m)), answer=m)
 
 
 def test_activation_not_required_on_a_ready_session_is_delivered() -> None:
@@ -224,7 +224,7 @@ def test_advance_app_ready_is_ready_once_the_worker_is_up() -> None:
     assert d == Decision(
         (
             ActivationUpdate("inst1", state="ready", ended_ms=NOW, worker_ready=True),
-            Record(msg("t1", "activation_ready")),
+            NewReceipt(msg("t1", "activation_ready")),
         ),
         kick=("ses1",),
     )
@@ -245,7 +245,7 @@ def test_advance_foreground_waits_for_both_conditions() -> None:
     assert both is not None
     assert both.changes == (
         ActivationUpdate("inst1", state="ready", ended_ms=NOW, foreground=True),
-        Record(msg("t1", "activation_ready")),
+        NewReceipt(msg("t1", "activation_ready")),
     )
 
 
@@ -284,10 +284,10 @@ def test_advance_lets_the_runtime_handler_decide_on_ready() -> None:
 
 def _ended_error(
     call_id: str, stage: str, state: str, reason: str, cause: str | None = None
-) -> Record:
+) -> NewReceipt:
     details = {"reason": reason, **({"cause": cause} if cause else {})}
     text = f"the app's activation was {state} ({reason}); the call did not run"
-    return Record(msg(call_id, "error", error=error_body(stage, text, details=details)))
+    return NewReceipt(msg(call_id, "error", error=error_body(stage, text, details=details)))
 
 
 @pytest.mark.parametrize(
@@ -303,7 +303,7 @@ def test_end_activation_answers_the_trigger_twice_and_every_waiting_call_once(
         (
             ActivationUpdate("inst1", state=state, reason="host_failed", ended_ms=NOW),
             SupersedeIntents("inst1"),
-            Record(msg("t1", stage, reason="host_failed")),
+            NewReceipt(msg("t1", stage, reason="host_failed")),
             _ended_error("t1", stage, state, "host_failed"),
             _ended_error("w1", stage, state, "host_failed"),
             _ended_error("w2", stage, state, "host_failed"),
@@ -327,8 +327,8 @@ def test_end_activation_long_running_runtime_tool_is_not_started_and_cause_is_ke
     )
     assert d is not None
     assert d.changes[2:] == (
-        Record(msg("t1", "activation_failed", "pomodoro", reason="worker_failed")),
-        Record(
+        NewReceipt(msg("t1", "activation_failed", "pomodoro", reason="worker_failed")),
+        NewReceipt(
             msg(
                 "t1",
                 "result",
@@ -379,7 +379,7 @@ def test_worker_lost_tells_a_waiting_trigger_only_its_final() -> None:
     trigger = call("t1", seq=1)  # act()'s trigger, still queued
     d = t.worker_lost(act("ready"), [trigger], {"notes.add": ADD}, now=NOW)
     assert d is not None
-    stages = [c.message["stage"] for c in d.changes if isinstance(c, Record)]
+    stages = [c.message["stage"] for c in d.changes if isinstance(c, NewReceipt)]
     assert stages == ["error"]
 
 
@@ -433,13 +433,13 @@ def test_next_delivery() -> None:
         d = t.next_delivery((head, "ready"), served, NOW)
         text = "notes.add is not served by this app version"
         assert d == Decision(
-            (Record(msg("t1", "error", error=error_body("handler_failed", text))),)
+            (NewReceipt(msg("t1", "error", error=error_body("handler_failed", text))),)
         )
 
 
 def _final_error(d: Decision) -> dict[str, Any]:
     (change,) = d.changes
-    assert isinstance(change, Record) and change.message["stage"] == "error"
+    assert isinstance(change, NewReceipt) and change.message["stage"] == "error"
     assert change.message["id"] == "t1:error"
     err: dict[str, Any] = change.message["error"]
     return err
@@ -470,7 +470,7 @@ def test_answer_delivery_maps_handler_codes(code: str, expected: str) -> None:
 
 def test_answer_delivery_outcomes() -> None:
     ok = t.answer_delivery(call(), ADD, now=NOW, reply={"ok": True, "result": {"n": 1}})
-    assert ok == Decision((Record(msg("t1", "result", result={"n": 1})),))
+    assert ok == Decision((NewReceipt(msg("t1", "result", result={"n": 1})),))
     problems = [{"path": "/n", "message": "bad"}]
     bad = _final_error(
         t.answer_delivery(
@@ -549,7 +549,13 @@ def test_pomodoro_start() -> None:
     d = pomodoro.start(
         PEV, START, None, "1.0.0", already_active=False, ids=IDS, now=NOW, timeout_ms=60_000
     )
-    assert [type(c) for c in d.changes] == [NewSession, NewActivation, NewCall, Record, NewIntent]
+    assert [type(c) for c in d.changes] == [
+        NewSession,
+        NewActivation,
+        NewCall,
+        NewReceipt,
+        NewIntent,
+    ]
     assert d.changes[1] == NewActivation("inst_new", "ses_new", "s1", True, NOW + 60_000, NOW)
     assert (d.drive, d.host) == (("inst_new",), True)
     busy = pomodoro.start(
@@ -557,7 +563,7 @@ def test_pomodoro_start() -> None:
     )
     m = busy.answer
     assert m is not None and m["error"]["code"] == "pomodoro_already_active"
-    assert busy.changes == (row(PEV, START, None, None, None), Record(m))
+    assert busy.changes == (row(PEV, START, None, None, None), NewReceipt(m))
     assert (busy.drive, busy.host) == ((), False)
 
 
@@ -569,7 +575,7 @@ def test_pomodoro_focus_started(params: str, minutes: int) -> None:
     assert pomodoro.focus_started(c, NOW, "op9") == (
         NewOperation("op9", "s1", "c1", "ses1", "pomodoro.focus", NOW, ends, params),
         CallState("s1", "queued", "running"),
-        Record(started),
+        NewReceipt(started),
     )
 
 
@@ -605,7 +611,7 @@ def test_pomodoro_end_focus(state: str) -> None:
     assert pomodoro.end_focus(OP, state, NOW, "pomodoro") == (
         EndOperation("op9", state, NOW),
         NewIMRecord("op9", "c1", im, NOW),
-        Record(msg("s1", "result", "pomodoro", result=result)),
+        NewReceipt(msg("s1", "result", "pomodoro", result=result)),
     )
 
 
@@ -630,12 +636,12 @@ def test_pomodoro_interrupt_cancels_a_starting_one() -> None:
     )
     assert ended is not None
     assert d == Decision(
-        (*ended.changes, row(IEV, INTERRUPT, None, None, None), Record(m)),
+        (*ended.changes, row(IEV, INTERRUPT, None, None, None), NewReceipt(m)),
         answer=m,
         stop=("inst1",),
     )
     assert (
-        Record(
+        NewReceipt(
             msg(
                 "t1",
                 "result",
@@ -654,13 +660,13 @@ def test_pomodoro_interrupt_a_focus_or_nothing() -> None:
         (
             *pomodoro.end_focus(OP, "interrupted", NOW, "pomodoro"),
             row(IEV, INTERRUPT, None, None, None),
-            Record(m),
+            NewReceipt(m),
         ),
         answer=m,
     )
     d = pomodoro.interrupt(IEV, INTERRUPT, starting=None, focusing=None, now=NOW)
     m = _interrupt_answer("nothing_running")
-    assert d == Decision((row(IEV, INTERRUPT, None, None, None), Record(m)), answer=m)
+    assert d == Decision((row(IEV, INTERRUPT, None, None, None), NewReceipt(m)), answer=m)
 
 
 # -- decide_call: the one acceptance decision ----------------------------------------------

@@ -364,7 +364,9 @@ class Machine(RuleBasedStateMachine):
     @rule(data=st.data())
     def stale_replay(self, data: st.DataObject) -> None:
         """Re-commit a decision that recorded a message: its guards must refuse it whole."""
-        recorded = [d for d in self.kit.log if any(type(c).__name__ == "Record" for c in d.changes)]
+        recorded = [
+            d for d in self.kit.log if any(type(c).__name__ == "NewReceipt" for c in d.changes)
+        ]
         if not recorded:
             return
         decision = data.draw(st.sampled_from(recorded))

@@ -14,8 +14,8 @@ from lineup_build.schema_cost import schema_cost
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, HostSimulator, Runtime
-from lineup_runtime_lite._validator_pool import ValidatorPool
-from lineup_runtime_lite.validation import Unchecked, check_value
+from lineup_runtime_lite.validation.checks import Unchecked, check_value
+from lineup_runtime_lite.validation.pool import ValidatorPool
 from tests.runtime.conftest import build_source_app
 
 #: 17 levels of `anyOf` of one `$ref` twice: 2^17 applications for a value that fails

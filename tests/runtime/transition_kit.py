@@ -14,15 +14,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lineup_runtime_lite import pomodoro
-from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite.decisions import Decision
+from lineup_runtime_lite.core import pomodoro
+from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.decisions import Decision
+from lineup_runtime_lite.core.messages import fingerprint
+from lineup_runtime_lite.core.rows import Call, RegistryEntry, Session
 from lineup_runtime_lite.drivers import steps
-from lineup_runtime_lite.messages import fingerprint
-from lineup_runtime_lite.params import canonical_text
-from lineup_runtime_lite.records import Call, RegistryEntry, Session
 from lineup_runtime_lite.store.facts import Facts, LostRace, SqliteFacts
 from lineup_runtime_lite.store.sqlite import Store
+from lineup_runtime_lite.validation.params import canonical_text
 
 EPOCH = 1_767_225_600_000  # the virtual clock's default start (2026-01-01T00:00:00Z)
 

@@ -32,7 +32,9 @@ def test_max_message_is_defined_only_in_the_bridge_module() -> None:
     assert places == ["lineup_sdk/bridge.py"]
 
 
-@pytest.mark.parametrize("side", ["lineup_sdk/_worker.py", "lineup_runtime_lite/worker_process.py"])
+@pytest.mark.parametrize(
+    "side", ["lineup_sdk/_worker.py", "lineup_runtime_lite/processes/worker.py"]
+)
 def test_both_sides_take_the_limit_from_the_bridge(side: str) -> None:
     tree = ast.parse((ROOT / side).read_text())
     imported = {

@@ -18,7 +18,7 @@ from lineup_runtime_lite.pytest_plugin import lineup_dev  # noqa: F401  (the aut
 @pytest.fixture(autouse=True)
 def _browser_required() -> None:
     """No Chromium: a skip that says so, locally; a failure in CI (it must run them)."""
-    from lineup_runtime_lite.web.testing import missing_browser
+    from lineup_runtime_lite.web.browser import missing_browser
 
     why = missing_browser()
     if why is not None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from lineup_runtime_lite.expect import compare
-from lineup_runtime_lite.scenario import Step, load_scenario
+from lineup_runtime_lite.sim.expect import compare
+from lineup_runtime_lite.sim.format import Step, load_scenario
 
 FIXTURES_DIR = Path(__file__).parents[1] / "conformance" / "fixtures"
 APPS = Path(__file__).parents[1] / "conformance" / "apps"

@@ -9,10 +9,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lineup_runtime_lite import faults
-from lineup_runtime_lite import transitions as t
+from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.drivers import STEP_TRIES, steps
 from lineup_runtime_lite.drivers.shell import Shell
+from lineup_runtime_lite.store import faults
 
 __all__ = ["HostRelay"]
 

@@ -15,28 +15,28 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S, ValidatorPool
-from lineup_runtime_lite.clock import Clock
-from lineup_runtime_lite.decisions import Decision, NewCall, NewIntent
+from lineup_runtime_lite.api.clock import Clock
+from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent
+from lineup_runtime_lite.core.handlers import CatalogHandler
+from lineup_runtime_lite.core.messages import FINAL_STAGES
+from lineup_runtime_lite.core.pomodoro import HANDLERS
+from lineup_runtime_lite.core.rows import RegistryEntry, Session
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.activation import ActivationDriver
 from lineup_runtime_lite.drivers.commit import GroupCommit
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
-from lineup_runtime_lite.drivers.host import HostRelay
+from lineup_runtime_lite.drivers.install import load_tools
+from lineup_runtime_lite.drivers.intents import HostRelay
+from lineup_runtime_lite.drivers.subscriptions import SubscriptionHub
 from lineup_runtime_lite.drivers.timers import Timers
 from lineup_runtime_lite.drivers.workers import WorkerPool
-from lineup_runtime_lite.handlers import CatalogHandler
-from lineup_runtime_lite.install import load_tools
-from lineup_runtime_lite.messages import FINAL_STAGES
-from lineup_runtime_lite.params import Envelope
-from lineup_runtime_lite.pomodoro import HANDLERS
-from lineup_runtime_lite.records import RegistryEntry, Session
-from lineup_runtime_lite.sessiondata import SubscriptionHub
+from lineup_runtime_lite.processes.worker import WorkerOptions
 from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
 from lineup_runtime_lite.store.sqlite import Store
-from lineup_runtime_lite.validation import Checked, check_value, clip, validator_for
-from lineup_runtime_lite.worker_process import WorkerOptions
+from lineup_runtime_lite.validation.checks import Checked, check_value, clip, validator_for
+from lineup_runtime_lite.validation.params import Envelope
+from lineup_runtime_lite.validation.pool import DEFAULT_BUDGET_S, ValidatorPool
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import shared_memory

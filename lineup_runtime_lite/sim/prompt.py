@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from lineup_runtime_lite.scenario import Step, parse_scenario
+from lineup_runtime_lite.sim.format import Step, parse_scenario
 from lineup_sdk.errors import LineupError
 
 __all__ = ["COMMANDS", "help_text", "read_line", "usage"]

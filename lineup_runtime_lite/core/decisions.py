@@ -23,8 +23,8 @@ __all__ = [
     "NewIMRecord",
     "NewIntent",
     "NewOperation",
+    "NewReceipt",
     "NewSession",
-    "Record",
     "ReopenActivation",
     "ReplaceSessionData",
     "SupersedeIntents",
@@ -99,7 +99,7 @@ class ReopenActivation:
 
 
 @dataclass(frozen=True, slots=True)
-class Record:
+class NewReceipt:
     """Persist an AgentMessage as its call's next receipt and queue it in the outbox; a
     final also ends the call. Guarded: the stage must not be recorded yet, and a final
     only for a call that has none (`result` after a `delivery_interrupted` loses)."""
@@ -185,7 +185,7 @@ Change = (
     | CallState
     | ActivationUpdate
     | ReopenActivation
-    | Record
+    | NewReceipt
     | NewIntent
     | IntentDelivered
     | SupersedeIntents
@@ -228,7 +228,7 @@ class Decision:
         return [
             c.message
             for c in self.changes
-            if isinstance(c, Record) and c.message["stage"] in ("result", "error")
+            if isinstance(c, NewReceipt) and c.message["stage"] in ("result", "error")
         ]
 
 

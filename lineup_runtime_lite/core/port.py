@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lineup_runtime_lite.decisions import Change
-from lineup_runtime_lite.records import Activation, Call, Intent, Operation, Session
+from lineup_runtime_lite.core.decisions import Change
+from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import Snapshot
 
 if TYPE_CHECKING:

@@ -18,26 +18,26 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lineup_runtime_lite import faults
-from lineup_runtime_lite import transitions as t
-from lineup_runtime_lite._validator_pool import DEFAULT_BUDGET_S
-from lineup_runtime_lite.clock import Clock, RealClock, VirtualClock, format_ts
-from lineup_runtime_lite.decisions import MoveSession
-from lineup_runtime_lite.engine import Engine, input_problems
-from lineup_runtime_lite.host_simulator import HostSimulator
-from lineup_runtime_lite.install import InstallResult, install_verified
-from lineup_runtime_lite.messages import error_body, reject
-from lineup_runtime_lite.params import (
+from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock, format_ts
+from lineup_runtime_lite.api.engine import Engine, input_problems
+from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.decisions import MoveSession
+from lineup_runtime_lite.core.messages import error_body, reject
+from lineup_runtime_lite.core.rows import RegistryEntry
+from lineup_runtime_lite.drivers.install import InstallResult, install_verified
+from lineup_runtime_lite.host.simulator import HostSimulator
+from lineup_runtime_lite.processes.worker import WorkerOptions
+from lineup_runtime_lite.store import faults
+from lineup_runtime_lite.store.sqlite import Store
+from lineup_runtime_lite.validation.checks import Checked, validator_for
+from lineup_runtime_lite.validation.params import (
     DEFAULT_MAX_PARAMS_BYTES,
     Envelope,
     Rejection,
     check_envelope,
     id_problem,
 )
-from lineup_runtime_lite.records import RegistryEntry
-from lineup_runtime_lite.store.sqlite import Store
-from lineup_runtime_lite.validation import Checked, validator_for
-from lineup_runtime_lite.worker_process import WorkerOptions
+from lineup_runtime_lite.validation.pool import DEFAULT_BUDGET_S
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
@@ -350,14 +350,14 @@ class AsyncRuntime:
         return self.trust
 
     def _check_app(self, scope: str, version: str) -> None:
-        from lineup_runtime_lite.install import check_installed
+        from lineup_runtime_lite.drivers.install import check_installed
 
         engine = self._engine
         check_installed(engine.store, engine.apps_dir, self._current_trust(), scope, version)
 
     def _check_trust(self, scope: str, version: str) -> None:
         """At every activation: the key still trusted for the app, nothing planted."""
-        from lineup_runtime_lite.install import check_no_strays, check_trusted
+        from lineup_runtime_lite.drivers.install import check_no_strays, check_trusted
 
         check_trusted(self._engine.store, self._current_trust(), scope, version)
         check_no_strays(self._engine.store, self._engine.apps_dir, scope, version)
@@ -827,7 +827,7 @@ class _AsyncHostPort:
             LineupError: `usage_invalid` for an unknown event, a bad conversation or scope,
                 or when there is no instance to address (nothing was started there).
         """
-        from lineup_runtime_lite.host_simulator import EVENTS
+        from lineup_runtime_lite.host.simulator import EVENTS
 
         rt = self._rt
         rt._check_open()
@@ -882,7 +882,7 @@ class AsyncSurface:
         Raises:
             LineupError: `session_data_write_not_allowed`, always.
         """
-        from lineup_runtime_lite.surface_client import surface_write_refused
+        from lineup_runtime_lite.host.surface_client import surface_write_refused
 
         raise surface_write_refused()
 

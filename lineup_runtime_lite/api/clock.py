@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from lineup_runtime_lite.timestamps import LAST_MS, format_ts
+from lineup_runtime_lite.core.timestamps import LAST_MS, format_ts
 
 __all__ = ["LAST_MS", "Clock", "RealClock", "VirtualClock", "format_ts", "parse_duration"]
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from lineup_build.schema_cost import schema_cost
 from lineup_build.schemas import canonical_json, compile_pattern
-from lineup_runtime_lite._validator_pool import OverBudget, ValidatorPool
-from lineup_runtime_lite.messages import BUDGET_REASON, Checked, Unchecked
-from lineup_runtime_lite.params import YIELD_EVERY, yield_gil
+from lineup_runtime_lite.core.messages import BUDGET_REASON, Checked, Unchecked
+from lineup_runtime_lite.validation.params import YIELD_EVERY, yield_gil
+from lineup_runtime_lite.validation.pool import OverBudget, ValidatorPool
 
 __all__ = [
     "BUDGET_REASON",

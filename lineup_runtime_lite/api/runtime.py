@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from lineup_runtime_lite.async_runtime import (
+from lineup_runtime_lite.api.async_runtime import (
     AsyncOutbox,
     AsyncRuntime,
     AsyncSurface,
@@ -22,9 +22,9 @@ from lineup_runtime_lite.async_runtime import (
     _check_limit,
     _usable_id,
 )
-from lineup_runtime_lite.clock import Clock
-from lineup_runtime_lite.engine import Engine
-from lineup_runtime_lite.install import InstallResult
+from lineup_runtime_lite.api.clock import Clock
+from lineup_runtime_lite.api.engine import Engine
+from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 
@@ -103,7 +103,7 @@ class Surface:
         Raises:
             LineupError: `session_data_write_not_allowed`, always.
         """
-        from lineup_runtime_lite.surface_client import surface_write_refused
+        from lineup_runtime_lite.host.surface_client import surface_write_refused
 
         raise surface_write_refused()
 

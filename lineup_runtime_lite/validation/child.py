@@ -38,7 +38,7 @@ def _write(fd: int, msg: dict[str, Any]) -> None:
 
 def main() -> None:
     """Serve frames until stdin closes."""
-    from lineup_runtime_lite.validation import Validator
+    from lineup_runtime_lite.validation.checks import Validator
 
     sys.setrecursionlimit(20_000)  # a deep schema walks deep; this process may crash safely
     rd, wr = sys.stdin.fileno(), sys.stdout.fileno()

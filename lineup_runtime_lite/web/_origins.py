@@ -287,7 +287,7 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
             await ws.close(code=4401)
             return
         await ws.accept()
-        await _Bridge(dev, binding, ws).run()
+        await _SurfaceBridge(dev, binding, ws).run()
 
     routes = Starlette(
         routes=[
@@ -315,7 +315,7 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
     return app
 
 
-class _Bridge:
+class _SurfaceBridge:
     """One Surface's bridge: `get`, `subscribe`, `unsubscribe` and `ready` of its instance;
     frames pushed from listener threads are sent in order by one sender task."""
 

@@ -10,21 +10,21 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from lineup_runtime_lite.decisions import (
+from lineup_runtime_lite.core.decisions import (
     CallState,
     Change,
     Decision,
     EndOperation,
     NewIMRecord,
     NewOperation,
-    Record,
+    NewReceipt,
 )
-from lineup_runtime_lite.handlers import CatalogHandler, HandlerContext
-from lineup_runtime_lite.messages import make_message
-from lineup_runtime_lite.port import Facts
-from lineup_runtime_lite.records import Activation, Call, Operation, RegistryEntry, Session
-from lineup_runtime_lite.timestamps import format_ts
-from lineup_runtime_lite.transitions import (
+from lineup_runtime_lite.core.handlers import CatalogHandler, HandlerContext
+from lineup_runtime_lite.core.messages import make_message
+from lineup_runtime_lite.core.port import Facts
+from lineup_runtime_lite.core.rows import Activation, Call, Operation, RegistryEntry, Session
+from lineup_runtime_lite.core.timestamps import format_ts
+from lineup_runtime_lite.core.transitions import (
     CallEvent,
     NewIds,
     accept_starting,
@@ -94,7 +94,7 @@ def focus_started(call: Call, now: int, operation_id: str) -> tuple[Change, ...]
             call.params,
         ),
         CallState(call.call_id, "queued", "running"),
-        Record(msg),
+        NewReceipt(msg),
     )
 
 
@@ -120,7 +120,7 @@ def end_focus(op: Operation, state: str, ended_ms: int, scope: str) -> tuple[Cha
     return (
         EndOperation(op.operation_id, state, ended_ms),
         NewIMRecord(op.operation_id, op.conversation_id, im, ended_ms),
-        Record(msg),
+        NewReceipt(msg),
     )
 
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lineup_runtime_lite.async_runtime import DEFAULT_ISOLATION
-from lineup_runtime_lite.clock import LAST_MS, VirtualClock, format_ts, parse_duration
-from lineup_runtime_lite.expect import Difference, compare, explain
-from lineup_runtime_lite.host_simulator import HostSimulator
-from lineup_runtime_lite.runtime import Runtime
-from lineup_runtime_lite.scenario import Scenario, Step
-from lineup_runtime_lite.surface_client import SurfaceClient
+from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
+from lineup_runtime_lite.api.clock import LAST_MS, VirtualClock, format_ts, parse_duration
+from lineup_runtime_lite.api.runtime import Runtime
+from lineup_runtime_lite.host.simulator import HostSimulator
+from lineup_runtime_lite.host.surface_client import SurfaceClient
+from lineup_runtime_lite.sim.expect import Difference, compare, explain
+from lineup_runtime_lite.sim.format import Scenario, Step
 from lineup_sdk.errors import LineupError
 
 __all__ = ["Simulation", "StepReport"]

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from lineup_runtime_lite.messages import MAX_DETAILS, cap_details, schema_rejection
+from lineup_runtime_lite.core.messages import MAX_DETAILS, cap_details, schema_rejection
 
 __all__ = [
     "DEFAULT_MAX_PARAMS_BYTES",

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lineup_runtime_lite.decisions import (
+from lineup_runtime_lite.core.decisions import (
     ActivationUpdate,
     CallState,
     Change,
@@ -31,20 +31,20 @@ from lineup_runtime_lite.decisions import (
     NewActivation,
     NewCall,
     NewIntent,
+    NewReceipt,
     NewSession,
-    Record,
     ReopenActivation,
     ReplaceSessionData,
     SupersedeIntents,
 )
-from lineup_runtime_lite.messages import (
+from lineup_runtime_lite.core.messages import (
     Checked,
     Unchecked,
     error_body,
     make_message,
     schema_rejection,
 )
-from lineup_runtime_lite.records import Activation, Call, Intent, RegistryEntry, Session
+from lineup_runtime_lite.core.rows import Activation, Call, Intent, RegistryEntry, Session
 from lineup_sdk.context import Snapshot, session_data_blob
 from lineup_sdk.errors import LineupError
 
@@ -230,7 +230,7 @@ def _new_call(
 
 def answer_now(ev: CallEvent, tool: RegistryEntry, msg: dict[str, Any], now: int) -> Decision:
     """A call answered at once (it needs no session), persisted with its final message."""
-    return Decision((_new_call(ev, tool, now), Record(msg)), answer=msg)
+    return Decision((_new_call(ev, tool, now), NewReceipt(msg)), answer=msg)
 
 
 def answer_error(ev: CallEvent, tool: RegistryEntry, code: str, message: str, now: int) -> Decision:
@@ -274,7 +274,7 @@ def accept_starting(
     changes.append(NewActivation(act_id, sid, ev.call_id, foreground, now + timeout_ms, now))
     changes.append(_new_call(ev, tool, now, session=sid, activation=act_id, seq=seq))
     msg = make_message(ev.call_id, tool.scope, "accepted", now, activation="starting")
-    changes.append(Record(msg))
+    changes.append(NewReceipt(msg))
     if foreground:
         changes.append(show_surface(act_id, ev.conversation_id, tool.scope))
     return Decision(tuple(changes), answer=msg, drive=(act_id,), host=foreground)
@@ -356,7 +356,7 @@ def accept_call(
             )
         )
         msg = make_message(ev.call_id, tool.scope, "accepted", now, activation="queued")
-        changes.append(Record(msg))
+        changes.append(NewReceipt(msg))
         if raise_bar:
             changes.append(show_surface(act_id, ev.conversation_id, tool.scope))
         return Decision(
@@ -410,7 +410,7 @@ def advance_activation(
             changes.extend(on_ready(trigger))
         else:
             changes.append(
-                Record(make_message(trigger.call_id, trigger.scope, "activation_ready", now))
+                NewReceipt(make_message(trigger.call_id, trigger.scope, "activation_ready", now))
             )
     return Decision(tuple(changes), kick=(act.app_session_id,))
 
@@ -446,7 +446,7 @@ def end_activation(
         tool = tools.get(call.method)
         if progress and call.call_id == act.trigger_call_id:
             changes.append(
-                Record(make_message(call.call_id, call.scope, stage, now, reason=reason))
+                NewReceipt(make_message(call.call_id, call.scope, stage, now, reason=reason))
             )
         if tool is not None and tool.delivery == "runtime" and tool.long_running:
             final = make_message(
@@ -468,7 +468,7 @@ def end_activation(
                     details={"reason": reason, **({"cause": cause} if cause else {})},
                 ),
             )
-        changes.append(Record(final))
+        changes.append(NewReceipt(final))
     return Decision(tuple(changes), stop=(act_id,))
 
 
@@ -618,7 +618,7 @@ def _final(
     stage: str = "error",
 ) -> Decision:
     msg = make_message(call.call_id, call.scope, stage, now, result=result, error=error)
-    return Decision((Record(msg),))
+    return Decision((NewReceipt(msg),))
 
 
 # -- dev builds -----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from lineup_runtime_lite.proctree import tree_cpu_s
+from lineup_runtime_lite.processes.proctree import tree_cpu_s
 from lineup_sdk.bridge import MAX_MESSAGE, ProtocolError, parse_line
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, Sandbox, SharedMemory, stop_tree
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from lineup_runtime_lite.timestamps import format_ts
+from lineup_runtime_lite.core.timestamps import format_ts
 from lineup_sdk.codes import CODES
 
 __all__ = [

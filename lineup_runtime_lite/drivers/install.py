@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lineup_build.model import Manifest
-from lineup_runtime_lite.records import RegistryEntry
+from lineup_runtime_lite.core.rows import RegistryEntry
 from lineup_runtime_lite.store import Store
 from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
 from lineup_sdk.errors import LineupError
