@@ -231,9 +231,8 @@ def test_a_call_has_one_final_whichever_stage() -> None:
         row = NewCall("a1", "fp", "c1", "notes", "notes.add", "{}", None, None, None, "queued", 0)
         error = make_message("a1", "notes", "error", 0, error={"code": "delivery_interrupted"})
         late = make_message("a1", "notes", "result", 1, result=1)
-        assert store.batch([lambda tx: [tx.apply(row), tx.apply(NewReceipt(error))]]) == [
-            [None, None]
-        ]  # type: ignore[func-returns-value]
+        both = [lambda tx: (tx.apply(row), tx.apply(NewReceipt(error)))]
+        assert store.batch(both) == [(None, None)]
         [lost] = store.batch([lambda tx: tx.apply(NewReceipt(late))])
         assert isinstance(lost, LostRace)
         assert [m["stage"] for m in store.facts.messages("a1")] == ["error"]
