@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from hypothesis import settings
 
 import lineup_sdk
 from lineup_build.signing import SigningKey, key_from_seed
+from tests.pg_kit import PgServer, fresh_database, server_or_skip
 
 # Reproducible CI: every Hypothesis test tries the same examples each run (derandomized)
 # unless a run asks for random ones with LINEUP_HYPOTHESIS=random.
@@ -168,3 +169,25 @@ def toolchain_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (wheel,) = out.glob("*.whl")
     assert wheel.name.startswith(f"lineup_sdk-{lineup_sdk.__version__}-")
     return out
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A throwaway PostgreSQL 15 server for the session (`tests/pg_kit.py`); skips outside
+    CI when the machine has no server binaries."""
+    yield from server_or_skip()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """The URL of a new, empty database on the session's server."""
+    return fresh_database(pg_server)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What `Runtime.open` is given, on each engine: an SQLite file, or a fresh PostgreSQL
+    database (the store conformance runs every test so marked on both)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "runtime.db")
+    return str(request.getfixturevalue("pg_url"))

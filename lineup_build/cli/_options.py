@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["IsolationOpt", "JsonOpt", "PathArg", "SandboxOpt", "checked_isolation"]
+__all__ = [
+    "DbOpt",
+    "IsolationOpt",
+    "JsonOpt",
+    "PathArg",
+    "SandboxOpt",
+    "SharedOpt",
+    "checked_isolation",
+    "db_target",
+]
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]
 SandboxOpt = Annotated[
@@ -27,6 +36,23 @@ IsolationOpt = Annotated[
         "runtime's; see the README's Security model).",
     ),
 ]
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Runtime state: an SQLite FILE, or a PostgreSQL database postgresql://user@host/db "
+        "(the postgres extra; run, test and dev keep their tables in a private schema "
+        "dropped at the end).",
+    ),
+]
+SharedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--shared",
+        help="On a PostgreSQL database a runtime is serving, go on beside it (still in a "
+        "private schema) instead of refusing.",
+    ),
+]
 PathArg = Annotated[
     Path | None,
     typer.Argument(
@@ -41,3 +67,13 @@ def checked_isolation(value: str | None) -> str:
     from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION, check_isolation
 
     return check_isolation(DEFAULT_ISOLATION if value is None else value)
+
+
+def db_target(value: str | None) -> str | Path | None:
+    """`--db` as the runtime opens it: a `postgresql://` URL as given, anything else a file
+    path (a URL must not pass through `Path`, which folds its `//`)."""
+    from lineup_runtime_lite.store.postgres import is_postgres_url
+
+    if value is None or is_postgres_url(value):
+        return value
+    return Path(value)

@@ -69,7 +69,8 @@ def report_worker_failures() -> None:
 def open_simulation(
     target: Path,
     *,
-    db: Path | None,
+    db: str | Path | None,
+    shared: bool = False,
     trust: Path | None,
     policy: str | None,
     scenario: Scenario | None,
@@ -117,6 +118,7 @@ def open_simulation(
             effective_policy,
             sandbox,
             isolation or DEFAULT_ISOLATION,
+            private_schema_for(db, "run", shared=shared),
         )
         sim._tmp = tmp
         sim.start()
@@ -126,8 +128,29 @@ def open_simulation(
         raise
 
 
+def private_schema_for(db: str | Path | None, command: str, *, shared: bool) -> str | None:
+    """On a `postgresql://` database, a new private schema for `command` (after refusing a
+    database a runtime is serving unless `shared`); None for an SQLite file."""
+    from lineup_runtime_lite.store.postgres import (
+        check_no_live_runtime,
+        is_postgres_url,
+        private_schema,
+    )
+
+    if not is_postgres_url(db):
+        return None
+    if not shared:
+        check_no_live_runtime(str(db))
+    return private_schema(command)
+
+
 def run_suite(
-    cases: list[Case], *, sandbox: str = "best_effort", isolation: str | None = None
+    cases: list[Case],
+    *,
+    sandbox: str = "best_effort",
+    isolation: str | None = None,
+    db: str | Path | None = None,
+    shared: bool = False,
 ) -> SuiteReport:
     """`lineup test`: play each case in a fresh runtime, each project built once with its
     dev key (`lineup_runtime_lite.sim.runner.play_suite` with this CLI's builder)."""
@@ -139,7 +162,20 @@ def run_suite(
     def build(project: Path) -> DevBuild:
         return build_with_dev_key(project, sandbox=sandbox)
 
-    return play_suite(cases, build, sandbox=sandbox, isolation=isolation or DEFAULT_ISOLATION)
+    if db is not None and private_schema_for(db, "test", shared=shared) is None:
+        raise LineupError(
+            "usage_invalid",
+            "lineup test plays each scenario in a fresh runtime: --db takes a "
+            "postgresql:// database (each scenario gets a private schema there)",
+            exit_code=2,
+        )
+    return play_suite(
+        cases,
+        build,
+        sandbox=sandbox,
+        isolation=isolation or DEFAULT_ISOLATION,
+        database=str(db) if db is not None else None,
+    )
 
 
 @dataclass(frozen=True)

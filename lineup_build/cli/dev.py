@@ -10,7 +10,13 @@ from typing import Annotated, Any
 
 import typer
 
-from lineup_build.cli._options import IsolationOpt, checked_isolation
+from lineup_build.cli._options import (
+    DbOpt,
+    IsolationOpt,
+    SharedOpt,
+    checked_isolation,
+    db_target,
+)
 from lineup_sdk.errors import LineupError
 
 
@@ -47,9 +53,8 @@ def register(app: typer.Typer) -> None:
                 max=65535,
             ),
         ] = 8765,
-        db: Annotated[
-            Path | None, typer.Option(help="Runtime state (default: <project>/.lineup/dev.db).")
-        ] = None,
+        db: DbOpt = None,
+        shared: SharedOpt = False,
         host: Annotated[
             str,
             typer.Option(
@@ -99,7 +104,13 @@ def register(app: typer.Typer) -> None:
                 )
 
         session = start_dev(
-            project, db=db, policy=host, sandbox=sandbox, isolation=isolation, on_build=built
+            project,
+            db=db_target(db),
+            shared=shared,
+            policy=host,
+            sandbox=sandbox,
+            isolation=isolation,
+            on_build=built,
         )
         _say(f"state in {session.db}")
         want_open = should_open(open_browser, dict(os.environ), sys.stdout.isatty())

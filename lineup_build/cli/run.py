@@ -16,7 +16,13 @@ from lineup_build.cli._common import (
     trust_store_path,
     write_json,
 )
-from lineup_build.cli._options import IsolationOpt, checked_isolation
+from lineup_build.cli._options import (
+    DbOpt,
+    IsolationOpt,
+    SharedOpt,
+    checked_isolation,
+    db_target,
+)
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
@@ -87,9 +93,8 @@ def register(app: typer.Typer) -> None:
                 "--scenario", help="Scenario TOML to play (one; `lineup test` plays many)."
             ),
         ] = None,
-        db: Annotated[
-            Path | None, typer.Option(help="Keep runtime state (and virtual time) here.")
-        ] = None,
+        db: DbOpt = None,
+        shared: SharedOpt = False,
         trust: Annotated[
             Path | None, typer.Option("--trust", help=f"{TRUST_HELP} Needed for a bundle.")
         ] = None,
@@ -154,7 +159,8 @@ def register(app: typer.Typer) -> None:
         plan = load_scenario(scenario) if scenario is not None else None
         sim = open_simulation(
             target,
-            db=db,
+            db=db_target(db),
+            shared=shared,
             trust=trust,
             policy=host,
             scenario=plan,

@@ -51,11 +51,13 @@ def register(app: typer.Typer) -> None:
             typer.Option("--trust", help=f"{TRUST_HELP} Needed for a bundle."),
         ] = None,
         db: Annotated[
-            Path | None,
+            str | None,
             typer.Option(
-                help="Runtime state: calls, receipts, sessions (default: "
+                "--db",
+                help="Runtime state: calls, receipts, sessions: an SQLite FILE (default: "
                 "<first folder>/.lineup/serve.db; only bundles: "
-                "$XDG_STATE_HOME/lineup/serve.db)."
+                "$XDG_STATE_HOME/lineup/serve.db) or a PostgreSQL database "
+                "postgresql://user@host/db (the postgres extra).",
             ),
         ] = None,
         http: Annotated[
@@ -123,9 +125,16 @@ def register(app: typer.Typer) -> None:
         report_worker_failures()
         trust_store, prepared = prepare_targets(targets, store, sandbox=sandbox)
         from lineup_runtime_lite import Runtime
+        from lineup_runtime_lite.store.postgres import is_postgres_url, redact_url
 
-        state = Path(os.path.abspath(db)) if db is not None else serve_state(targets, os.environ)
-        _say(f"state in {state}")
+        state: str | Path
+        if is_postgres_url(db):
+            state = str(db)
+        else:
+            state = (
+                Path(os.path.abspath(db)) if db is not None else serve_state(targets, os.environ)
+            )
+        _say(f"state in {redact_url(state) if isinstance(state, str) else state}")
         try:
             rt = Runtime.open(state, trust=trust_store, sandbox=sandbox, isolation=isolation)
         except LineupError as exc:

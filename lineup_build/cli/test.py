@@ -11,7 +11,13 @@ import typer
 
 from lineup_build.cli._common import envelope, find_project, write_json
 from lineup_build.cli._common import output as level
-from lineup_build.cli._options import IsolationOpt, checked_isolation
+from lineup_build.cli._options import (
+    DbOpt,
+    IsolationOpt,
+    SharedOpt,
+    checked_isolation,
+    db_target,
+)
 from lineup_sdk.errors import LineupError
 
 
@@ -43,6 +49,8 @@ def register(app: typer.Typer) -> None:
             str, typer.Option(help="Contain MiniApp code: best_effort, required or off.")
         ] = "best_effort",
         isolation: IsolationOpt = None,
+        db: DbOpt = None,
+        shared: SharedOpt = False,
     ) -> None:
         """Play every scenario as a test, each in a fresh runtime on the virtual clock."""
         from lineup_build.cli.compose import run_suite
@@ -72,7 +80,9 @@ def register(app: typer.Typer) -> None:
                 hint="scenarios are TOML files under the project's scenarios/ folder",
                 exit_code=2,
             )
-        report = run_suite(cases, sandbox=sandbox, isolation=isolation)
+        report = run_suite(
+            cases, sandbox=sandbox, isolation=isolation, db=db_target(db), shared=shared
+        )
         if junit is not None:
             junit.write_text(junit_xml(report, root=cwd), "utf-8")
         if output == "json":

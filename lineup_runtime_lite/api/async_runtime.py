@@ -8,6 +8,7 @@ never blocks the loop). `Runtime` is a thin synchronous wrapper over it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import shutil
@@ -28,7 +29,8 @@ from lineup_runtime_lite.drivers.install import InstallResult, install_verified
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.processes.worker import WorkerOptions
 from lineup_runtime_lite.store import faults
-from lineup_runtime_lite.store.sqlite import Store
+from lineup_runtime_lite.store.database import open_database
+from lineup_runtime_lite.store.postgres import is_postgres_url
 from lineup_runtime_lite.validation.checks import Checked, validator_for
 from lineup_runtime_lite.validation.params import (
     DEFAULT_MAX_PARAMS_BYTES,
@@ -143,15 +145,22 @@ class AsyncRuntime:
         isolation: str = DEFAULT_ISOLATION,
         session_idle_s: float = 300.0,
         workers_memory_mb: int = 4096,
+        db_schema: str | None = None,
     ) -> AsyncRuntime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
         Args:
-            path: SQLite file; one runtime per file (`runtime_locked`).
+            path: SQLite file (one runtime per file: `runtime_locked`), `:memory:`, or
+                a PostgreSQL database, `postgresql://user@host:port/db` (the `postgres`
+                extra; one runtime per database until several nodes land; a password
+                in the URL is redacted everywhere and warned about).
             trust: A trust store path or `TrustStore`.
             clock: `RealClock()` (default) or a `VirtualClock`, whose time persists here.
             host: The Host simulator (default: `HostSimulator(policy="auto")`).
-            apps_dir: Where installed apps are unpacked (default: next to the database).
+            apps_dir: Where installed apps are unpacked (default: next to the database
+                file; for PostgreSQL, `$XDG_CACHE_HOME/lineup/apps/<database>`).
+            db_schema: PostgreSQL only: keep the tables in this schema (created when
+                missing, dropped at close): `lineup run`/`test`/`dev`'s private schema.
             activation_timeout_s: Runtime-clock seconds before a starting activation fails.
             max_params_bytes: The largest Agent params accepted, in bytes of canonical
                 JSON (`params_too_large` above it).
@@ -222,8 +231,11 @@ class AsyncRuntime:
         extra_env = _worker_env(worker_env)
         # every path is resolved against the working folder once, here (SPEC 13.1): no
         # worker, sandbox or later chdir resolves a relative one again
+        postgres = is_postgres_url(path)
         in_memory = str(path) == ":memory:"
-        db_path: str | Path = path if in_memory else _absolute(path)
+        db_path: str | Path = path if in_memory or postgres else _absolute(path)
+        if db_schema is not None and not postgres:
+            raise LineupError("usage_invalid", "db_schema is for a postgresql:// database")
         rt = cls()
         rt._loop = asyncio.get_running_loop()
         rt._thread_id = threading.get_ident()
@@ -237,13 +249,17 @@ class AsyncRuntime:
         rt._sandbox_mode = sandbox
         rt.clock = clock or RealClock()
         sweep_leftovers()  # cgroups and sandbox folders of runtimes killed before they closed
-        store = Store(db_path)
+        store = open_database(db_path, schema=db_schema)
         try:
             if in_memory and apps_dir is None:
                 rt._tmp = Path(tempfile.mkdtemp(prefix="lineup-rt-"))
                 apps = rt._tmp
+            elif apps_dir:
+                apps = _absolute(apps_dir)
+            elif postgres:
+                apps = _cache_apps(store.path, db_schema)
             else:
-                apps = _absolute(apps_dir) if apps_dir else Path(str(db_path) + ".apps")
+                apps = Path(str(db_path) + ".apps")
             try:
                 apps.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -925,6 +941,15 @@ def _check_limit(limit: Any) -> None:
 def _check_ids(ids: Any) -> None:
     if not isinstance(ids, list | tuple) or not all(type(i) is str for i in ids):
         raise LineupError("usage_invalid", "outbox.ack(ids) takes a list of message ids")
+
+
+def _cache_apps(database: str, schema: str | None) -> Path:
+    """A PostgreSQL database's apps folder on this machine: `$XDG_CACHE_HOME/lineup/apps/`
+    and a name kept apart per database (and schema)."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    cache = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    key = hashlib.sha256(f"{database}\0{schema or ''}".encode()).hexdigest()[:16]
+    return cache / "lineup" / "apps" / key
 
 
 def _absolute(path: str | os.PathLike[str]) -> Path:

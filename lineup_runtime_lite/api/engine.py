@@ -32,8 +32,8 @@ from lineup_runtime_lite.drivers.subscriptions import SubscriptionHub
 from lineup_runtime_lite.drivers.timers import Timers
 from lineup_runtime_lite.drivers.workers import WorkerPool
 from lineup_runtime_lite.processes.worker import WorkerOptions
+from lineup_runtime_lite.store.database import Database
 from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
-from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation.checks import Checked, check_value, clip, validator_for
 from lineup_runtime_lite.validation.params import Envelope
 from lineup_runtime_lite.validation.pool import DEFAULT_BUDGET_S, ValidatorPool
@@ -56,7 +56,7 @@ class Engine:
 
     def __init__(
         self,
-        store: Store,
+        store: Database,
         clock: Clock,
         apps_dir: Path,
         logs_dir: Path,

@@ -1,5 +1,5 @@
 """The `Facts` port: what the core reads and how its decisions are written, one
-implementation per store (`store.SqliteFacts`). No IO here: the pure core (the handlers,
+implementation per store (`store.SqlFacts`). No IO here: the pure core (the handlers,
 the Pomodoro) reads through this protocol without loading a store."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from lineup_runtime_lite.core.port import Facts
-from lineup_runtime_lite.store.sqlite import Store
+from lineup_runtime_lite.store.database import Database
 
 __all__ = ["MAX_BATCH", "GroupCommit"]
 
@@ -26,7 +26,7 @@ class GroupCommit:
     driver performs the effects only once its future resolves, after COMMIT.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Database) -> None:
         self.store = store
         self._queue: list[tuple[Step, asyncio.Future[Any]]] = []
         self._handle: asyncio.Handle | None = None

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from lineup_build.model import Manifest
 from lineup_runtime_lite.core.rows import RegistryEntry
-from lineup_runtime_lite.store import Store
+from lineup_runtime_lite.store.database import Database
 from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
 from lineup_sdk.errors import LineupError
 
@@ -152,7 +152,7 @@ def _check_dependencies(requirements: Iterable[str]) -> None:
 
 
 def install_verified(
-    store: Store, apps_dir: Path, bundle: VerifiedBundle, now_ms: int, *, dev_build: bool = False
+    store: Database, apps_dir: Path, bundle: VerifiedBundle, now_ms: int, *, dev_build: bool = False
 ) -> InstallResult:
     """Install a bundle that `verify` produced; atomic on disk and in the database.
 
@@ -217,7 +217,7 @@ def install_verified(
     return InstallResult(scope, version, action, bundle.key_id, manifest.app.permissions)
 
 
-def installed_model(store: Store, scope: str, version: str) -> Manifest:
+def installed_model(store: Database, scope: str, version: str) -> Manifest:
     """The stored manifest of an installed version as the typed `Manifest` (it was
     verified, schema and all, when it was installed).
 
@@ -230,7 +230,7 @@ def installed_model(store: Store, scope: str, version: str) -> Manifest:
     return model
 
 
-def check_trusted(store: Store, trust: Any, scope: str, version: str) -> None:
+def check_trusted(store: Database, trust: Any, scope: str, version: str) -> None:
     """The installed app's key is still trusted for its scope and its permissions.
 
     Raises:
@@ -272,7 +272,7 @@ def install_folder(apps_dir: Path, row: Any) -> Path:
     return apps_dir / str(row["dir"])
 
 
-def check_no_strays(store: Store, apps_dir: Path, scope: str, version: str) -> None:
+def check_no_strays(store: Database, apps_dir: Path, scope: str, version: str) -> None:
     """The install folder holds nothing the manifest does not list (cheap: no hashing).
 
     Raises:
@@ -291,7 +291,7 @@ def check_no_strays(store: Store, apps_dir: Path, scope: str, version: str) -> N
         )
 
 
-def check_installed(store: Store, apps_dir: Path, trust: Any, scope: str, version: str) -> None:
+def check_installed(store: Database, apps_dir: Path, trust: Any, scope: str, version: str) -> None:
     """Before loading an installed app: its folder holds exactly the manifest's files, with
     their hashes, and its key is still trusted for it.
 

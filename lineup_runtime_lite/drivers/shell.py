@@ -11,14 +11,14 @@ from typing import Any, Protocol
 from lineup_runtime_lite.core.decisions import Decision
 from lineup_runtime_lite.core.port import Facts
 from lineup_runtime_lite.core.rows import RegistryEntry
-from lineup_runtime_lite.store.sqlite import Store
+from lineup_runtime_lite.store.database import Database
 from lineup_runtime_lite.validation.pool import ValidatorPool
 
 __all__ = ["Shell"]
 
 
 class Shell(Protocol):
-    store: Store
+    store: Database
     #: Reads outside a batch (the loop's own connection; never inside another's step).
     facts: Facts
     activation_timeout_ms: int

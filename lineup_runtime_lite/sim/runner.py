@@ -16,6 +16,7 @@ from xml.etree import ElementTree as ET
 from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
 from lineup_runtime_lite.sim.format import load_scenario
 from lineup_runtime_lite.sim.simulation import Simulation, StepReport
+from lineup_runtime_lite.store.postgres import private_schema
 from lineup_sdk.errors import LineupError
 
 __all__ = [
@@ -187,17 +188,20 @@ class SuiteReport:
         }
 
 
-def _play(case: Case, built: Built, sandbox: str, isolation: str) -> list[StepReport]:
+def _play(
+    case: Case, built: Built, sandbox: str, isolation: str, database: str | None
+) -> list[StepReport]:
     scenario = load_scenario(case.path)
     tmp = Path(tempfile.mkdtemp(prefix="lineup-test-"))
     sim = Simulation(
-        tmp / "runtime.db",
+        database or tmp / "runtime.db",
         built.trust,
         built.bundle,
         built.scope,
         scenario.host_policy or "auto",
         sandbox,
         isolation,
+        private_schema("test") if database else None,
     )
     sim._tmp = tmp
     try:
@@ -213,10 +217,12 @@ def play_suite(
     *,
     sandbox: str = "best_effort",
     isolation: str = DEFAULT_ISOLATION,
+    database: str | None = None,
 ) -> SuiteReport:
     """Play each case in a fresh runtime; never stops at a failure. `build(project)` makes
     each project's bundle once (the CLI builds it with the project's dev key); a
-    `LineupError` it raises fails that project's cases."""
+    `LineupError` it raises fails that project's cases. With a `postgresql://` `database`,
+    each case plays in a private schema there, dropped when it ends."""
     started = time.monotonic()
     builds: dict[Path, Built | LineupError] = {}
     results: list[CaseResult] = []
@@ -231,7 +237,7 @@ def play_suite(
         try:
             if isinstance(built, LineupError):
                 raise built
-            steps = _play(case, built, sandbox, isolation)
+            steps = _play(case, built, sandbox, isolation, database)
         except LineupError as exc:
             results.append(CaseResult(case, False, time.monotonic() - t0, error=exc))
             continue

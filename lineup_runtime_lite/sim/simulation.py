@@ -17,6 +17,7 @@ from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.host.surface_client import SurfaceClient
 from lineup_runtime_lite.sim.expect import Difference, compare, explain
 from lineup_runtime_lite.sim.format import Scenario, Step
+from lineup_runtime_lite.store.postgres import drop_schema
 from lineup_sdk.errors import LineupError
 
 __all__ = ["Simulation", "StepReport"]
@@ -66,13 +67,16 @@ class Simulation:
     exactly the unacknowledged rest.
     """
 
-    db: Path
+    db: Path | str
     trust: Any
     bundle: Path
     scope: str
     policy: str
     sandbox: str = "best_effort"
     isolation: str = DEFAULT_ISOLATION
+    #: On a `postgresql://` database: the private schema this simulation keeps its tables
+    #: in, dropped by `close()` (SPEC 15: `run` and `test` on PostgreSQL).
+    db_schema: str | None = None
     clock: VirtualClock = field(default_factory=VirtualClock)
     rt: Runtime | None = None
     _tmp: Path | None = None
@@ -96,6 +100,7 @@ class Simulation:
             host=HostSimulator(self.policy),
             sandbox=self.sandbox,
             isolation=self.isolation,
+            db_schema=self.db_schema,
         )
         if resume_at_ms is not None:
             self.clock.advance(0)  # persist the time that passed while down
@@ -108,6 +113,9 @@ class Simulation:
         if self.rt is not None:
             self.rt.close()
             self.rt = None
+        if self.db_schema is not None:
+            schema, self.db_schema = self.db_schema, None
+            drop_schema(str(self.db), schema)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
-from lineup_runtime_lite.store.facts import Facts, LostRace, SqliteFacts
+from lineup_runtime_lite.store.facts import Facts, LostRace, SqlFacts
 from lineup_runtime_lite.store.schema import _MIGRATIONS, SCHEMA_VERSION
 from lineup_runtime_lite.store.sqlite import Store, store_error
 
@@ -18,7 +18,7 @@ __all__ = [
     "LostRace",
     "Operation",
     "Session",
-    "SqliteFacts",
+    "SqlFacts",
     "Store",
     "store_error",
 ]

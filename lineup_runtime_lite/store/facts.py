@@ -1,7 +1,7 @@
 """Every SQL statement the runtime runs on its facts, behind one narrow port.
 
 `Facts` is the port (in `lineup_runtime_lite.core.port`, so the pure core reads through it
-without loading SQLite; a second store, say PostgreSQL, would implement it); `SqliteFacts`
+without loading SQLite; a second store, say PostgreSQL, would implement it); `SqlFacts`
 is the SQLite implementation. Reads return typed records (`store.records`); writes are the
 guarded changes of `decisions` (`apply`), so nothing outside this package writes SQL.
 """
@@ -35,13 +35,14 @@ from lineup_runtime_lite.core.port import Facts, LostRace
 from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import Snapshot
 
-__all__ = ["Facts", "LostRace", "SqliteFacts", "written_call"]
+__all__ = ["Facts", "LostRace", "SqlFacts", "written_call"]
 
 _FINAL = ("result", "error")
 
 
-class SqliteFacts:
-    """`Facts` on one SQLite connection (the loop thread's)."""
+class SqlFacts:
+    """`Facts` over one database connection: SQLite's, or PostgreSQL's through the store's
+    adapter (`store.postgres`); the statements are written once, in SQL both engines run."""
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
@@ -243,7 +244,7 @@ class SqliteFacts:
         row = self.db.execute(
             "SELECT MIN(d) FROM (SELECT MIN(deadline_ms) AS d FROM activations "
             "WHERE state='starting' UNION ALL SELECT MIN(ends_ms) FROM operations "
-            "WHERE state='focusing')"
+            "WHERE state='focusing') AS due"
         ).fetchone()
         return int(row[0]) if row is not None and row[0] is not None else None
 
@@ -380,14 +381,21 @@ class SqliteFacts:
         self.db.execute("DELETE FROM apps WHERE scope=?", (scope,))
 
     def set_meta(self, key: str, value: str) -> None:
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+        self.db.execute(
+            "INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (key, value),
+        )
 
     def sessions_of(self, scope: str | None = None) -> list[Session]:
         """Every App session (of one scope), oldest first."""
-        rows = self.db.execute(
-            "SELECT * FROM app_sessions WHERE ? IS NULL OR scope=? ORDER BY created_ms, rowid",
-            (scope, scope),
-        ).fetchall()
+        if scope is None:
+            rows = self.db.execute(
+                "SELECT * FROM app_sessions ORDER BY created_ms, rowid"
+            ).fetchall()
+        else:
+            rows = self.db.execute(
+                "SELECT * FROM app_sessions WHERE scope=? ORDER BY created_ms, rowid", (scope,)
+            ).fetchall()
         return [_session(r) for r in rows]
 
     def dev_builds(self, scope: str) -> set[str]:
@@ -407,7 +415,7 @@ class SqliteFacts:
         """
         db = self.db
         if isinstance(change, NewReceipt):
-            self._record(change.message)
+            self._add_receipt(change.message)
         elif isinstance(change, NewCall):
             if change.app_session_id is not None:
                 cur = db.execute(
@@ -493,7 +501,8 @@ class SqliteFacts:
             )
         elif isinstance(change, NewIntent):
             db.execute(
-                "INSERT OR IGNORE INTO host_intents (dedup_key, body, instance) VALUES (?, ?, ?)",
+                "INSERT INTO host_intents (dedup_key, body, instance) VALUES (?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
                 (change.dedup_key, json.dumps(change.body, sort_keys=True), change.instance),
             )
         elif isinstance(change, IntentDelivered):
@@ -545,8 +554,8 @@ class SqliteFacts:
         elif isinstance(change, ReplaceSessionData):
             if change.expected_revision == 0:
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO session_data (scope, app_session_id, revision, data) "
-                    "VALUES (?,?,1,?)",
+                    "INSERT INTO session_data (scope, app_session_id, revision, data) "
+                    "VALUES (?,?,1,?) ON CONFLICT DO NOTHING",
                     (change.scope, change.app_session_id, change.data),
                 )
             else:
@@ -559,7 +568,7 @@ class SqliteFacts:
         else:  # pragma: no cover - the union is closed
             raise TypeError(f"unknown change {change!r}")
 
-    def _record(self, msg: dict[str, Any]) -> None:
+    def _add_receipt(self, msg: dict[str, Any]) -> None:
         call_id, stage = msg["call_id"], msg["stage"]
         body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         if stage in _FINAL:  # one final per call, whichever stage it is
@@ -569,8 +578,9 @@ class SqliteFacts:
                 )
             )
         cur = self.db.execute(
-            "INSERT OR IGNORE INTO receipts (call_id, stage, n, body) "
-            "SELECT ?, ?, COALESCE(MAX(n), 0) + 1, ? FROM receipts WHERE call_id=?",
+            "INSERT INTO receipts (call_id, stage, n, body) "
+            "SELECT ?, ?, COALESCE(MAX(n), 0) + 1, ? FROM receipts WHERE call_id=? "
+            "ON CONFLICT DO NOTHING",
             (call_id, stage, body, call_id),
         )
         _guard(cur)

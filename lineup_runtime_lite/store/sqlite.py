@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lineup_runtime_lite.store import faults
-from lineup_runtime_lite.store.facts import LostRace, SqliteFacts
+from lineup_runtime_lite.store.facts import LostRace, SqlFacts
 from lineup_runtime_lite.store.schema import _MIGRATIONS, _SCHEMA, SCHEMA_VERSION
 from lineup_sdk.errors import LineupError
 
@@ -85,7 +85,7 @@ class Store:
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self._clear_clean_close()
-            self.facts = SqliteFacts(self.db)
+            self.facts = SqlFacts(self.db)
         except (sqlite3.Error, OSError) as exc:
             self._close_quietly()
             mapped = store_error(exc, self.path)
@@ -280,7 +280,7 @@ class Store:
         if fault_points:
             faults.hit("commit.after")
 
-    def batch(self, steps: Sequence[Callable[[SqliteFacts], T]]) -> list[T | BaseException]:
+    def batch(self, steps: Sequence[Callable[[SqlFacts], T]]) -> list[T | BaseException]:
         """Group commit: run every step in one `BEGIN IMMEDIATE … COMMIT`, each inside its
         own savepoint (RUNTIME-NOTES, "Group commit").
 

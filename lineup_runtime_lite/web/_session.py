@@ -11,6 +11,13 @@ from typing import Any
 
 from lineup_build.dev import build_with_dev_key
 from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
+from lineup_runtime_lite.store.postgres import (
+    check_no_live_runtime,
+    drop_schema,
+    is_postgres_url,
+    private_schema,
+    redact_url,
+)
 from lineup_runtime_lite.web._devhost import DevHost, faults_enabled
 from lineup_runtime_lite.web._watch import Watcher
 from lineup_sdk.errors import LineupError
@@ -28,12 +35,21 @@ class DevSession:
     host: Any
     watcher: Any
     project: Path
-    db: Path
+    #: The state: an SQLite file, or a PostgreSQL database (its URL, password redacted).
+    db: Path | str
+    #: On PostgreSQL: `(url, schema)` of the private schema dropped at close.
+    private: tuple[str, str] | None = None
 
     def close(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
-        self.rt.close()
+        try:
+            self.rt.close()
+        finally:
+            if self.private is not None:
+                url, schema = self.private
+                self.private = None
+                drop_schema(url, schema)
 
 
 def dev_db(project: Path) -> Path:
@@ -57,7 +73,8 @@ def dev_db(project: Path) -> Path:
 def open_dev(
     target: Path,
     *,
-    db: Path | None = None,
+    db: str | Path | None = None,
+    shared: bool = False,
     policy: str = "manual",
     sandbox: str = "best_effort",
     isolation: str = DEFAULT_ISOLATION,
@@ -68,7 +85,9 @@ def open_dev(
 ) -> DevSession:
     """`lineup dev`: build the project folder with its dev key, install it into an
     embedded runtime (`isolation` as `Runtime.open`'s; the real clock unless `clock` is
-    given: the test seam) and put the
+    given: the test seam; `db` an SQLite file or a `postgresql://` database, where the
+    tables live in a private schema dropped at close, a database a runtime is serving
+    refused unless `shared`) and put the
     dev Host over it; with `watch`, an edit rebuilds and moves the dev sessions to the new
     build. `on_build(entry)` hears each rebuild (the CLI prints it).
 
@@ -90,12 +109,23 @@ def open_dev(
         return build_with_dev_key(project, out_dir=out_dir, sandbox=sandbox).bundle
 
     first = build_with_dev_key(project, out_dir=out_dir, sandbox=sandbox)
-    state = Path(os.path.abspath(db)) if db is not None else dev_db(project)
     from lineup_runtime_lite import HostSimulator, Runtime
 
-    apps_dir = state.parent / f"{state.name}.apps"
+    private: tuple[str, str] | None = None
+    state: Path | str
+    if is_postgres_url(db):
+        url = str(db)
+        if not shared:
+            check_no_live_runtime(url)
+        private = (url, private_schema("dev"))
+        state = redact_url(url)
+        apps_dir = project / ".lineup" / "dev-apps" / private[1]
+    else:
+        state = Path(os.path.abspath(db)) if db is not None else dev_db(project)
+        apps_dir = state.parent / f"{state.name}.apps"
     rt = Runtime.open(
-        state,
+        private[0] if private else state,
+        db_schema=private[1] if private else None,
         trust=first.trust,
         clock=clock,
         host=HostSimulator("manual"),  # the dev Host sends the events (its policy below)
@@ -132,9 +162,11 @@ def open_dev(
 
             watcher = Watcher(project, changed)
             watcher.start()
-        return DevSession(rt, host, watcher, project, state)
+        return DevSession(rt, host, watcher, project, state, private)
     except BaseException:
         rt.close()
+        if private is not None:
+            drop_schema(*private)
         raise
 
 

@@ -38,7 +38,7 @@ CORE = "lineup_runtime_lite.core"
 #: re-exports the API and the Host simulator); the top floors are the stable public modules.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("core",),  # rows, decisions, the Facts port, pure transitions, handlers, messages
-    ("store",),  # the only SQL: SqliteFacts, the database, migrations; fault points
+    ("store",),  # the only SQL: SqlFacts, the database, migrations; fault points
     ("validation", "processes"),  # schema checks (a validator process), worker subprocesses
     ("drivers",),  # the transactional shell: read facts, decide, commit, act
     ("host",),  # the Host simulator, the Surface client rules

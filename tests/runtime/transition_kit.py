@@ -20,7 +20,7 @@ from lineup_runtime_lite.core.decisions import Decision
 from lineup_runtime_lite.core.messages import fingerprint
 from lineup_runtime_lite.core.rows import Call, RegistryEntry, Session
 from lineup_runtime_lite.drivers import steps
-from lineup_runtime_lite.store.facts import Facts, LostRace, SqliteFacts
+from lineup_runtime_lite.store.facts import Facts, LostRace, SqlFacts
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation.params import canonical_text
 
@@ -107,7 +107,7 @@ class Kit:
 
     # -- plumbing ------------------------------------------------------------------------
     @property
-    def facts(self) -> SqliteFacts:
+    def facts(self) -> SqlFacts:
         """Reads outside a step (the store's own connection, as the engine's)."""
         return self.store.facts
 

@@ -1,0 +1,506 @@
+"""The PostgreSQL store (SPEC 15, one node): the SQLite store's tables, facts and batches on
+a PostgreSQL database, through `psycopg` 3 (the `postgres` extra).
+
+The facts (`SqlFacts`) run the very statements they run on SQLite; `_PgConnection` gives a
+psycopg connection the face `SqlFacts` reads (`?` placeholders, rows by name and index,
+`in_transaction`). The tables are the SQLite schema's (`schema.pg_schema()`), each with a
+`rowid` identity column standing in for SQLite's (insertion order); `dump()` leaves it out.
+
+One runtime per database (until several nodes land): a session-level advisory lock, held
+as long as the connection, refuses a second one with `runtime_locked`. Migrations run under
+a transaction-level advisory lock. A password in the URL is accepted, shown redacted
+everywhere (`redact_url`) and warned about once per open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import re
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from lineup_runtime_lite.store import faults
+from lineup_runtime_lite.store.facts import SqlFacts
+from lineup_runtime_lite.store.schema import SCHEMA_VERSION, pg_schema
+from lineup_runtime_lite.store.sqlite import store_error
+from lineup_sdk.errors import LineupError
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "PostgresStore",
+    "check_no_live_runtime",
+    "drop_schema",
+    "is_postgres_url",
+    "private_schema",
+    "redact_url",
+]
+
+log = logging.getLogger("lineup.runtime")
+T = TypeVar("T")
+
+#: `pg_try_advisory_lock` key of the one runtime on a database ("LINEUPRT" as an int64);
+#: a runtime in a private schema takes a key of its schema's (`_lock_key`).
+_RUNTIME_LOCK = 0x4C494E4555505254
+#: `pg_advisory_xact_lock` key migrations run under ("LINEUPMG").
+_MIGRATE_LOCK = 0x4C494E455550_4D47
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMES = ("postgresql://", "postgres://")
+INSTALL_HINT = "install the PostgreSQL store: pip install 'lineup-sdk[postgres]'"
+
+
+def _lock_key(schema: str | None) -> int:
+    if schema is None:
+        return _RUNTIME_LOCK
+    digest = hashlib.sha256(schema.encode()).digest()[:8]
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def private_schema(command: str) -> str:
+    """A new schema name for one `lineup run`/`test`/`dev` (`lineup_run_3f2a…`)."""
+    return f"lineup_{command}_{secrets.token_hex(6)}"
+
+
+def _admin(url: str, secret: str | None, shown: str) -> psycopg.Connection[Any]:
+    import psycopg
+
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        text = str(exc).strip()
+        if secret:
+            text = text.replace(secret, "***")
+        raise LineupError("store_unavailable", f"{shown}: {text}") from None
+
+
+def check_no_live_runtime(url: str) -> None:
+    """`lineup run`/`test`/`dev` on a database a runtime is serving are refused unless
+    `--shared` (SPEC 15): `runtime_locked`."""
+    _installed()
+    shown = redact_url(url)
+    with _admin(url, _password(url), shown) as conn:
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_RUNTIME_LOCK,)).fetchone()
+        if row and row[0]:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_RUNTIME_LOCK,))
+            return
+    raise LineupError(
+        "runtime_locked",
+        f"a runtime is serving {shown}",
+        hint="pass --shared to run beside it (in a private schema of its own)",
+    )
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """Drop a private schema and everything in it (the end of a `lineup run`)."""
+    if not _SCHEMA_NAME.match(schema):
+        raise LineupError("usage_invalid", f"{schema!r} is not a usable schema name")
+    with _admin(url, _password(url), redact_url(url)) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _installed() -> None:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise LineupError(
+            "usage_invalid",
+            "a postgresql:// database needs psycopg, which is not installed",
+            hint=INSTALL_HINT,
+        ) from None
+
+
+def is_postgres_url(target: object) -> bool:
+    """Whether `target` names a PostgreSQL database (`postgresql://…` or `postgres://…`)."""
+    return isinstance(target, str) and target.startswith(_SCHEMES)
+
+
+def _password(url: str) -> str | None:
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        if parts.password is not None:
+            return unquote(parts.password)
+        for pair in parts.query.split("&"):
+            key, _, value = pair.partition("=")
+            if key == "password" and value:
+                return unquote(value)
+    return None
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password (in the authority or as `?password=`) shown as `***`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        name = user.partition(":")[0]
+        netloc = f"{name}:***@{host}"
+    query = "&".join(
+        "password=***" if pair.partition("=")[0] == "password" else pair
+        for pair in parts.query.split("&")
+        if pair
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class _Row(tuple[Any, ...]):
+    """A row read by index (`row[0]`) or by column name (`row["state"]`), as `sqlite3.Row`."""
+
+    _index: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], index: dict[str, int]) -> _Row:
+        row = super().__new__(cls, values)
+        row._index = index
+        return row
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+def _rows(cursor: Any) -> Callable[[Sequence[Any]], _Row]:
+    description = cursor.description or ()
+    index: dict[str, int] = {}
+    for i, column in enumerate(description):
+        index.setdefault(column.name, i)  # `s.*, a.state`: the first of a name, as SQLite
+
+    def make(values: Sequence[Any]) -> _Row:
+        return _Row(values, index)
+
+    return make
+
+
+class _PgConnection:
+    """The face of `sqlite3.Connection` that `SqlFacts` and the store use, over psycopg:
+    `?` placeholders become `%s` (each statement translated once), booleans are written
+    as the integers the columns hold, and every statement sent is counted."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self._sql: dict[str, str] = {}
+        #: Statements sent to the server (each one round trip: no pipeline is open).
+        self.round_trips = 0
+
+    def _translated(self, sql: str) -> str:
+        out = self._sql.get(sql)
+        if out is None:
+            out = self._sql[sql] = sql.replace("?", "%s")
+        return out
+
+    @staticmethod
+    def _args(args: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(int(a) if isinstance(a, bool) else a for a in args)
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        self.round_trips += 1
+        return self.conn.execute(self._translated(sql), self._args(args))
+
+    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
+        self.round_trips += 1
+        with self.conn.cursor() as cur:
+            cur.executemany(self._translated(sql), [self._args(a) for a in seq])
+
+    @property
+    def in_transaction(self) -> bool:
+        from psycopg import pq
+
+        return self.conn.info.transaction_status != pq.TransactionStatus.IDLE
+
+
+class PostgresStore:
+    """One psycopg connection to a PostgreSQL database, used from the runtime's loop thread
+    (as `Store` is): the same `transaction()`, `batch()`, `dump()` and `facts`.
+
+    Args:
+        url: `postgresql://user@host:port/db` (libpq's environment and `.pgpass` fill in
+            what it leaves out).
+        schema: Keep the tables in this schema (created when missing) instead of the
+            connection's default search path: `lineup run`/`test`/`dev`'s private schema
+            (`drop_schema` removes it at the end). One runtime per schema.
+
+    Raises:
+        LineupError: `usage_invalid` without psycopg (the `postgres` extra) or with a bad
+            schema name; `store_unavailable` when the server cannot be reached;
+            `runtime_locked` when another runtime has the database open;
+            `store_schema_unsupported` for a schema this runtime does not read.
+    """
+
+    engine = "postgresql"
+
+    def __init__(self, url: str, *, schema: str | None = None) -> None:
+        _installed()
+        if schema is not None and not _SCHEMA_NAME.match(schema):
+            raise LineupError("usage_invalid", f"{schema!r} is not a usable schema name")
+        self._url = url
+        self._secret = _password(url)
+        #: What every message and listing shows: the URL with its password redacted.
+        self.path = redact_url(url)
+        self.schema = schema
+        self.commits = 0
+        if self._secret:
+            log.warning(
+                "%s: the database password is in the URL; prefer PGPASSWORD or ~/.pgpass",
+                self.path,
+            )
+        self.db = self._connect()
+        self.facts = SqlFacts(self.db)  # type: ignore[arg-type]
+
+    # -- connection ----------------------------------------------------------------------
+    def _connect(self) -> _PgConnection:
+        import psycopg
+
+        try:
+            conn = psycopg.connect(
+                self._url, autocommit=True, row_factory=_rows, connect_timeout=10
+            )
+        except psycopg.Error as exc:
+            raise self._mapped(exc) from None
+        try:
+            db = _PgConnection(conn)
+            if self.schema is not None:
+                db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+                db.execute(f'SET search_path TO "{self.schema}"')
+            row = db.execute("SELECT pg_try_advisory_lock(?)", (_lock_key(self.schema),)).fetchone()
+            if not row or not row[0]:
+                raise LineupError(
+                    "runtime_locked",
+                    f"another runtime has {self.path} open",
+                    hint="stop it, or give this runtime a database of its own",
+                )
+            self._migrate(db)
+        except psycopg.Error as exc:
+            conn.close()
+            raise self._mapped(exc) from None
+        except BaseException:
+            conn.close()
+            raise
+        return db
+
+    def _reconnect_if_lost(self) -> None:
+        """After a lost connection, connect again (and take the runtime's lock again)
+        before the next transaction; the facts read through the new connection."""
+        if not self.db.conn.closed and not self.db.conn.broken:
+            return
+        with contextlib.suppress(Exception):
+            self.db.conn.close()
+        self.db = self._connect()
+        self.facts.db = self.db  # type: ignore[assignment]
+
+    def _migrate(self, db: _PgConnection) -> None:
+        """Create the tables at `SCHEMA_VERSION` (under the migration lock, so two
+        runtimes opening a new database at once create them once), or check the version
+        of those there: PostgreSQL databases start at the current schema, and a newer or
+        unknown one is `store_schema_unsupported`."""
+        db.execute("BEGIN")
+        try:
+            db.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATE_LOCK,))
+            exists = db.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
+            if not (exists and exists[0]):
+                for stmt in pg_schema():
+                    db.execute(stmt)
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                db.execute("COMMIT")
+                return
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                db.execute("ROLLBACK")
+            raise
+        text = str(row[0]) if row else ""
+        version = int(text) if text.isdigit() else 0
+        if version != SCHEMA_VERSION:
+            written = (
+                "a newer LineUp wrote it" if version > SCHEMA_VERSION else "no LineUp wrote it"
+            )
+            raise LineupError(
+                "store_schema_unsupported",
+                f"{self.path} has store schema {text or 'none'} ({written}); this runtime "
+                f"reads schema {SCHEMA_VERSION} on PostgreSQL",
+            )
+
+    # -- errors --------------------------------------------------------------------------
+    def _mapped(self, exc: BaseException) -> BaseException:
+        """The stable error for a database failure (the password scrubbed from it), or the
+        exception itself for a programming error."""
+        import psycopg
+
+        if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+            text = str(exc).strip() or type(exc).__name__
+            if self._secret:
+                text = text.replace(self._secret, "***").replace(quote(self._secret), "***")
+            return LineupError("store_unavailable", f"{self.path}: {text}; nothing was changed")
+        if isinstance(exc, psycopg.Error):
+            return exc
+        mapped = store_error(exc, self.path)  # the fault points' emulated disk errors
+        return mapped if mapped is not None else exc
+
+    def _is_database_error(self, exc: BaseException) -> bool:
+        import sqlite3
+
+        import psycopg
+
+        return isinstance(exc, psycopg.Error | sqlite3.Error | OSError)
+
+    # -- transactions --------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self, *, fault_points: bool = True) -> Iterator[_PgConnection]:
+        """`BEGIN` … COMMIT; any exception rolls everything back.
+
+        Raises:
+            LineupError: `store_unavailable` when the database fails (nothing kept).
+        """
+        try:
+            if fault_points:
+                faults.hit("commit.before")
+            self._reconnect_if_lost()
+            self.db.execute("BEGIN")
+        except Exception as exc:
+            if self._is_database_error(exc):
+                raise self._mapped(exc) from None
+            raise
+        try:
+            yield self.db
+            if fault_points:
+                faults.hit("commit.after_write")
+            self.db.execute("COMMIT")
+            self.commits += 1
+        except BaseException as exc:
+            self._rollback()
+            if self._is_database_error(exc):
+                raise self._mapped(exc) from None
+            raise
+        if fault_points:
+            faults.hit("commit.after")
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(Exception):
+            if not self.db.conn.closed and self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+
+    def batch(self, steps: Sequence[Callable[[SqlFacts], T]]) -> list[T | BaseException]:
+        """Group commit, as `Store.batch`: every step in one `BEGIN … COMMIT`, each inside
+        its own savepoint; a step that raises is rolled back to its savepoint and gets its
+        exception; a database failure rolls the whole batch back and is raised.
+
+        Raises:
+            LineupError: `store_unavailable` (nothing of the batch kept — or, when the
+                connection was lost during COMMIT, in doubt: the caller performs none of
+                the batch's effects and re-drives from the facts).
+        """
+        out: list[T | BaseException] = []
+        try:
+            faults.hit("commit.before")
+            self._reconnect_if_lost()
+            self.db.execute("BEGIN")
+        except Exception as exc:
+            if self._is_database_error(exc):
+                raise self._mapped(exc) from None
+            raise
+        db, facts = self.db, self.facts
+        try:
+            single = len(steps) == 1
+            for step in steps:
+                if not single:
+                    db.execute("SAVEPOINT step")
+                try:
+                    out.append(step(facts))
+                except Exception as exc:
+                    if self._is_database_error(exc):
+                        raise  # the database: the whole batch goes
+                    if single:
+                        db.execute("ROLLBACK")
+                        db.execute("BEGIN")
+                    else:
+                        db.execute("ROLLBACK TO SAVEPOINT step")
+                    out.append(exc)
+                if not single:
+                    db.execute("RELEASE SAVEPOINT step")
+            faults.hit("commit.after_write")
+            db.execute("COMMIT")
+            self.commits += 1
+        except BaseException as exc:
+            self._rollback()
+            if self._is_database_error(exc):
+                raise self._mapped(exc) from None
+            raise
+        faults.hit("commit.after")
+        return out
+
+    # -- reads ---------------------------------------------------------------------------
+    def one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        """The first row of a read, or None."""
+        try:
+            self._reconnect_if_lost()
+            return self.db.execute(sql, args).fetchone()
+        except Exception as exc:
+            if self._is_database_error(exc):
+                raise self._mapped(exc) from None
+            raise
+
+    def all(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        """Every row of a read."""
+        try:
+            self._reconnect_if_lost()
+            return list(self.db.execute(sql, args).fetchall())
+        except Exception as exc:
+            if self._is_database_error(exc):
+                raise self._mapped(exc) from None
+            raise
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Write a value of the meta table (its own transaction)."""
+        with self.transaction(fault_points=False):
+            self.facts.set_meta(key, value)
+
+    def meta(self, key: str) -> str | None:
+        """A value from the meta table."""
+        row = self.one("SELECT value FROM meta WHERE key=?", (key,))
+        return str(row[0]) if row else None
+
+    @property
+    def round_trips(self) -> int:
+        """Statements sent to the server since open (the benchmark's count)."""
+        return self.db.round_trips
+
+    def dump(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of every table, columns and order as the SQLite store dumps them (the
+        `rowid` column left out, rows in its order)."""
+        tables = [
+            str(r[0])
+            for r in self.all(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' "
+                "ORDER BY table_name"
+            )
+        ]
+        out: dict[str, list[tuple[Any, ...]]] = {}
+        for table in tables:
+            columns = [
+                str(r[0])
+                for r in self.all(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() AND table_name = ? "
+                    "AND column_name <> 'rowid' ORDER BY ordinal_position",
+                    (table,),
+                )
+            ]
+            rows = self.all(f'SELECT {", ".join(columns)} FROM "{table}" ORDER BY rowid')
+            out[table] = [tuple(r) for r in rows]
+        return out
+
+    def close(self) -> None:
+        """Close the connection, which releases the runtime's lock."""
+        with contextlib.suppress(Exception):
+            self.db.conn.close()

@@ -1,0 +1,174 @@
+"""The PostgreSQL store, one node (SPEC 15): the runtime on `postgresql://…`, the store's
+rules on both engines (one runtime per database, the schema version, a failed commit or a
+lost connection changes nothing), the same dump, and a password never shown.
+
+Each test gets a new database on a throwaway server (`tests/pg_kit.py`); `db_target` runs a
+test on an SQLite file and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from lineup_build.trust import TrustStore
+from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.store.database import open_database
+from lineup_runtime_lite.store.postgres import (
+    PostgresStore,
+    check_no_live_runtime,
+    drop_schema,
+    redact_url,
+)
+from lineup_sdk.errors import LineupError
+from tests.pg_kit import PgServer, fresh_database
+from tests.runtime.conftest import message
+
+
+def _apps(tmp_path: Path) -> Path:
+    return tmp_path / "apps"
+
+
+def test_todo_runs_on_postgres_and_survives_a_restart(
+    pg_url: str, tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    with Runtime.open(pg_url, trust=trust, apps_dir=_apps(tmp_path)) as rt:
+        rt.install(todo_bundle)
+        assert rt.call("a1", "conv", "todo.add", {"title": "milk"})["stage"] == "accepted"
+        rt.settle()
+        assert message(rt, "a1:result")["result"]["count"] == 1
+        assert rt.surface("conv", "todo").get().revision == 1
+    with Runtime.open(pg_url, trust=trust, apps_dir=_apps(tmp_path)) as rt:
+        again = rt.call("a1", "conv", "todo.add", {"title": "milk"})  # a replay
+        assert again["stage"] == "result" and again["result"]["count"] == 1
+        listed = rt.call("l1", "conv", "todo.list", {})
+        assert [i["title"] for i in listed["result"]["items"]] == ["milk"]
+        conflict = rt.call("a1", "conv", "todo.add", {"title": "eggs"})
+        assert conflict["error"]["code"] == "call_id_conflict"
+
+
+def test_a_second_runtime_on_the_database_is_refused(
+    db_target: str, tmp_path: Path, trust: TrustStore
+) -> None:
+    apps = _apps(tmp_path)
+    with Runtime.open(db_target, trust=trust, clock=VirtualClock(), apps_dir=apps):
+        with pytest.raises(LineupError) as exc:
+            Runtime.open(db_target, trust=trust, clock=VirtualClock(), apps_dir=apps)
+        assert exc.value.code == "runtime_locked"
+    Runtime.open(db_target, trust=trust, clock=VirtualClock(), apps_dir=apps).close()
+
+
+def test_a_newer_schema_is_refused(db_target: str) -> None:
+    open_database(db_target).close()
+    store = open_database(db_target)
+    try:
+        store.set_meta("schema_version", "99")
+    finally:
+        store.close()
+    with pytest.raises(LineupError) as exc:
+        open_database(db_target)
+    assert exc.value.code == "store_schema_unsupported"
+    assert "99" in exc.value.message
+
+
+def test_a_failed_transaction_changes_nothing(db_target: str) -> None:
+    store = open_database(db_target)
+    try:
+        before = store.dump()
+        with pytest.raises(RuntimeError), store.transaction() as db:
+            db.execute("INSERT INTO apps VALUES ('x', '1.0.0')")
+            raise RuntimeError("fail inside the transaction")
+        assert store.dump() == before
+    finally:
+        store.close()
+
+
+def _dump_shape(dump: dict[str, list[tuple[object, ...]]]) -> dict[str, int]:
+    return {table: len(rows) for table, rows in dump.items()}
+
+
+def test_both_engines_dump_the_same_tables_and_rows(
+    pg_url: str, tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    dumps = []
+    for target, apps in ((str(tmp_path / "rt.db"), tmp_path / "a1"), (pg_url, tmp_path / "a2")):
+        with Runtime.open(target, trust=trust, clock=VirtualClock(), apps_dir=apps) as rt:
+            rt.install(todo_bundle)
+            rt.call("a1", "conv", "todo.add", {"title": "milk"})
+            rt.settle()
+            rt.call("l1", "conv", "todo.list", {})
+            dumps.append(rt.store_dump())
+    sqlite_dump, pg_dump = dumps
+    assert _dump_shape(pg_dump) == _dump_shape(sqlite_dump)
+    assert pg_dump["receipts"] and len(pg_dump["receipts"][0]) == len(sqlite_dump["receipts"][0])
+    # the same stages in the same order, whatever the ids
+    assert [r[1] for r in pg_dump["receipts"]] == [r[1] for r in sqlite_dump["receipts"]]
+
+
+def test_a_lost_connection_before_commit_is_store_unavailable_and_changes_nothing(
+    pg_url: str, pg_server: PgServer
+) -> None:
+    store = PostgresStore(pg_url)
+    try:
+        before = store.dump()
+        pid = store.db.conn.info.backend_pid
+        with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        def write(facts: object) -> None:
+            store.db.execute("INSERT INTO apps VALUES ('x', '1.0.0')")
+
+        with pytest.raises(LineupError) as exc:
+            store.batch([write])  # the connection is gone: nothing is written
+        assert exc.value.code == "store_unavailable"
+        assert store.dump() == before  # the next use connects again
+    finally:
+        store.close()
+
+
+def test_the_password_is_redacted_and_warned_about(
+    pg_server: PgServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = fresh_database(pg_server).replace("postgres@", "postgres:s3cret-pw@")
+    assert redact_url(url) == url.replace("s3cret-pw", "***")
+    assert "s3cret-pw" not in redact_url(url + "?password=s3cret-pw")
+    with caplog.at_level(logging.WARNING, logger="lineup.runtime"):
+        store = PostgresStore(url)
+    try:
+        assert "s3cret-pw" not in store.path and "***" in store.path
+        assert any("password" in r.getMessage() for r in caplog.records)
+        assert all("s3cret-pw" not in r.getMessage() for r in caplog.records)
+    finally:
+        store.close()
+    down = url.replace(str(pg_server.port), "1")  # nothing listens on port 1
+    with pytest.raises(LineupError) as exc:
+        PostgresStore(down)
+    assert exc.value.code == "store_unavailable"
+    assert "s3cret-pw" not in str(exc.value) and "s3cret-pw" not in (exc.value.hint or "")
+
+
+def test_a_private_schema_keeps_apart_and_is_dropped(pg_url: str) -> None:
+    beside = open_database(pg_url)  # a runtime serving the database's default schema
+    try:
+        with pytest.raises(LineupError) as exc:
+            check_no_live_runtime(pg_url)
+        assert exc.value.code == "runtime_locked" and "--shared" in (exc.value.hint or "")
+        store = open_database(pg_url, schema="lineup_run_t1")  # --shared: its own lock
+        store.set_meta("k", "v")
+        store.close()
+        again = open_database(pg_url, schema="lineup_run_t1")  # kept until dropped
+        assert again.meta("k") == "v"
+        again.close()
+        drop_schema(pg_url, "lineup_run_t1")
+    finally:
+        beside.close()
+    check_no_live_runtime(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'lineup_run_t1'"
+        ).fetchone()
+        assert row == (0,)
+        assert conn.execute("SELECT to_regclass('public.meta')").fetchone() != (None,)
