@@ -124,10 +124,15 @@ def mode_threads(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
     one barrier."""
     threads, calls = spec["threads"], spec["calls"]
     db = spec["db"] if spec["db"] == ":memory:" else str(tmp / "rt.db")
+    if spec["db"].startswith("postgresql://"):
+        db = spec["db"]  # the PostgreSQL store (benchmarks/bench_postgres.py)
     rt = open_runtime(db)
     try:
         how = install(rt, spec, tmp)
         ready_sessions(rt, threads, spec["warm_calls"])
+        store = rt._art._engine.store  # the round trips are counted at its connection
+        trips0 = getattr(store, "round_trips", None)
+        commits0 = store.commits
         latencies: list[list[float]] = [[] for _ in range(threads)]
         errors: list[BaseException] = []
         barrier = threading.Barrier(threads + 1)
@@ -155,7 +160,11 @@ def mode_threads(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
         elapsed = time.perf_counter() - t0
         if errors:
             raise errors[0]
-        return {**summary([x for lat in latencies for x in lat], elapsed), "install": how}
+        out = {**summary([x for lat in latencies for x in lat], elapsed), "install": how}
+        out["commits_per_call"] = (store.commits - commits0) / (threads * calls)
+        if trips0 is not None:
+            out["round_trips_per_call"] = (store.round_trips - trips0) / (threads * calls)
+        return out
     finally:
         rt.close()
 

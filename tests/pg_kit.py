@@ -77,8 +77,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server() -> PgServer:
-    """Initialise and start a server in a fresh folder under /tmp."""
+def start_server(*, durable: bool = False) -> PgServer:
+    """Initialise and start a server in a fresh folder under /tmp: without `durable`, with
+    `fsync` off (the tests'); with it, PostgreSQL's durable defaults (the benchmarks')."""
     bindir = pg_bindir()
     assert bindir is not None
     as_postgres = os.geteuid() == 0
@@ -94,10 +95,9 @@ def start_server() -> PgServer:
     if init.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {init.stderr or init.stdout}")
-    options = (
-        f"-p {server.port} -c listen_addresses=127.0.0.1 -k {base} "
-        "-c max_connections=200 -c fsync=off -c full_page_writes=off"
-    )
+    options = f"-p {server.port} -c listen_addresses=127.0.0.1 -k {base} -c max_connections=200"
+    if not durable:
+        options += " -c fsync=off -c full_page_writes=off"
     start = server._run(
         str(bindir / "pg_ctl"), "-D", str(base / "data"), "-o", options,
         "-l", str(base / "log"), "-w", "-t", "60", "start",
