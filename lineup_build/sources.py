@@ -5,6 +5,10 @@ store the signature is parsed, not checked; with one, every check of `lineup ver
 bundle with any problem is refused, so a tampered or hostile file is never compared or
 documented. A folder is checked and its
 manifest generated exactly as `lineup build` would sign it, with nothing written.
+
+Either way the manifest handed on matches the manifest schema (verify checks it before
+its typed model is made; a project's checks hold its config and declarations to the
+schema's bounds), so it is handed on as the typed `Manifest`, read once.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import contextlib
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from lineup_build.model import Manifest
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
@@ -32,7 +37,7 @@ class ManifestSource:
     Attributes:
         path: The bundle file or project folder.
         kind: `bundle` or `project`.
-        manifest: The manifest as data.
+        manifest: The manifest as the typed model.
         declared: Where each tool is declared (`method` -> `(file, line)`, the file
             relative to the working folder when inside it): known for a project folder,
             empty for a bundle (a manifest records no source locations).
@@ -42,7 +47,7 @@ class ManifestSource:
 
     path: Path
     kind: str
-    manifest: dict[str, Any]
+    manifest: Manifest
     declared: dict[str, tuple[str, int]] = field(default_factory=dict)
     home: str = ""
 
@@ -64,7 +69,7 @@ def _from_bundle(path: Path, role: str, trust: TrustStore | None) -> ManifestSou
     from lineup_build.verify import check_bundle
 
     report = check_bundle(path, trust)
-    if report.problems or report.manifest is None or (trust is not None and not report.ok):
+    if report.problems or report.model is None or (trust is not None and not report.ok):
         first = report.problems[0] if report.problems else None
         code = first.code if first else "bundle_unreadable"
         message = first.message if first else "the manifest could not be read"
@@ -76,7 +81,7 @@ def _from_bundle(path: Path, role: str, trust: TrustStore | None) -> ManifestSou
             # verified against a trust store and refused: rejected, as `lineup verify` says
             exit_code=1 if trust is not None else 2,
         )
-    return ManifestSource(path, "bundle", report.manifest, home=shown_path(path))
+    return ManifestSource(path, "bundle", report.model, home=shown_path(path))
 
 
 def _from_project(path: Path, role: str) -> ManifestSource:
@@ -103,7 +108,11 @@ def _from_project(path: Path, role: str) -> ManifestSource:
             declared[tool["method"]] = (shown_path(path / loc["file"]), int(loc["line"]))
     config = check.config.source if check.config is not None else "lineup.toml"
     return ManifestSource(
-        path, "project", manifest, declared=declared, home=shown_path(path / config)
+        path,
+        "project",
+        Manifest.from_json(manifest),
+        declared=declared,
+        home=shown_path(path / config),
     )
 
 

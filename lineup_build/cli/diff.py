@@ -73,7 +73,7 @@ def diff(
                 that side is a project folder; else NEW's bundle or config file, line 1
                 (a manifest records no source locations)."""
                 tool = getattr(change, "tool", None)
-                in_new = any(t.get("method") == tool for t in after.manifest.get("tools", []))
+                in_new = tool is not None and after.manifest.tool(tool) is not None
                 return (after if in_new else before).where(tool) or (after.home, 1)
 
             _diff_render.github(report, locate=locate)

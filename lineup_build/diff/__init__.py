@@ -4,8 +4,9 @@
 meet NEW and returns a `DiffReport`: every change with its tool, a JSON pointer into the
 resolved schema, a kind naming the rule and whether it breaks, plus the version verdict
 (`report.ok` is False exactly when a breaking change comes without a major bump). Pure
-functions over data; loading bundles and folders is `lineup_build.sources`, rendering is
-the CLI's.
+functions over the typed `lineup_build.model.Manifest` (its schemas stay JSON data);
+loading bundles and folders into that model is `lineup_build.sources`, rendering is the
+CLI's.
 
 Modules: `_rules` (which kind breaks on which side), `_branches` (unions as per-type
 alternatives), `_schema` (the schema walk), `_manifest` (tools, app, versions),

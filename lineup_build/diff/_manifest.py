@@ -2,7 +2,8 @@
 
 Tools removed, added or changed (delivery, long-running, activation, timeout, description,
 hints, runtime handler), the app's scope, permissions and dependencies, and every change
-in the input and result schemas (`_schema`). Pure: data in, a `DiffReport` out.
+in the input and result schemas (`_schema`). Pure: two typed `Manifest`s in, a
+`DiffReport` out; the fields are read typed, the schemas stay JSON data.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from lineup_build.diff._report import Change, DiffReport
 from lineup_build.diff._rules import INPUT, RESULT
 from lineup_build.diff._schema import compare_schemas
+from lineup_build.model import AppInfo, Manifest, Tool
 from lineup_build.schema_refs import escape_pointer
 from lineup_build.semver import Version, bump_kind, is_major_bump, parse_version
 from lineup_sdk.errors import LineupError
@@ -33,24 +35,9 @@ _ACTIVATION_EFFECT = {
     ),
 }
 
-_KNOWN_TOOL_KEYS = frozenset(
-    {
-        "method",
-        "description",
-        "delivery",
-        "activation",
-        "long_running",
-        "timeout_s",
-        "handler_key",
-        "hints",
-        "input_schema",
-        "result_schema",
-    }
-)
 
-
-def _version(manifest: dict[str, Any], role: str) -> Version:
-    text = _app(manifest).get("version")
+def _version(manifest: Manifest, role: str) -> Version:
+    text = manifest.app.version
     parsed = parse_version(text)
     if parsed is None:
         raise LineupError(
@@ -61,51 +48,24 @@ def _version(manifest: dict[str, Any], role: str) -> Version:
     return parsed
 
 
-def _app(manifest: Any) -> dict[str, Any]:
-    app = manifest.get("app") if isinstance(manifest, dict) else None
-    return app if isinstance(app, dict) else {}
-
-
-def _by_method(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    tools = manifest.get("tools")
-    out: dict[str, dict[str, Any]] = {}
-    for tool in tools if isinstance(tools, list) else []:
-        if isinstance(tool, dict) and isinstance(tool.get("method"), str):
-            out.setdefault(tool["method"], tool)
-    return out
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _granted(app: dict[str, Any]) -> dict[str, Any]:
-    perms = app.get("permissions")
-    return perms if isinstance(perms, dict) else {}
-
-
-def _app_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+def _app_changes(old: AppInfo, new: AppInfo) -> list[Change]:
     out: list[Change] = []
-    oa, na = _app(old), _app(new)
-    if oa.get("scope") != na.get("scope"):
+    if old.scope != new.scope:
         out.append(
             Change(
                 None,
                 "/app/scope",
                 "app_scope_changed",
                 True,
-                f"app scope {oa.get('scope')!r} -> {na.get('scope')!r}: every method is new",
-                oa.get("scope"),
-                na.get("scope"),
+                f"app scope {old.scope!r} -> {new.scope!r}: every method is new",
+                old.scope,
+                new.scope,
             )
         )
-    op, np_ = _granted(oa), _granted(na)
-    for name in sorted(set(op) | set(np_)):
-        was, now = op.get(name), np_.get(name)
-        if was == now:
-            continue
+    granted, asked = set(old.permissions), set(new.permissions)
+    for name in sorted(granted ^ asked):
         ptr = f"/app/permissions/{escape_pointer(name)}"
-        if now is True:
+        if name in asked:
             out.append(
                 Change(
                     None,
@@ -113,11 +73,11 @@ def _app_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
                     "permission_added",
                     True,
                     f"the app now asks for the {name!r} permission; operators must grant it",
-                    was,
-                    now,
+                    None,
+                    True,
                 )
             )
-        elif was is True:
+        else:
             out.append(
                 Change(
                     None,
@@ -125,19 +85,11 @@ def _app_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
                     "permission_removed",
                     False,
                     f"the app no longer asks for the {name!r} permission",
-                    was,
-                    now,
+                    True,
+                    None,
                 )
             )
-        else:
-            out.append(
-                Change(
-                    None, ptr, "permission_changed", True, f"permission {name!r} changed", was, now
-                )
-            )
-    od = [d for d in _list(oa.get("dependencies")) if isinstance(d, str)]
-    nd = [d for d in _list(na.get("dependencies")) if isinstance(d, str)]
-    for dep in sorted(set(nd) - set(od)):
+    for dep in sorted(set(new.dependencies) - set(old.dependencies)):
         out.append(
             Change(
                 None,
@@ -149,7 +101,7 @@ def _app_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
                 dep,
             )
         )
-    for dep in sorted(set(od) - set(nd)):
+    for dep in sorted(set(old.dependencies) - set(new.dependencies)):
         out.append(
             Change(
                 None,
@@ -164,66 +116,65 @@ def _app_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     return out
 
 
-def _tool_changes(method: str, old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+def _tool_changes(old: Tool, new: Tool) -> list[Change]:
     out: list[Change] = []
 
     def add(
         ptr: str, kind: str, breaking: bool, message: str, a: Any = None, b: Any = None
     ) -> None:
-        out.append(Change(method, ptr, kind, breaking, message, a, b))
+        out.append(Change(old.method, ptr, kind, breaking, message, a, b))
 
-    if old.get("delivery") != new.get("delivery"):
+    if old.delivery != new.delivery:
         add(
             "/delivery",
             "delivery_changed",
             True,
-            f"delivery {old.get('delivery')} -> {new.get('delivery')}",
-            old.get("delivery"),
-            new.get("delivery"),
+            f"delivery {old.delivery} -> {new.delivery}",
+            old.delivery,
+            new.delivery,
         )
-    elif "handler_key" in old and old.get("handler_key") != new.get("handler_key"):
+    elif old.handler_key != new.handler_key:  # same delivery: both runtime, or both None
         add(
             "/handler_key",
             "handler_key_changed",
             True,
-            f"runtime handler {old.get('handler_key')} -> {new.get('handler_key')}",
-            old.get("handler_key"),
-            new.get("handler_key"),
+            f"runtime handler {old.handler_key} -> {new.handler_key}",
+            old.handler_key,
+            new.handler_key,
         )
-    if old.get("long_running") != new.get("long_running"):
-        a, b = old.get("long_running"), new.get("long_running")
+    if old.long_running != new.long_running:
+        a, b = old.long_running, new.long_running
         how = (
             "the result now arrives after receipts, when the operation ends"
             if b
             else "the result now comes at once, without receipts"
         )
         add("/long_running", "long_running_changed", True, f"long_running {a} -> {b}: {how}", a, b)
-    oa, na = old.get("activation"), new.get("activation")
+    oa, na = old.activation, new.activation
     if oa != na:
-        effect = _ACTIVATION_EFFECT.get((str(oa), str(na)), "activation changed")
         compatible = (oa, na) == ("foreground_required", "app_ready")
         add(
             "/activation",
             "activation_changed",
             not compatible,
-            f"activation {oa} -> {na}: {effect}",
+            f"activation {oa} -> {na}: {_ACTIVATION_EFFECT[oa, na]}",
             oa,
             na,
         )
-    ot, nt = old.get("timeout_s"), new.get("timeout_s")
-    if isinstance(ot, int | float) and isinstance(nt, int | float) and ot != nt:
+    ot, nt = old.timeout_s, new.timeout_s
+    if ot is not None and nt is not None and ot != nt:
         kind = "timeout_lowered" if nt < ot else "timeout_raised"
         add("/timeout_s", kind, False, f"timeout {ot} s -> {nt} s", ot, nt)
-    if old.get("description") != new.get("description"):
+    if old.description != new.description:
         add(
             "/description",
             "description_changed",
             False,
             "description changed",
-            old.get("description"),
-            new.get("description"),
+            old.description,
+            new.description,
         )
-    oh, nh = _hints(old), _hints(new)
+    oh, nh = old.hint_map, new.hint_map
     for name in sorted(set(oh) | set(nh)):
         if oh.get(name) != nh.get(name):
             add(
@@ -234,35 +185,24 @@ def _tool_changes(method: str, old: dict[str, Any], new: dict[str, Any]) -> list
                 oh.get(name),
                 nh.get(name),
             )
-    for side, key in ((INPUT, "input_schema"), (RESULT, "result_schema")):
-        if old.get(key) != new.get(key):
-            for c in compare_schemas(old.get(key), new.get(key), side, f"/{key}"):
+    schemas = (
+        (INPUT, "/input_schema", old.input_schema, new.input_schema),
+        (RESULT, "/result_schema", old.result_schema, new.result_schema),
+    )
+    for side, ptr, a_schema, b_schema in schemas:
+        if a_schema != b_schema:
+            for c in compare_schemas(a_schema, b_schema, side, ptr):
                 add(c.pointer, c.kind, c.breaking, c.message, c.old, c.new)
-    for key in sorted((set(old) | set(new)) - _KNOWN_TOOL_KEYS):
-        if old.get(key) != new.get(key):
-            add(
-                f"/{escape_pointer(key)}",
-                "tool_field_changed",
-                True,
-                f"{key} changed (a field this version of lineup does not know)",
-                old.get(key),
-                new.get(key),
-            )
     return out
 
 
-def _hints(tool: dict[str, Any]) -> dict[str, Any]:
-    hints = tool.get("hints")
-    return hints if isinstance(hints, dict) else {}
-
-
-def _hint_word(value: Any) -> str:
+def _hint_word(value: bool | None) -> str:
     return "unset" if value is None else str(value).lower()
 
 
 def diff_manifests(
-    old: dict[str, Any],
-    new: dict[str, Any],
+    old: Manifest,
+    new: Manifest,
     *,
     old_source: str = "OLD",
     new_source: str = "NEW",
@@ -270,7 +210,8 @@ def diff_manifests(
     """Compare two manifests as an Agent written against `old` would meet `new`.
 
     Args:
-        old: The previous release's manifest (as data).
+        old: The previous release's manifest (schema-valid: a verified bundle's, or one
+            a project builds).
         new: The candidate's manifest.
         old_source: Where `old` came from, for the report.
         new_source: Where `new` came from.
@@ -290,10 +231,11 @@ def diff_manifests(
         is_major_bump(ov, nv),
         old_source=old_source,
         new_source=new_source,
-        scope=str(_app(new).get("scope", "")),
+        scope=new.app.scope,
     )
-    report.changes.extend(_app_changes(old, new))
-    before, after = _by_method(old), _by_method(new)
+    report.changes.extend(_app_changes(old.app, new.app))
+    before = {t.method: t for t in old.tools}
+    after = {t.method: t for t in new.tools}
     for method in sorted(set(before) | set(after)):
         if method not in after:
             report.changes.append(
@@ -302,5 +244,5 @@ def diff_manifests(
         elif method not in before:
             report.changes.append(Change(method, "", "tool_added", False, "new tool"))
         elif before[method] != after[method]:
-            report.changes.extend(_tool_changes(method, before[method], after[method]))
+            report.changes.extend(_tool_changes(before[method], after[method]))
     return report

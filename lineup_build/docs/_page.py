@@ -1,4 +1,4 @@
-"""The Markdown page of `lineup docs`, generated from a manifest.
+"""The Markdown page of `lineup docs`, generated from a typed `Manifest`.
 
 For a person deciding whether to use the MiniApp: per tool its description, activation in
 plain words, long-running behaviour, hints, a parameter table (name, type, required,
@@ -10,10 +10,9 @@ cannot break the tables or inject HTML.
 
 from __future__ import annotations
 
-from typing import Any
-
 from lineup_build.docs._schema import SchemaReader
-from lineup_build.docs._text import DASH, as_list, cell, code, html, inert, json_text, paragraph
+from lineup_build.docs._text import DASH, cell, code, html, inert, paragraph
+from lineup_build.model import MINIAPP_SDK, Manifest, Tool
 
 __all__ = ["docs_markdown"]
 
@@ -71,57 +70,51 @@ def _field_table(rows: list[dict[str, str]], *, result: bool) -> list[str]:
     return lines
 
 
-def _activation(tool: dict[str, Any]) -> str:
-    activation = str(tool.get("activation"))
-    words = _ACTIVATION.get(activation, "an activation this version of lineup does not know.")
-    if activation == "activation_not_required" and tool.get("delivery") == "miniapp_sdk":
+def _activation(tool: Tool) -> str:
+    words = _ACTIVATION[tool.activation]
+    if tool.activation == "activation_not_required" and tool.delivery == MINIAPP_SDK:
         words += _NOT_REQUIRED_SDK
-    return f"{code(activation)} — {words[0].upper()}{words[1:]}"
+    return f"{code(tool.activation)} — {words[0].upper()}{words[1:]}"
 
 
-def _long_running(tool: dict[str, Any]) -> str:
-    if tool.get("long_running"):
+def _long_running(tool: Tool) -> str:
+    if tool.long_running:
         return (
             "yes — the call first gets receipts (`accepted`, then `started` with "
             "`started_at` and `ends_at`) and the result only when the operation ends, "
             "which survives runtime restarts. A receipt is never the result."
         )
-    if tool.get("delivery") == "runtime":
+    if tool.is_runtime:
         return "no — the runtime answers at once with the result."
-    timeout = tool.get("timeout_s")
-    number = isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0
-    limit = f", within {timeout:g} s (`timeout_s`; later is `handler_timeout`)" if number else ""
+    timeout = tool.timeout_s
+    limit = (
+        ""
+        if timeout is None
+        else f", within {timeout:g} s (`timeout_s`; later is `handler_timeout`)"
+    )
     return f"no — one answer: the result or an error when the handler returns{limit}."
 
 
-def _delivery(tool: dict[str, Any]) -> str:
-    if tool.get("delivery") == "runtime":
-        key = code(str(tool.get("handler_key", "")))
+def _delivery(tool: Tool) -> str:
+    if tool.is_runtime:
+        key = code(tool.handler_key or "")
         return f"by the runtime itself (handler {key}); no MiniApp code runs for it."
     return "by the MiniApp's own handler, in a worker process of its own."
 
 
-def _hints(tool: dict[str, Any]) -> str:
-    hints = tool.get("hints")
-    if not isinstance(hints, dict) or not hints:
+def _hints(tool: Tool) -> str:
+    hints = tool.hint_map
+    if not hints:
         return "none declared."
     parts = []
-    for key in sorted(
-        hints, key=lambda k: (k not in _HINTS, list(_HINTS).index(k) if k in _HINTS else 0, k)
-    ):
-        value = hints[key]
-        name, yes, no = _HINTS.get(key, (key, "yes", "no"))
-        if value is True:
-            parts.append(f"{name} ({yes})")
-        elif value is False:
-            parts.append(f"not {name} ({no})")
-        else:
-            parts.append(f"{html(key)}: {html(json_text(value))}")
+    for key in sorted(hints, key=list(_HINTS).index):
+        name, yes, no = _HINTS[key]
+        parts.append(f"{name} ({yes})" if hints[key] else f"not {name} ({no})")
     return "; ".join(parts) + ". Declared by the author, not enforced."
 
 
-def _params(schema: SchemaReader, tool: dict[str, Any]) -> list[str]:
-    node = tool.get("input_schema")
+def _params(schema: SchemaReader, tool: Tool) -> list[str]:
+    node = tool.input_schema
     rows = schema.rows(node)
     lines = ["### Parameters", ""]
     if rows:
@@ -136,8 +129,8 @@ def _params(schema: SchemaReader, tool: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _result(schema: SchemaReader, tool: dict[str, Any]) -> list[str]:
-    node = tool.get("result_schema")
+def _result(schema: SchemaReader, tool: Tool) -> list[str]:
+    node = tool.result_schema
     lines = ["### Result", ""]
     type_text = schema.type_text(node)
     rows = schema.rows(node)
@@ -163,25 +156,18 @@ def _article(text: str) -> str:
     return "An" if text[:1] in ("a", "e", "i", "o", "u") else "A"
 
 
-def _summary(tool: dict[str, Any]) -> str:
-    text = str(tool.get("description") or "")
-    first = text.strip().split("\n\n", 1)[0]
+def _summary(tool: Tool) -> str:
+    first = tool.description.strip().split("\n\n", 1)[0]
     return cell(first) if first else DASH
 
 
-def docs_markdown(manifest: dict[str, Any]) -> str:
+def docs_markdown(manifest: Manifest) -> str:
     """The Markdown reference of `manifest` (deterministic: same manifest, same bytes)."""
-    app: dict[str, Any] = manifest["app"] if isinstance(manifest.get("app"), dict) else {}
-    scope, name, version = app.get("scope", ""), app.get("name", ""), app.get("version", "")
-    tools = sorted(
-        (t for t in as_list(manifest.get("tools")) if isinstance(t, dict)),
-        key=lambda t: str(t.get("method")),
-    )
-    perms: dict[str, Any] = app["permissions"] if isinstance(app.get("permissions"), dict) else {}
-    granted = sorted(k for k, v in perms.items() if v is True)
-    deps = [d for d in as_list(app.get("dependencies")) if isinstance(d, str)]
+    app = manifest.app
+    scope = app.scope
+    tools = sorted(manifest.tools, key=lambda t: t.method)
     lines = [
-        f"# {html(name)} ({code(str(scope))}) {html(version)}",
+        f"# {html(app.name)} ({code(scope)}) {html(app.version)}",
         "",
         f"Reference of the Agent tools of this MiniApp, generated by `lineup docs` from its "
         f"manifest. Methods are called as `{inert(scope)}.<verb>`.",
@@ -189,30 +175,28 @@ def docs_markdown(manifest: dict[str, Any]) -> str:
         f"- **Tools:** {len(tools)}",
         "- **Permissions:** "
         + (
-            "; ".join(
-                f"{code(p)} ({_PERMISSIONS.get(p, 'granted by the operator')})" for p in granted
-            )
-            if granted
+            "; ".join(f"{code(p)} ({_PERMISSIONS[p]})" for p in app.permissions)
+            if app.permissions
             else "none (its code gets no network)"
         ),
-        "- **Dependencies:** " + (", ".join(code(d) for d in deps) if deps else "none"),
+        "- **Dependencies:** "
+        + (", ".join(code(d) for d in app.dependencies) if app.dependencies else "none"),
         "",
     ]
     if tools:
         lines += ["| tool | activation | long-running | summary |", "|---|---|---|---|"]
         for t in tools:
-            method = str(t.get("method"))
-            anchor = "".join(ch for ch in method.lower() if ch.isalnum() or ch in "-_")
+            anchor = "".join(ch for ch in t.method.lower() if ch.isalnum() or ch in "-_")
             lines.append(
-                f"| [{code(method)}](#{anchor}) | {code(str(t.get('activation')))} | "
-                f"{'yes' if t.get('long_running') else 'no'} | {_summary(t)} |"
+                f"| [{code(t.method)}](#{anchor}) | {code(t.activation)} | "
+                f"{'yes' if t.long_running else 'no'} | {_summary(t)} |"
             )
         lines.append("")
     for t in tools:
-        schema_in = SchemaReader(t.get("input_schema"))
-        schema_out = SchemaReader(t.get("result_schema"))
-        description = str(t.get("description") or "").strip()
-        lines += [f"## {code(str(t.get('method')))}", ""]
+        schema_in = SchemaReader(t.input_schema)
+        schema_out = SchemaReader(t.result_schema)
+        description = t.description.strip()
+        lines += [f"## {code(t.method)}", ""]
         lines += [paragraph(description) if description else "_No description._", ""]
         lines += [
             f"- **Activation:** {_activation(t)}",

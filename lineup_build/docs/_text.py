@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["DASH", "as_list", "cell", "code", "html", "inert", "json_text", "paragraph"]
+__all__ = ["DASH", "cell", "code", "html", "inert", "json_text", "paragraph"]
 
 DASH = "—"
 
@@ -41,7 +41,3 @@ def json_text(value: Any) -> str:
 def paragraph(text: Any) -> str:
     lines = [line.rstrip() for line in html(text).strip().splitlines()]
     return "\n".join(lines)
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []

@@ -1,6 +1,7 @@
 """Properties of the schema comparison over generated schemas: it never raises, a schema
 compared with itself has no changes, every change follows `RULES` for its side, and
-`lineup docs` renders any of them."""
+`lineup docs` renders any of them; and over generated schema-valid manifests, the diff and
+the docs of the typed `Manifest`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from lineup_build.diff import INPUT, RESULT, RULES, compare_schemas
 from lineup_build.docs import docs_markdown
+from lineup_build.model import Manifest
 
 _NAMES = st.sampled_from(["a", "b", "c~/d", ""])
 _SCALARS = st.one_of(
@@ -80,12 +82,22 @@ def test_every_change_follows_the_rules_of_its_side(old: Any, new: Any) -> None:
             assert change.breaking is RULES[change.kind][index], change
 
 
+def _manifest(app: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "manifest_version": 1,
+        "app": app,
+        "sdk": {"version": "0.2.0"},
+        "tools": tools,
+        "files": [],
+    }
+
+
 @settings(max_examples=150, deadline=None)
 @given(ROOTS, ROOTS)
 def test_docs_render_any_schema(params: Any, result: Any) -> None:
-    manifest = {
-        "app": {"scope": "x", "name": "X", "version": "1.0.0", "entry": "x"},
-        "tools": [
+    manifest = _manifest(
+        {"scope": "x", "name": "X", "version": "1.0.0", "entry": "x"},
+        [
             {
                 "method": "x.y",
                 "description": "d",
@@ -97,50 +109,94 @@ def test_docs_render_any_schema(params: Any, result: Any) -> None:
                 "result_schema": result,
             }
         ],
-    }
-    text = docs_markdown(manifest)
+    )
+    text = docs_markdown(Manifest.from_json(manifest))
     assert text.endswith("\n") and "## `x.y`" in text
-    assert text == docs_markdown(copy.deepcopy(manifest))
+    assert text == docs_markdown(Manifest.from_json(copy.deepcopy(manifest)))
 
 
-_VALUES = st.one_of(_SCALARS, SCHEMAS, st.lists(_SCALARS, max_size=2))
+_COMMON = {
+    "description": st.text(max_size=8),
+    "activation": st.sampled_from(["app_ready", "foreground_required", "activation_not_required"]),
+    "input_schema": ROOTS.filter(lambda s: isinstance(s, dict)),
+    "result_schema": ROOTS,
+}
+_HINTS = st.dictionaries(
+    st.sampled_from(["read_only", "destructive", "idempotent", "open_world"]),
+    st.booleans(),
+    min_size=1,
+)
+SDK_TOOLS = st.fixed_dictionaries(
+    {
+        **_COMMON,
+        "delivery": st.just("miniapp_sdk"),
+        "long_running": st.just(False),
+        "timeout_s": st.sampled_from([0.5, 1, 30, 30.0, 3600]),
+    },
+    optional={"hints": _HINTS},
+)
+RUNTIME_TOOLS = st.fixed_dictionaries(
+    {
+        **_COMMON,
+        "delivery": st.just("runtime"),
+        "long_running": st.booleans(),
+        "handler_key": st.sampled_from(["pomodoro.start", "pomodoro.stop"]),
+    },
+    optional={"hints": _HINTS},
+)
 TOOLS = st.lists(
-    st.fixed_dictionaries(
-        {"method": st.sampled_from(["x.a", "x.b"])},
-        optional={
-            k: _VALUES
-            for k in (
-                "description",
-                "delivery",
-                "activation",
-                "long_running",
-                "timeout_s",
-                "handler_key",
-                "hints",
-                "input_schema",
-                "result_schema",
-                "other",
-            )
-        },
-    ),
+    st.tuples(st.sampled_from(["x.a", "x.b", "x.c"]), st.one_of(SDK_TOOLS, RUNTIME_TOOLS)),
     max_size=3,
-)
+    unique_by=lambda pair: pair[0],
+).map(lambda pairs: sorted(({"method": m, **t} for m, t in pairs), key=lambda t: t["method"]))
 APPS = st.fixed_dictionaries(
-    {"version": st.sampled_from(["1.0.0", "2.0.0-rc.1", "0.0.1"])},
-    optional={"scope": _VALUES, "permissions": _VALUES, "dependencies": _VALUES},
+    {
+        "scope": st.sampled_from(["x", "y"]),
+        "name": st.just("X"),
+        "version": st.sampled_from(["1.0.0", "2.0.0-rc.1", "0.0.1"]),
+        "entry": st.just("x_app.tools"),
+    },
+    optional={
+        "dependencies": st.lists(st.sampled_from(["a>=1", "b", "c==2"]), min_size=1, unique=True),
+        "permissions": st.just({"network": True}),
+    },
 )
+#: Every kind `diff_manifests` can report: the schema rules and the tool and app rules.
+KINDS = set(RULES) | {
+    "tool_removed",
+    "tool_added",
+    "delivery_changed",
+    "handler_key_changed",
+    "long_running_changed",
+    "activation_changed",
+    "timeout_lowered",
+    "timeout_raised",
+    "hint_changed",
+    "app_scope_changed",
+    "permission_added",
+    "permission_removed",
+    "dependency_added",
+    "dependency_removed",
+}
 
 
 @settings(max_examples=200, deadline=None)
 @given(APPS, TOOLS, APPS, TOOLS)
-def test_diff_never_raises_on_odd_manifests(
+def test_diff_and_docs_take_any_schema_valid_manifests(
     old_app: Any, old_tools: Any, new_app: Any, new_tools: Any
 ) -> None:
+    """Over every manifest the schema admits (what `lineup_build.sources` hands on), the
+    diff never raises and reports only known kinds, a manifest compared with itself has
+    no changes, and the docs render deterministically."""
     from lineup_build.diff import diff_manifests
+    from lineup_build.manifest_checks import schema_problems
 
-    report = diff_manifests(
-        {"app": old_app, "tools": old_tools}, {"app": new_app, "tools": new_tools}
-    )
+    docs = [_manifest(old_app, old_tools), _manifest(new_app, new_tools)]
+    assert [schema_problems(d) for d in docs] == [[], []]  # the strategies stay honest
+    old, new = (Manifest.from_json(d) for d in docs)
+    report = diff_manifests(old, new)
+    assert {c.kind for c in report.changes} <= KINDS
     assert isinstance(report.to_dict(), dict)
-    text = docs_markdown({"app": new_app, "tools": new_tools})
-    assert text.endswith("\n")
+    assert diff_manifests(new, new).changes == []
+    text = docs_markdown(new)
+    assert text.endswith("\n") and text == docs_markdown(Manifest.from_json(copy.deepcopy(docs[1])))

@@ -20,7 +20,7 @@ from lineup_build.docs import docs_markdown
 from lineup_build.init import init_project
 from lineup_build.signing import SigningKey
 from lineup_build.sources import load_manifest
-from tests.build.diff_app import base_manifest, tool
+from tests.build.diff_app import base_manifest, tool, typed
 
 GOLDEN = Path(__file__).parent / "golden"
 TEMPLATES = ["todo", "pomodoro"]
@@ -41,7 +41,7 @@ def test_golden_docs(project: dict[str, Path], template: str) -> None:
     """The template's reference, byte for byte (see the module docstring)."""
     manifest, check = source_manifest(project[template])
     assert manifest is not None, [d.to_dict() for d in check.diagnostics]
-    actual = docs_markdown(manifest)
+    actual = docs_markdown(typed(manifest))
     golden = GOLDEN / f"{template}.docs.md"
     if os.environ.get("LINEUP_REGEN_GOLDEN") == "1":
         golden.write_text(actual, encoding="utf-8", newline="\n")
@@ -98,7 +98,7 @@ def test_shapes_of_the_shop_app() -> None:
     manifest = base_manifest()
     manifest["app"]["permissions"] = {"network": True}
     tool(manifest, "shop.search")["hints"] = {"read_only": True, "open_world": False}
-    text = docs_markdown(manifest)
+    text = docs_markdown(typed(manifest))
 
     assert "- **Permissions:** `network` (its workers may use the network)" in text
     assert "read-only (changes nothing); not open world (stays within the app's own data)" in text
@@ -118,7 +118,7 @@ def test_shapes_of_the_shop_app() -> None:
     assert "An array of object (Saved); each item:" in text
     assert "| `owner` | object (Owner) or null | no | — | `null` | Who owns the record. |" in rows
     assert "never starts or opens the app" in text.lower()
-    assert text == docs_markdown(manifest)  # deterministic
+    assert text == docs_markdown(typed(manifest))  # deterministic
 
 
 def test_manifest_text_cannot_break_the_page() -> None:
@@ -126,7 +126,7 @@ def test_manifest_text_cannot_break_the_page() -> None:
     add = tool(manifest, "shop.add")
     add["description"] = "Pipes | and <script>alert(1)</script>\x1b[31m"
     add["input_schema"]["properties"]["quantity"]["description"] = "a | b\nnext line"
-    text = docs_markdown(manifest)
+    text = docs_markdown(typed(manifest))
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "\x1b" not in text
     assert "| a \\| b next line |" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from lineup_build.cli import main
 from lineup_build.diff import Change, DiffReport
 from lineup_build.init import init_project
 from lineup_build.signing import SigningKey
+from tests.build.bundle_kit import good_bundle, make_manifest
 
 EPOCH = 1_700_000_000
 
@@ -275,3 +277,71 @@ def test_permissions_and_hints_from_a_real_build(
     assert code == 0
     assert "- **Permissions:** `network` (its workers may use the network)" in out
     assert "- **Hints:** read-only (changes nothing). Declared by the author, not enforced." in out
+
+
+ODD_MANIFESTS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "unknown_tool_field": lambda m: m["tools"][0].update(x_future=1),
+    "network_permission_false": lambda m: m["app"].update(permissions={"network": False}),
+    "network_permission_maybe": lambda m: m["app"].update(permissions={"network": "maybe"}),
+    "hint_not_a_boolean": lambda m: m["tools"][0].update(hints={"read_only": "yes"}),
+    "timeout_not_a_number": lambda m: m["tools"][0].update(timeout_s="30"),
+    "tools_not_a_list": lambda m: m.update(tools={"todo.add": {}}),
+    "no_app": lambda m: m.pop("app"),
+}
+
+
+@pytest.mark.parametrize("odd", sorted(ODD_MANIFESTS))
+def test_a_hand_written_odd_manifest_is_manifest_invalid(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, odd: str
+) -> None:
+    """A manifest the schema refuses (an unknown field, `network = false`, a value of the
+    wrong type) never reaches the comparison or the page: `manifest_invalid`, exit 2."""
+    manifest = make_manifest()
+    ODD_MANIFESTS[odd](manifest)
+    bundle, good = tmp_path / "odd.lineup", tmp_path / "good.lineup"
+    bundle.write_bytes(good_bundle(manifest=manifest))
+    good.write_bytes(good_bundle())
+
+    code, out, err = run(capsys, "diff", str(good), str(bundle), "--json")
+    assert code == 2, err
+    error = _error(out)
+    assert error["code"] == "manifest_invalid"
+    assert error["message"].startswith(f"NEW {bundle}: manifest.json /")
+    code, out, err = run(capsys, "diff", str(bundle), str(good))
+    assert code == 2 and out == ""
+    assert "manifest_invalid" in err and f"OLD {bundle}" in err and "Traceback" not in err
+    code, out, err = run(capsys, "docs", str(bundle))
+    assert code == 2 and out == ""
+    assert "manifest_invalid" in err and "Traceback" not in err
+
+
+def test_network_false_in_the_config_is_no_permission(
+    capsys: pytest.CaptureFixture[str], projects: dict[str, Path], tmp_path: Path
+) -> None:
+    """`network = false` asks for nothing: the manifest carries no permission, so against
+    a release that asked for the network it is `permission_removed` (not breaking), and
+    against one that never asked there is no change."""
+
+    def with_network(name: str, value: str, version: str) -> Path:
+        path = tmp_path / name
+        shutil.copytree(projects["old"], path)
+        toml = path / "lineup.toml"
+        text = toml.read_text().replace('version = "1.0.0"', f'version = "{version}"')
+        toml.write_text(
+            text.replace("[app]\n", f"[app.permissions]\nnetwork = {value}\n\n[app]\n", 1)
+        )
+        return path
+
+    granted = with_network("granted", "true", "1.0.0")
+    refused = with_network("refused", "false", "1.0.1")
+    code, out, err = run(capsys, "diff", str(granted), str(refused), "--json")
+    assert code == 0, err
+    changes = [
+        (c["pointer"], c["kind"], c["breaking"], c["old"], c["new"])
+        for c in json.loads(out)["changes"]
+    ]
+    assert changes == [("/app/permissions/network", "permission_removed", False, True, None)]
+    code, out, err = run(capsys, "diff", str(projects["old"]), str(refused), "--json")
+    assert code == 0 and json.loads(out)["changes"] == [], err
+    code, out, _ = run(capsys, "docs", str(refused))
+    assert code == 0 and "- **Permissions:** none (its code gets no network)" in out
