@@ -874,6 +874,15 @@ def test_the_gate_message_names_tool_field_and_rule() -> None:
     assert verdict.hint is not None and "2.0.0" in verdict.hint
 
 
+def test_the_report_names_the_new_scope_and_the_sources() -> None:
+    old = base_manifest()
+    new = edited(old)
+    put(None, "app", "scope", "store")(new)
+    report = diff_manifests(typed(old), typed(new), old_source="v1", new_source="here")
+    doc = report.to_dict()
+    assert (doc["scope"], doc["old"]["source"], doc["new"]["source"]) == ("store", "v1", "here")
+
+
 def test_breaking_changes_are_still_listed_under_a_major_bump() -> None:
     old = base_manifest()
     new = edited(old)

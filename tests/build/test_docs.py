@@ -130,3 +130,26 @@ def test_manifest_text_cannot_break_the_page() -> None:
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "\x1b" not in text
     assert "| a \\| b next line |" in text
+
+
+def test_dependencies_and_an_sdk_tool_that_never_starts_the_app() -> None:
+    manifest = base_manifest()
+    manifest["app"]["dependencies"] = ["requests>=2", "attrs"]
+    tool(manifest, "shop.add")["activation"] = "activation_not_required"
+    text = docs_markdown(typed(manifest))
+
+    assert "- **Dependencies:** `requests>=2`, `attrs`" in text
+    activation = [line for line in text.splitlines() if line.startswith("- **Activation:**")]
+    not_running = (
+        "If the MiniApp is not already running here, the call fails with `app_not_running`."
+    )
+    # tools in method order: add, cancel (runtime), categories, focus, search
+    assert [not_running in line for line in activation] == [True, False, False, False, False]
+    assert activation[1].startswith("- **Activation:** `activation_not_required` — Never starts")
+
+
+def test_the_page_lists_tools_by_method_whatever_their_order() -> None:
+    manifest = base_manifest()
+    text = docs_markdown(typed(manifest))
+    manifest["tools"].reverse()
+    assert docs_markdown(typed(manifest)) == text

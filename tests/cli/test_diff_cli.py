@@ -150,6 +150,29 @@ def test_github_annotations(capsys: pytest.CaptureFixture[str], projects: dict[s
     )
 
 
+def test_github_annotations_of_a_removed_tool_point_into_old(
+    capsys: pytest.CaptureFixture[str], projects: dict[str, Path], tmp_path: Path
+) -> None:
+    """A removed tool is declared only in OLD, an added one only in NEW."""
+    new = tmp_path / "todo"
+    shutil.copytree(projects["old"], new)
+    tools = new / "todo_app" / "tools.py"
+    text = tools.read_text()
+    assert '@tools.tool("todo.list",' in text
+    tools.write_text(text.replace('@tools.tool("todo.list",', '@tools.tool("todo.items",'))
+    code, out, _ = run(capsys, "diff", str(projects["old"]), str(new), "--format", "github")
+    assert code == 1
+    where = {}
+    for line in out.splitlines():
+        for method in ("todo.items", "todo.list"):
+            if f" {method}::" in line:
+                where[method] = line.split("file=", 1)[1].split(",line=", 1)
+    old_file = (projects["old"] / "todo_app" / "tools.py").resolve().as_posix()
+    assert where["todo.list"][0] == old_file.replace(":", "%3A")
+    assert where["todo.items"][0] == tools.resolve().as_posix().replace(":", "%3A")
+    assert all(not rest.startswith("1,") for _, rest in where.values())
+
+
 def test_github_annotations_under_a_major_bump_are_warnings(
     capsys: pytest.CaptureFixture[str], projects: dict[str, Path]
 ) -> None:
@@ -341,6 +364,13 @@ def test_network_false_in_the_config_is_no_permission(
         for c in json.loads(out)["changes"]
     ]
     assert changes == [("/app/permissions/network", "permission_removed", False, True, None)]
+    code, out, err = run(capsys, "diff", str(refused), str(granted), "--json")
+    assert code == 1, err
+    changes = [
+        (c["pointer"], c["kind"], c["breaking"], c["old"], c["new"])
+        for c in json.loads(out)["changes"]
+    ]
+    assert changes == [("/app/permissions/network", "permission_added", True, None, True)]
     code, out, err = run(capsys, "diff", str(projects["old"]), str(refused), "--json")
     assert code == 0 and json.loads(out)["changes"] == [], err
     code, out, _ = run(capsys, "docs", str(refused))
