@@ -366,16 +366,23 @@ class AsyncRuntime:
         return self.trust
 
     def _check_app(self, scope: str, version: str) -> None:
-        from lineup_runtime_lite.drivers.install import check_installed
+        from lineup_runtime_lite.drivers.install import check_installed, unpack_from_store
 
-        engine = self._engine
-        check_installed(engine.store, engine.apps_dir, self._current_trust(), scope, version)
+        engine, trust = self._engine, self._current_trust()
+        unpack_from_store(engine.store, engine.apps_dir, trust, scope, version)
+        check_installed(engine.store, engine.apps_dir, trust, scope, version)
 
     def _check_trust(self, scope: str, version: str) -> None:
         """At every activation: the key still trusted for the app, nothing planted."""
-        from lineup_runtime_lite.drivers.install import check_no_strays, check_trusted
+        from lineup_runtime_lite.drivers.install import (
+            check_no_strays,
+            check_trusted,
+            unpack_from_store,
+        )
 
-        check_trusted(self._engine.store, self._current_trust(), scope, version)
+        trust = self._current_trust()
+        unpack_from_store(self._engine.store, self._engine.apps_dir, trust, scope, version)
+        check_trusted(self._engine.store, trust, scope, version)
         check_no_strays(self._engine.store, self._engine.apps_dir, scope, version)
 
     def worker_log(self, scope: str, version: str) -> Path:

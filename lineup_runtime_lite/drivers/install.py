@@ -28,6 +28,7 @@ __all__ = [
     "install_verified",
     "installed_model",
     "load_tools",
+    "unpack_from_store",
 ]
 
 
@@ -199,7 +200,10 @@ def install_verified(
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+    data = bundle.path.read_bytes() if store.keeps_bundles and same is None else None
     with store.transaction():
+        if data is not None:
+            store.save_bundle(digest, data)
         if same is None:
             facts.add_version(
                 scope,
@@ -270,6 +274,50 @@ def install_folder(apps_dir: Path, row: Any) -> Path:
     """Where an installed version's files are, from its `app_versions` row (a row an
     older runtime wrote with an absolute folder still names that folder)."""
     return apps_dir / str(row["dir"])
+
+
+def unpack_from_store(
+    store: Database, apps_dir: Path, trust: Any, scope: str, version: str
+) -> None:
+    """On a node whose cache lacks an installed version (a store that keeps bundles: a new
+    machine, an emptied cache), unpack the bundle recorded at install: verified again with
+    this node's trust store, its manifest the one installed, unpack-then-rename. Every file
+    is then checked against the manifest before a worker starts (`check_installed`).
+
+    Raises:
+        LineupError: the verification's code (`untrusted_key`, `key_revoked`, ...) when this
+            node's trust store refuses the app; `install_tampered` when the recorded bundle
+            is missing or is not the installed manifest's.
+    """
+    row = store.facts.version_row(scope, version)
+    if row is None or not store.keeps_bundles:
+        return
+    root = install_folder(apps_dir, row)
+    if root.exists():
+        return
+    from lineup_build.verify import verify_bundle
+
+    data = store.load_bundle(str(row["manifest_sha256"]))
+    if data is None:
+        raise LineupError(
+            "install_tampered",
+            f"{scope} {version}: its bundle is not in the database and not in {root}",
+            hint="install the app's bundle again",
+        )
+    root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+    try:
+        (tmp / "bundle.lineup").write_bytes(data)
+        verified = verify_bundle(tmp / "bundle.lineup", trust)
+        if hashlib.sha256(verified.manifest_bytes).hexdigest() != row["manifest_sha256"]:
+            raise LineupError(
+                "install_tampered", f"{scope} {version}: the recorded bundle is another build"
+            )
+        verified.extract_to(tmp / "files")
+        if not root.exists():  # another runtime of this cache may have won
+            (tmp / "files").rename(root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def check_no_strays(store: Database, apps_dir: Path, scope: str, version: str) -> None:

@@ -469,6 +469,22 @@ class PostgresStore:
         row = self.one("SELECT value FROM meta WHERE key=?", (key,))
         return str(row[0]) if row else None
 
+    #: Installed bundles are kept in the database (a node with an empty cache unpacks them).
+    keeps_bundles = True
+
+    def save_bundle(self, digest: str, data: bytes) -> None:
+        """Record an installed version's verified bundle (inside the install's transaction;
+        the same bytes again change nothing)."""
+        self.db.execute(
+            "INSERT INTO bundles (manifest_sha256, bytes) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            (digest, data),
+        )
+
+    def load_bundle(self, digest: str) -> bytes | None:
+        """The recorded bundle of the version whose manifest has `digest`, or None."""
+        row = self.one("SELECT bytes FROM bundles WHERE manifest_sha256=?", (digest,))
+        return bytes(row[0]) if row is not None else None
+
     @property
     def round_trips(self) -> int:
         """Statements sent to the server since open (the benchmark's count)."""
@@ -496,6 +512,8 @@ class PostgresStore:
                     (table,),
                 )
             ]
+            if table == "bundles":  # the bytes are the bundle files': the digests only
+                columns = ["manifest_sha256"]
             rows = self.all(f'SELECT {", ".join(columns)} FROM "{table}" ORDER BY rowid')
             out[table] = [tuple(r) for r in rows]
         return out

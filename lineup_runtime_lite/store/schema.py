@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA_VERSION", "_MIGRATIONS", "_SCHEMA", "pg_schema"]
+__all__ = ["PG_BUNDLES", "SCHEMA_VERSION", "_MIGRATIONS", "_SCHEMA", "pg_schema"]
 
 #: The schema a new database gets (`_SCHEMA`) and an older one is migrated to on open.
 SCHEMA_VERSION = 3
@@ -83,6 +83,15 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 assert sorted(_MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"
 
 
+#: PostgreSQL only (SPEC 15): the verified bundle of every installed version, so a node
+#: with an empty cache unpacks it from the database. SQLite keeps the unpacked folder beside
+#: its file instead; dumps list the digests only.
+PG_BUNDLES = (
+    "CREATE TABLE bundles (manifest_sha256 TEXT PRIMARY KEY, bytes BYTEA NOT NULL, "
+    "rowid BIGINT GENERATED ALWAYS AS IDENTITY)"
+)
+
+
 def pg_schema() -> list[str]:
     """The current schema in PostgreSQL's SQL, derived from `_SCHEMA` (one definition of
     the tables): `INTEGER` is `BIGINT` (times are milliseconds), `BLOB` is `BYTEA`, an
@@ -106,4 +115,4 @@ def pg_schema() -> list[str]:
             assert stmt.endswith(")"), stmt
             stmt = stmt[:-1] + ", rowid BIGINT GENERATED ALWAYS AS IDENTITY)"
         out.append(stmt)
-    return out
+    return [*out, PG_BUNDLES]

@@ -359,6 +359,16 @@ class Store:
         row = self.one("SELECT value FROM meta WHERE key=?", (key,))
         return str(row[0]) if row else None
 
+    #: Installed apps are the unpacked folders beside the file (not kept in the database).
+    keeps_bundles = False
+
+    def save_bundle(self, digest: str, data: bytes) -> None:
+        """Nothing: SQLite's installed apps are the folders beside its file."""
+
+    def load_bundle(self, digest: str) -> bytes | None:
+        """None: the folders beside the file are the installed apps."""
+        return None
+
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every table (tests compare dumps before and after a failed commit)."""
         tables = [

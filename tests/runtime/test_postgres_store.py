@@ -102,6 +102,8 @@ def test_both_engines_dump_the_same_tables_and_rows(
             rt.call("l1", "conv", "todo.list", {})
             dumps.append(rt.store_dump())
     sqlite_dump, pg_dump = dumps
+    digests = pg_dump.pop("bundles")  # PostgreSQL keeps the bundle: its digest is dumped
+    assert digests == [(sqlite_dump["app_versions"][0][3],)]
     assert _dump_shape(pg_dump) == _dump_shape(sqlite_dump)
     assert pg_dump["receipts"] and len(pg_dump["receipts"][0]) == len(sqlite_dump["receipts"][0])
     # the same stages in the same order, whatever the ids
@@ -172,3 +174,67 @@ def test_a_private_schema_keeps_apart_and_is_dropped(pg_url: str) -> None:
         ).fetchone()
         assert row == (0,)
         assert conn.execute("SELECT to_regclass('public.meta')").fetchone() != (None,)
+
+
+INSTALL = """
+import sys
+from lineup_build.signing import key_from_seed
+from lineup_build.trust import TrustStore, TrustedKey
+from lineup_runtime_lite import Runtime
+
+url, apps, bundle, seed = sys.argv[1:5]
+key = key_from_seed(bytes.fromhex(seed))
+trust = TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, ("*",), "tests")])
+with Runtime.open(url, trust=trust, apps_dir=apps) as rt:
+    print(rt.install(bundle).action)
+"""
+
+
+def test_installed_in_one_process_runs_from_another_with_an_empty_cache(
+    pg_url: str, tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    """The bundle is in the database: a node that never saw the file (another machine, an
+    emptied cache) unpacks it, checks it with its own trust store, and serves the app."""
+    import subprocess
+    import sys
+
+    first = tmp_path / "machine-a"
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            INSTALL,
+            pg_url,
+            str(first),
+            str(todo_bundle),
+            bytes(range(1, 33)).hex(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["installed"]
+    second = tmp_path / "machine-b"  # empty: never saw the bundle file
+    with Runtime.open(pg_url, trust=trust, apps_dir=second) as rt:
+        assert [a["scope"] for a in rt.apps()] == ["todo"]
+        assert rt.call("a1", "conv", "todo.add", {"title": "milk"})["stage"] == "accepted"
+        rt.settle()
+        assert message(rt, "a1:result")["result"]["count"] == 1
+        assert rt.install(todo_bundle).action == "unchanged"  # the same bytes again
+    assert any(second.rglob("*.py"))  # unpacked into this node's cache
+
+
+def test_a_node_whose_trust_store_refuses_the_recorded_bundle_does_not_run_it(
+    pg_url: str, tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    with Runtime.open(pg_url, trust=trust, apps_dir=tmp_path / "a") as rt:
+        rt.install(todo_bundle)
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the recorded bytes damaged
+        conn.execute("UPDATE bundles SET bytes = substring(bytes from 1 for 200)")
+    with Runtime.open(pg_url, trust=trust, apps_dir=tmp_path / "b") as rt:
+        first = rt.call("a1", "conv", "todo.add", {"title": "milk"})
+        rt.settle()
+        stages = [m["stage"] for m in rt.outbox.fetch(100) if m["call_id"] == "a1"]
+        assert first["stage"] == "accepted" and "activation_failed" in stages, stages
+    assert not any((tmp_path / "b").rglob("*.py"))  # nothing unpacked
