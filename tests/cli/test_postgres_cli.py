@@ -5,8 +5,14 @@ in a private schema that is gone afterwards, refuse a database a runtime is serv
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import psycopg
 import pytest
 
@@ -14,6 +20,10 @@ from lineup_build.init import init_project
 from lineup_runtime_lite.store.database import open_database
 from tests.cli_kit import run_cli
 from tests.pg_kit import PgServer, fresh_database
+
+LINEUP = [sys.executable, "-c", "from lineup_build.cli import main; main()"]
+TOKEN = "pg-token-0123456789"
+CALL_ID = "io.lineup/call_id"
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +91,80 @@ def test_lineup_test_refuses_an_sqlite_db(
     code, out, _ = run_cli(["test", str(focus), "--db", str(tmp_path / "x.db"), "--json"], capsys)
     assert code == 2
     assert json.loads(out)["error"]["code"] == "usage_invalid"
+
+
+def _serve_http(cwd: Path, db: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [*LINEUP, "serve", "todo", "--db", db, "--http", "127.0.0.1:0"],
+        cwd=cwd,
+        env={**env, "LINEUP_SERVE_TOKEN": TOKEN},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url, said = "", []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        said.append(line)
+        if " tools at " in line:
+            url = line.rsplit(" ", 1)[-1].strip()
+        if f"token {TOKEN}" in line:
+            break
+    assert url.startswith("http://127.0.0.1:"), "".join(said)
+    assert "state in postgresql://" in "".join(said)
+    return proc, url
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()
+
+
+def test_serve_http_on_postgres_restarts_and_moves_to_an_empty_cache(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """SPEC 15's "done when": `lineup serve --http --db postgresql://…`, restarted, then
+    moved to another machine (a copy of the project, an empty cache): every call, receipt
+    and session is there, through the real MCP client."""
+    from tests.runtime.serve_kit import call_meta, http_session
+
+    first = tmp_path / "machine-a"
+    init_project(first / "todo", template="todo", scope="todo")
+    env_a = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache-a")}
+
+    async def add() -> Any:
+        async with http_session(url, TOKEN) as s:
+            added = await s.call_tool("todo-add", {"title": "tea"}, meta=call_meta({CALL_ID: "h1"}))
+            assert not added.is_error, added
+            return added.structured_content
+
+    proc, url = _serve_http(first, pg_url, env_a)
+    try:
+        added = anyio.run(add)
+    finally:
+        _stop(proc)
+
+    second = tmp_path / "machine-b"  # the same project (and its dev key), another cache
+    shutil.copytree(first, second)
+    env_b = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache-b")}
+
+    async def after() -> None:
+        async with http_session(url, TOKEN) as s:
+            again = await s.call_tool("todo-add", {"title": "tea"}, meta=call_meta({CALL_ID: "h1"}))
+            assert again.structured_content == added  # the stored final, replayed
+            listed = await s.call_tool("todo-list", {})
+            assert [i["title"] for i in listed.structured_content["items"]] == ["tea"]  # type: ignore[index]
+
+    proc, url = _serve_http(second, pg_url, env_b)
+    try:
+        anyio.run(after)
+    finally:
+        _stop(proc)
+    assert any((tmp_path / "cache-b" / "lineup" / "apps").rglob("*.py"))  # unpacked from the database
