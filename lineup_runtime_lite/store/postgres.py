@@ -49,6 +49,8 @@ T = TypeVar("T")
 _RUNTIME_LOCK = 0x4C494E4555505254
 #: `pg_advisory_xact_lock` key migrations run under ("LINEUPMG").
 _MIGRATE_LOCK = 0x4C494E455550_4D47
+#: How long a reconnect waits for the runtime's lock (the lost session's backend ending).
+_RECONNECT_WAIT_S = 5.0
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SCHEMES = ("postgresql://", "postgres://")
 INSTALL_HINT = "install the PostgreSQL store: pip install 'lineup-sdk[postgres]'"
@@ -257,7 +259,10 @@ class PostgresStore:
         self.facts = SqlFacts(self.db)  # type: ignore[arg-type]
 
     # -- connection ----------------------------------------------------------------------
-    def _connect(self) -> _PgConnection:
+    def _connect(self, *, wait_s: float = 0.0) -> _PgConnection:
+        """A new connection holding the runtime's lock: refused at once when another
+        session holds it, or, with `wait_s` (a reconnect, while the lost session's backend
+        is still ending), after waiting that long for it server-side."""
         import psycopg
 
         try:
@@ -271,7 +276,20 @@ class PostgresStore:
             if self.schema is not None:
                 db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 db.execute(f'SET search_path TO "{self.schema}"')
-            row = db.execute("SELECT pg_try_advisory_lock(?)", (_lock_key(self.schema),)).fetchone()
+            if wait_s > 0:
+                db.execute(f"SET lock_timeout = '{int(wait_s * 1000)}ms'")
+                try:
+                    db.execute("SELECT pg_advisory_lock(?)", (_lock_key(self.schema),))
+                except psycopg.errors.LockNotAvailable:
+                    raise LineupError(
+                        "runtime_locked", f"another runtime has {self.path} open"
+                    ) from None
+                db.execute("RESET lock_timeout")
+                row: Any = (True,)
+            else:
+                row = db.execute(
+                    "SELECT pg_try_advisory_lock(?)", (_lock_key(self.schema),)
+                ).fetchone()
             if not row or not row[0]:
                 raise LineupError(
                     "runtime_locked",
@@ -294,8 +312,57 @@ class PostgresStore:
             return
         with contextlib.suppress(Exception):
             self.db.conn.close()
-        self.db = self._connect()
+        self.db = self._connect(wait_s=_RECONNECT_WAIT_S)
         self.facts.db = self.db  # type: ignore[assignment]
+
+    def _begin(self) -> int:
+        """BEGIN, and the transaction's id (one round trip): what tells, after a connection
+        lost during COMMIT, whether the transaction committed."""
+        cur = self.db.conn.execute("BEGIN; SELECT txid_current()")
+        self.db.round_trips += 1
+        cur.nextset()
+        row = cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _commit(self, xid: int) -> None:
+        """COMMIT; when the connection is lost on the way, connect again and ask the server
+        how transaction `xid` ended (`txid_status`): committed is success; aborted, or an
+        answer that cannot be had, is `store_unavailable` and none of the batch's effects
+        happen (the facts re-drive it: a retry with the same call_id replays either way).
+        """
+        import psycopg
+
+        try:
+            self.db.execute("COMMIT")
+            return
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            lost = str(exc).strip() or type(exc).__name__
+        outcome: str | None = None
+        with contextlib.suppress(Exception):
+            self.db.conn.close()  # its state is unknown: ask on a new one
+        with contextlib.suppress(Exception):
+            self._reconnect_if_lost()
+            row = self.db.execute("SELECT txid_status(?)", (xid,)).fetchone()
+            outcome = str(row[0]) if row and row[0] is not None else None
+        if outcome == "committed":
+            log.warning(
+                "%s: the connection was lost during COMMIT; the commit had landed", self.path
+            )
+            return
+        said = (
+            "nothing was changed"
+            if outcome == "aborted"
+            else "whether it committed is not known: nothing it decided was done, and the "
+            "runtime re-drives it from the facts"
+        )
+        if self._secret:
+            lost = lost.replace(self._secret, "***")
+        raise LineupError(
+            "store_unavailable",
+            f"{self.path}: the connection was lost during COMMIT ({lost}); {said}",
+            hint="retry the same call_id: it replays whichever way the commit went",
+        )
 
     def _migrate(self, db: _PgConnection) -> None:
         """Create the tables at `SCHEMA_VERSION` (under the migration lock, so two
@@ -365,7 +432,7 @@ class PostgresStore:
             if fault_points:
                 faults.hit("commit.before")
             self._reconnect_if_lost()
-            self.db.execute("BEGIN")
+            xid = self._begin()
         except Exception as exc:
             if self._is_database_error(exc):
                 raise self._mapped(exc) from None
@@ -374,7 +441,7 @@ class PostgresStore:
             yield self.db
             if fault_points:
                 faults.hit("commit.after_write")
-            self.db.execute("COMMIT")
+            self._commit(xid)
             self.commits += 1
         except BaseException as exc:
             self._rollback()
@@ -403,7 +470,7 @@ class PostgresStore:
         try:
             faults.hit("commit.before")
             self._reconnect_if_lost()
-            self.db.execute("BEGIN")
+            xid = self._begin()
         except Exception as exc:
             if self._is_database_error(exc):
                 raise self._mapped(exc) from None
@@ -421,14 +488,14 @@ class PostgresStore:
                         raise  # the database: the whole batch goes
                     if single:
                         db.execute("ROLLBACK")
-                        db.execute("BEGIN")
+                        xid = self._begin()
                     else:
                         db.execute("ROLLBACK TO SAVEPOINT step")
                     out.append(exc)
                 if not single:
                     db.execute("RELEASE SAVEPOINT step")
             faults.hit("commit.after_write")
-            db.execute("COMMIT")
+            self._commit(xid)
             self.commits += 1
         except BaseException as exc:
             self._rollback()

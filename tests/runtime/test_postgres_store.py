@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -238,3 +239,85 @@ def test_a_node_whose_trust_store_refuses_the_recorded_bundle_does_not_run_it(
         stages = [m["stage"] for m in rt.outbox.fetch(100) if m["call_id"] == "a1"]
         assert first["stage"] == "accepted" and "activation_failed" in stages, stages
     assert not any((tmp_path / "b").rglob("*.py"))  # nothing unpacked
+
+
+def _lose_the_connection_at_commit(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch, pg_server: PgServer, *, landed: bool
+) -> None:
+    """The next COMMIT loses its connection: after the server committed it (`landed`: the
+    answer never arrived) or before (the backend ended, so the transaction aborted)."""
+    real = type(store.db).execute
+
+    def execute(self: Any, sql: str, args: Any = ()) -> Any:
+        if sql != "COMMIT":
+            return real(self, sql, args)
+        monkeypatch.setattr(type(store.db), "execute", real)
+        if landed:
+            real(self, sql, args)
+            self.conn.close()
+        else:
+            pid = self.conn.info.backend_pid
+            with psycopg.connect(pg_server.url(), autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(type(store.db), "execute", execute)
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["commit_landed", "commit_lost"])
+def test_a_connection_lost_during_commit_is_resolved_by_asking_the_server(
+    pg_url: str, pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, landed: bool
+) -> None:
+    store = PostgresStore(pg_url)
+    try:
+
+        def write(facts: object) -> str:
+            store.db.execute("INSERT INTO apps VALUES ('x', '1.0.0')")
+            return "written"
+
+        _lose_the_connection_at_commit(store, monkeypatch, pg_server, landed=landed)
+        if landed:
+            assert store.batch([write]) == ["written"]  # txid_status: committed
+            assert store.commits == 1
+        else:
+            with pytest.raises(LineupError) as exc:
+                store.batch([write])
+            assert exc.value.code == "store_unavailable"
+            assert "nothing was changed" in exc.value.message
+            assert store.commits == 0
+        rows = store.all("SELECT scope FROM apps")
+        assert [r[0] for r in rows] == (["x"] if landed else [])
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["commit_landed", "commit_lost"])
+def test_a_call_whose_commit_lost_its_connection_replays_either_way(
+    pg_url: str,
+    pg_server: PgServer,
+    tmp_path: Path,
+    trust: TrustStore,
+    todo_bundle: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    landed: bool,
+) -> None:
+    with Runtime.open(pg_url, trust=trust, apps_dir=_apps(tmp_path)) as rt:
+        rt.install(todo_bundle)
+        rt.call("a0", "conv", "todo.add", {"title": "warm"})
+        rt.settle()  # the session is ready: the next call is answered in one batch
+        store = rt._art._engine.store
+        assert isinstance(store, PostgresStore)
+        _lose_the_connection_at_commit(store, monkeypatch, pg_server, landed=landed)
+        if landed:
+            first = rt.call("a1", "conv", "todo.add", {"title": "milk"})
+            assert first["stage"] == "result"
+        else:
+            with pytest.raises(LineupError) as exc:
+                rt.call("a1", "conv", "todo.add", {"title": "milk"})
+            assert exc.value.code == "store_unavailable"
+        again = rt.call("a1", "conv", "todo.add", {"title": "milk"})  # the retry
+        assert again["stage"] == "result" and again["result"]["count"] == 2
+        if landed:
+            assert again == first  # the stored final, replayed
+        listed = rt.call("l1", "conv", "todo.list", {})
+        assert [i["title"] for i in listed["result"]["items"]] == ["warm", "milk"]
