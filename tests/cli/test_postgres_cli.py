@@ -160,7 +160,7 @@ def test_serve_http_on_postgres_restarts_and_moves_to_an_empty_cache(
             again = await s.call_tool("todo-add", {"title": "tea"}, meta=call_meta({CALL_ID: "h1"}))
             assert again.structured_content == added  # the stored final, replayed
             listed = await s.call_tool("todo-list", {})
-            assert [i["title"] for i in listed.structured_content["items"]] == ["tea"]  # type: ignore[index]
+            assert [i["title"] for i in listed.structured_content["items"]] == ["tea"]
 
     proc, url = _serve_http(second, pg_url, env_b)
     try:
