@@ -167,4 +167,6 @@ def test_serve_http_on_postgres_restarts_and_moves_to_an_empty_cache(
         anyio.run(after)
     finally:
         _stop(proc)
-    assert any((tmp_path / "cache-b" / "lineup" / "apps").rglob("*.py"))  # unpacked from the database
+    assert any(
+        (tmp_path / "cache-b" / "lineup" / "apps").rglob("*.py")
+    )  # unpacked from the database
