@@ -360,6 +360,7 @@ class Engine:
             task.cancel()
         if pending:  # cancelled background steps leave their facts for the next open
             await asyncio.wait(pending, timeout=5)
+        self.commits.close()  # the store thread, once its batch in flight has landed
 
 
 def _fresh_ids() -> t.NewIds:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from lineup_runtime_lite.core.port import Facts
@@ -31,6 +32,11 @@ class GroupCommit:
         self._queue: list[tuple[Step, asyncio.Future[Any]]] = []
         self._handle: asyncio.Handle | None = None
         self._flushing = False
+        #: A store whose batches run off the loop (PostgreSQL) gets one thread for them;
+        #: while a batch is in flight there, the next one gathers on the loop.
+        self._thread: ThreadPoolExecutor | None = None
+        if store.off_loop:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="lineup-store")
         #: How many batches and steps were committed (for the benchmarks and tests).
         self.batches = 0
         self.steps = 0
@@ -60,6 +66,9 @@ class GroupCommit:
             self._handle = None
         if not self._queue:
             return
+        if self._thread is not None:
+            self._flush_off_loop()
+            return
         batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         if self._queue:
             self._handle = asyncio.get_running_loop().call_soon(self._flush)
@@ -75,6 +84,43 @@ class GroupCommit:
             return
         finally:
             self._flushing = False
+        self._resolve(batch, results)
+
+    def _flush_off_loop(self) -> None:
+        """Send the gathered steps to the store thread, unless a batch is in flight there
+        (its landing sends what gathered meanwhile)."""
+        assert self._thread is not None
+        if self._flushing:
+            return
+        batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+        self._flushing = True
+        loop = asyncio.get_running_loop()
+        done = self._thread.submit(self.store.batch, [step for step, _ in batch])
+
+        def landed(_: object) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._landed, batch, done)
+
+        done.add_done_callback(landed)
+
+    def _landed(self, batch: list[tuple[Step, asyncio.Future[Any]]], done: Any) -> None:
+        self._flushing = False
+        exc = done.exception()
+        if exc is not None:  # nothing of the batch was kept (or it is in doubt)
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+        else:
+            self._resolve(batch, done.result())
+        if self._queue and self._handle is None:
+            self._handle = asyncio.get_running_loop().call_soon(self._flush)
+
+    def close(self) -> None:
+        """Stop the store thread (after the batch in flight, if any)."""
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+
+    def _resolve(self, batch: list[tuple[Step, asyncio.Future[Any]]], results: list[Any]) -> None:
         self.batches += 1
         self.steps += len(batch)
         for (_, fut), out in zip(batch, results, strict=True):

@@ -33,6 +33,8 @@ class Database(Protocol):
     ) -> contextlib.AbstractContextManager[Any]: ...
     def batch(self, steps: Sequence[Callable[[SqlFacts], T]]) -> list[T | BaseException]: ...
 
+    #: Whether `GroupCommit` runs batches on a store thread (PostgreSQL) or on the loop.
+    off_loop: bool
     #: Whether installed bundles are kept in the database (PostgreSQL: every node unpacks
     #: them into its own cache) or only as the unpacked folders (SQLite).
     keeps_bundles: bool

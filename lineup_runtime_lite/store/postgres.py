@@ -19,6 +19,7 @@ import hashlib
 import logging
 import re
 import secrets
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -220,6 +221,42 @@ class _PgConnection:
         return self.conn.info.transaction_status != pq.TransactionStatus.IDLE
 
 
+class _Router:
+    """The connection `SqlFacts` and the store's reads see: the writer connection for the
+    thread that holds the store's write lock (a batch on the store thread, a transaction on
+    the loop), a reader connection (autocommit: committed facts only) for every other read,
+    so a read on the event loop never waits for, or lands inside, a batch in flight."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    def _target(self) -> _PgConnection:
+        store = self._store
+        if store._owner == threading.get_ident():
+            return store._main
+        return store._reading()
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        return self._target().execute(sql, args)
+
+    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
+        self._target().executemany(sql, seq)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._target().in_transaction
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The writer's psycopg connection."""
+        return self._store._main.conn
+
+    @property
+    def round_trips(self) -> int:
+        reader = self._store._reader
+        return self._store._main.round_trips + (reader.round_trips if reader else 0)
+
+
 class PostgresStore:
     """One psycopg connection to a PostgreSQL database, used from the runtime's loop thread
     (as `Store` is): the same `transaction()`, `batch()`, `dump()` and `facts`.
@@ -239,6 +276,9 @@ class PostgresStore:
     """
 
     engine = "postgresql"
+    #: Batches run on a store thread of their own (`drivers.commit.GroupCommit`): a commit's
+    #: round trips and its fsync never hold up the event loop.
+    off_loop = True
 
     def __init__(self, url: str, *, schema: str | None = None) -> None:
         _installed()
@@ -255,7 +295,12 @@ class PostgresStore:
                 "%s: the database password is in the URL; prefer PGPASSWORD or ~/.pgpass",
                 self.path,
             )
-        self.db = self._connect()
+        #: The thread holding the write lock (a batch, a transaction) and the lock.
+        self._owner: int | None = None
+        self._lock = threading.Lock()
+        self._reader: _PgConnection | None = None
+        self._main = self._connect()
+        self.db = _Router(self)
         self.facts = SqlFacts(self.db)  # type: ignore[arg-type]
 
     # -- connection ----------------------------------------------------------------------
@@ -308,18 +353,45 @@ class PostgresStore:
     def _reconnect_if_lost(self) -> None:
         """After a lost connection, connect again (and take the runtime's lock again)
         before the next transaction; the facts read through the new connection."""
-        if not self.db.conn.closed and not self.db.conn.broken:
+        if not self._main.conn.closed and not self._main.conn.broken:
             return
         with contextlib.suppress(Exception):
-            self.db.conn.close()
-        self.db = self._connect(wait_s=_RECONNECT_WAIT_S)
-        self.facts.db = self.db  # type: ignore[assignment]
+            self._main.conn.close()
+        self._main = self._connect(wait_s=_RECONNECT_WAIT_S)
+
+    def _reading(self) -> _PgConnection:
+        """The reader connection (opened on first use, again after it was lost)."""
+        reader = self._reader
+        if reader is not None and not reader.conn.closed and not reader.conn.broken:
+            return reader
+        import psycopg
+
+        try:
+            conn = psycopg.connect(
+                self._url, autocommit=True, row_factory=_rows, connect_timeout=10
+            )
+        except psycopg.Error as exc:
+            raise self._mapped(exc) from None
+        self._reader = _PgConnection(conn)
+        if self.schema is not None:
+            self._reader.execute(f'SET search_path TO "{self.schema}"')
+        return self._reader
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the write lock: this thread's statements go to the writer connection."""
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._owner = None
 
     def _begin(self) -> int:
         """BEGIN, and the transaction's id (one round trip): what tells, after a connection
         lost during COMMIT, whether the transaction committed."""
-        cur = self.db.conn.execute("BEGIN; SELECT txid_current()")
-        self.db.round_trips += 1
+        cur = self._main.conn.execute("BEGIN; SELECT txid_current()")
+        self._main.round_trips += 1
         cur.nextset()
         row = cur.fetchone()
         assert row is not None
@@ -334,16 +406,16 @@ class PostgresStore:
         import psycopg
 
         try:
-            self.db.execute("COMMIT")
+            self._main.execute("COMMIT")
             return
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             lost = str(exc).strip() or type(exc).__name__
         outcome: str | None = None
         with contextlib.suppress(Exception):
-            self.db.conn.close()  # its state is unknown: ask on a new one
+            self._main.conn.close()  # its state is unknown: ask on a new one
         with contextlib.suppress(Exception):
             self._reconnect_if_lost()
-            row = self.db.execute("SELECT txid_status(?)", (xid,)).fetchone()
+            row = self._main.execute("SELECT txid_status(?)", (xid,)).fetchone()
             outcome = str(row[0]) if row and row[0] is not None else None
         if outcome == "committed":
             log.warning(
@@ -422,12 +494,18 @@ class PostgresStore:
 
     # -- transactions --------------------------------------------------------------------
     @contextlib.contextmanager
-    def transaction(self, *, fault_points: bool = True) -> Iterator[_PgConnection]:
-        """`BEGIN` … COMMIT; any exception rolls everything back.
+    def transaction(self, *, fault_points: bool = True) -> Iterator[_Router]:
+        """`BEGIN` … COMMIT on the writer connection (after any batch in flight); any
+        exception rolls everything back.
 
         Raises:
             LineupError: `store_unavailable` when the database fails (nothing kept).
         """
+        with self._writing(), self._transaction(fault_points) as db:
+            yield db
+
+    @contextlib.contextmanager
+    def _transaction(self, fault_points: bool) -> Iterator[_Router]:
         try:
             if fault_points:
                 faults.hit("commit.before")
@@ -453,10 +531,16 @@ class PostgresStore:
 
     def _rollback(self) -> None:
         with contextlib.suppress(Exception):
-            if not self.db.conn.closed and self.db.in_transaction:
-                self.db.execute("ROLLBACK")
+            if not self._main.conn.closed and self._main.in_transaction:
+                self._main.execute("ROLLBACK")
 
     def batch(self, steps: Sequence[Callable[[SqlFacts], T]]) -> list[T | BaseException]:
+        """Group commit (see `_batch`), holding the write lock: on the store thread, or on
+        the caller's when called directly."""
+        with self._writing():
+            return self._batch(steps)
+
+    def _batch(self, steps: Sequence[Callable[[SqlFacts], T]]) -> list[T | BaseException]:
         """Group commit, as `Store.batch`: every step in one `BEGIN … COMMIT`, each inside
         its own savepoint; a step that raises is rolled back to its savepoint and gets its
         exception; a database failure rolls the whole batch back and is raised.
@@ -475,7 +559,7 @@ class PostgresStore:
             if self._is_database_error(exc):
                 raise self._mapped(exc) from None
             raise
-        db, facts = self.db, self.facts
+        db, facts = self._main, self.facts
         try:
             single = len(steps) == 1
             for step in steps:
@@ -586,6 +670,10 @@ class PostgresStore:
         return out
 
     def close(self) -> None:
-        """Close the connection, which releases the runtime's lock."""
-        with contextlib.suppress(Exception):
-            self.db.conn.close()
+        """Close the connections (after any batch in flight), which releases the runtime's
+        lock."""
+        with self._lock:
+            for conn in (self._main, self._reader):
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.conn.close()

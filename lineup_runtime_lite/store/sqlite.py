@@ -359,6 +359,9 @@ class Store:
         row = self.one("SELECT value FROM meta WHERE key=?", (key,))
         return str(row[0]) if row else None
 
+    #: Batches run on the loop thread: a local commit is cheaper than a thread hop.
+    off_loop = False
+
     #: Installed apps are the unpacked folders beside the file (not kept in the database).
     keeps_bundles = False
 

@@ -246,12 +246,12 @@ def _lose_the_connection_at_commit(
 ) -> None:
     """The next COMMIT loses its connection: after the server committed it (`landed`: the
     answer never arrived) or before (the backend ended, so the transaction aborted)."""
-    real = type(store.db).execute
+    real = type(store._main).execute
 
     def execute(self: Any, sql: str, args: Any = ()) -> Any:
         if sql != "COMMIT":
             return real(self, sql, args)
-        monkeypatch.setattr(type(store.db), "execute", real)
+        monkeypatch.setattr(type(store._main), "execute", real)
         if landed:
             real(self, sql, args)
             self.conn.close()
@@ -261,7 +261,7 @@ def _lose_the_connection_at_commit(
                 admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(type(store.db), "execute", execute)
+    monkeypatch.setattr(type(store._main), "execute", execute)
 
 
 @pytest.mark.parametrize("landed", [True, False], ids=["commit_landed", "commit_lost"])
@@ -321,3 +321,49 @@ def test_a_call_whose_commit_lost_its_connection_replays_either_way(
             assert again == first  # the stored final, replayed
         listed = rt.call("l1", "conv", "todo.list", {})
         assert [i["title"] for i in listed["result"]["items"]] == ["warm", "milk"]
+
+
+def test_a_batch_waiting_on_the_database_never_holds_up_the_event_loop(
+    pg_url: str, tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    """A commit held up at the server (here: another session locks the outbox) runs on the
+    store thread: the loop goes on serving (a heartbeat task, reads of committed facts)
+    until it lands."""
+    import asyncio
+    import threading
+
+    from lineup_runtime_lite import AsyncRuntime
+
+    async def main() -> None:
+        async with await AsyncRuntime.open(pg_url, trust=trust, apps_dir=_apps(tmp_path)) as rt:
+            await rt.install(todo_bundle)
+            await rt.call("a0", "conv", "todo.add", {"title": "warm"})
+            await rt.settle()
+            blocker = psycopg.connect(pg_url)
+            blocker.execute("LOCK TABLE outbox IN EXCLUSIVE MODE")  # writes wait; reads go on
+            released = threading.Event()
+
+            def release() -> None:
+                if not released.is_set():
+                    released.set()
+                    blocker.rollback()
+
+            watchdog = threading.Timer(10, release)  # never needed when the loop is free
+            watchdog.start()
+            beats = 0
+            try:
+                call = asyncio.ensure_future(rt.call("a1", "conv", "todo.add", {"title": "x"}))
+                while beats < 5 and not call.done():
+                    await asyncio.sleep(0.01)
+                    beats += 1
+                    assert [m["call_id"] for m in await rt.outbox.fetch(100)]  # committed reads
+                assert not call.done() and beats == 5, "the loop stopped while the batch waited"
+                release()
+                answer = await call
+                assert answer["stage"] == "result"
+            finally:
+                watchdog.cancel()
+                release()
+                blocker.close()
+
+    asyncio.run(main())
