@@ -541,16 +541,21 @@ class PostgresStore:
             return self._batch(steps)
 
     def _batch(self, steps: Sequence[Callable[[SqlFacts], T]]) -> list[T | BaseException]:
-        """Group commit, as `Store.batch`: every step in one `BEGIN … COMMIT`, each inside
-        its own savepoint; a step that raises is rolled back to its savepoint and gets its
-        exception; a database failure rolls the whole batch back and is raised.
+        """Group commit, as `Store.batch`: every step in one `BEGIN … COMMIT`; a step that
+        raises writes nothing and gets its exception; a database failure rolls the whole
+        batch back and is raised.
+
+        Savepoints cost two round trips a step, so the batch first runs without them; only
+        when a step raises (it lost a race, or decided an error) is the transaction rolled
+        back and the batch run again with a savepoint per step. A step only reads facts and
+        returns its decision, so running it again decides again on the same facts.
 
         Raises:
             LineupError: `store_unavailable` (nothing of the batch kept — or, when the
-                connection was lost during COMMIT, in doubt: the caller performs none of
-                the batch's effects and re-drives from the facts).
+                connection was lost during COMMIT and the server cannot say how it ended,
+                in doubt: the caller performs none of the batch's effects and the facts
+                re-drive it).
         """
-        out: list[T | BaseException] = []
         try:
             faults.hit("commit.before")
             self._reconnect_if_lost()
@@ -559,25 +564,13 @@ class PostgresStore:
             if self._is_database_error(exc):
                 raise self._mapped(exc) from None
             raise
-        db, facts = self._main, self.facts
         try:
-            single = len(steps) == 1
-            for step in steps:
-                if not single:
-                    db.execute("SAVEPOINT step")
-                try:
-                    out.append(step(facts))
-                except Exception as exc:
-                    if self._is_database_error(exc):
-                        raise  # the database: the whole batch goes
-                    if single:
-                        db.execute("ROLLBACK")
-                        xid = self._begin()
-                    else:
-                        db.execute("ROLLBACK TO SAVEPOINT step")
-                    out.append(exc)
-                if not single:
-                    db.execute("RELEASE SAVEPOINT step")
+            out = self._steps(steps, savepoints=False)
+            if out is None:  # a step raised: again, each step in its savepoint
+                self._main.execute("ROLLBACK")
+                xid = self._begin()
+                out = self._steps(steps, savepoints=True)
+                assert out is not None
             faults.hit("commit.after_write")
             self._commit(xid)
             self.commits += 1
@@ -587,6 +580,33 @@ class PostgresStore:
                 raise self._mapped(exc) from None
             raise
         faults.hit("commit.after")
+        return out
+
+    def _steps(
+        self, steps: Sequence[Callable[[SqlFacts], T]], *, savepoints: bool
+    ) -> list[T | BaseException] | None:
+        """Run `steps` in the open transaction: with `savepoints`, a step that raises is
+        rolled back to its own and gets its exception; without, the first one that raises
+        stops the run (None). A single step needs no savepoint: its transaction is one."""
+        db, facts = self._main, self.facts
+        single = len(steps) == 1
+        out: list[T | BaseException] = []
+        for step in steps:
+            if savepoints and not single:
+                db.execute("SAVEPOINT step")
+            try:
+                out.append(step(facts))
+            except Exception as exc:
+                if self._is_database_error(exc):
+                    raise  # the database: the whole batch goes
+                if not single and not savepoints:
+                    return None
+                db.execute("ROLLBACK" if single else "ROLLBACK TO SAVEPOINT step")
+                if single:
+                    db.execute("BEGIN")  # nothing of it to keep: COMMIT ends an empty one
+                out.append(exc)
+            if savepoints and not single:
+                db.execute("RELEASE SAVEPOINT step")
         return out
 
     # -- reads ---------------------------------------------------------------------------

@@ -367,3 +367,35 @@ def test_a_batch_waiting_on_the_database_never_holds_up_the_event_loop(
                 blocker.close()
 
     asyncio.run(main())
+
+
+def test_a_step_that_raises_writes_nothing_and_the_rest_of_its_batch_commits(
+    db_target: str,
+) -> None:
+    """Group commit on both engines: PostgreSQL runs a batch without savepoints first and,
+    when a step raises, again with one per step: the same outcome as SQLite's."""
+    store = open_database(db_target)
+    runs: list[str] = []
+
+    def insert(scope: str, fail: bool = False) -> Any:
+        def step(facts: object) -> str:
+            runs.append(scope)
+            store.db.execute("INSERT INTO apps VALUES (?, '1.0.0')", (scope,))
+            if fail:
+                raise LookupError(scope)
+            return scope
+
+        return step
+
+    try:
+        before = store.commits
+        out = store.batch([insert("a"), insert("b", fail=True), insert("c")])
+        assert out[0] == "a" and isinstance(out[1], LookupError) and out[2] == "c"
+        rows = store.all("SELECT scope FROM apps ORDER BY scope")
+        assert [r[0] for r in rows] == ["a", "c"]
+        assert store.commits == before + 1
+        assert runs.count("a") in (1, 2) and runs[-1] == "c"
+        clean = store.batch([insert("d"), insert("e")])  # nothing raises: one run
+        assert clean == ["d", "e"] and runs[-2:] == ["d", "e"]
+    finally:
+        store.close()
