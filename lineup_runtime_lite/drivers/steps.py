@@ -47,14 +47,17 @@ def accept(
     """
 
     def step(tx: Facts) -> Decision:
-        screened = t.screen_call(ev, t.CallFacts(tx.call(ev.call_id), tool, problems), now)
+        if tool is None or tool.delivery == "runtime":
+            existing, session, act = tx.call(ev.call_id), None, None
+        else:  # the session read rides with the call's (one round trip on PostgreSQL)
+            existing, session, act = tx.call_and_session(ev.call_id, ev.conversation_id, tool.scope)
+        screened = t.screen_call(ev, t.CallFacts(existing, tool, problems), now)
         if screened is not None:
             return screened
         assert tool is not None
         if tool.delivery == "runtime":
             ctx = HandlerContext(now, draw_ids(), timeout_ms, tools_of, methods_for)
             return handlers[tool.handler_key or ""].accept(tx, tool, ev, ctx)
-        session, act = tx.session_and_activation(ev.conversation_id, tool.scope)
         ready = session is not None and act is not None and act.state == "ready"
         facts = t.CallFacts(
             None,

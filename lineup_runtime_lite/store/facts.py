@@ -50,6 +50,16 @@ class SqlFacts:
         #: is read once per load; the hash keeps a version installed again apart.
         self._manifests: dict[tuple[str, str, str], Manifest] = {}
 
+    def _guard(self, cur: sqlite3.Cursor) -> None:
+        """A guarded write that changed no row lost its race (`LostRace`). A connection
+        that pipelines its writes (PostgreSQL's, in a batch) checks it when the result
+        arrives, at the latest before COMMIT (`defer_guard`)."""
+        defer = getattr(self.db, "defer_guard", None)
+        if defer is not None and defer(cur):
+            return
+        if cur.rowcount == 0:
+            raise LostRace()
+
     # -- calls and messages --------------------------------------------------------------
     def call(self, call_id: str) -> Call | None:
         row = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,)).fetchone()
@@ -87,11 +97,26 @@ class SqlFacts:
         ).fetchone()
         return _session(row) if row is not None else None
 
+    def call_and_session(
+        self, call_id: str, conversation_id: str, scope: str
+    ) -> tuple[Call | None, Session | None, Activation | None]:
+        """What accepting a call reads: the call (a repeat?) and the conversation's App
+        session with its current activation. Both reads are sent before either is read, so
+        a pipelining connection (PostgreSQL's in a batch) asks in one round trip."""
+        first = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,))
+        second = self._session_read(conversation_id, scope)
+        row = first.fetchone()
+        session, act = self._session_row(second.fetchone())
+        return (_call(row) if row is not None else None), session, act
+
     def session_and_activation(
         self, conversation_id: str, scope: str
     ) -> tuple[Session | None, Activation | None]:
         """A conversation's App session for a scope and its current activation (one read)."""
-        row = self.db.execute(
+        return self._session_row(self._session_read(conversation_id, scope).fetchone())
+
+    def _session_read(self, conversation_id: str, scope: str) -> Any:
+        return self.db.execute(
             "SELECT s.*, a.activation_id, a.trigger_call_id, a.state, a.requires_foreground, "
             "a.worker_ready, a.foreground, a.deadline_ms FROM app_sessions s "
             "LEFT JOIN activations a ON a.activation_id = (SELECT activation_id FROM "
@@ -99,7 +124,10 @@ class SqlFacts:
             "ORDER BY created_ms DESC, rowid DESC LIMIT 1) "
             "WHERE s.conversation_id=? AND s.scope=?",
             (conversation_id, scope),
-        ).fetchone()
+        )
+
+    @staticmethod
+    def _session_row(row: Any) -> tuple[Session | None, Activation | None]:
         if row is None:
             return None, None
         # the row carries both records' columns under their own names
@@ -423,7 +451,7 @@ class SqlFacts:
                     "WHERE app_session_id=? AND next_seq=?",
                     (change.app_session_id, change.seq),
                 )
-                _guard(cur)
+                self._guard(cur)
             db.execute(
                 "INSERT INTO calls (call_id, fingerprint, conversation_id, scope, method, "
                 "params, app_session_id, activation_id, seq, state, created_ms) "
@@ -447,7 +475,7 @@ class SqlFacts:
                 "UPDATE calls SET state=? WHERE call_id=? AND state=?",
                 (change.to, change.call_id, change.expect),
             )
-            _guard(cur)
+            self._guard(cur)
         elif isinstance(change, ActivationUpdate):
             sets, args = [], []
             for column in (
@@ -467,13 +495,13 @@ class SqlFacts:
                 "WHERE activation_id=? AND state='starting'",
                 (*args, change.activation_id),
             )
-            _guard(cur)
+            self._guard(cur)
         elif isinstance(change, ReopenActivation):
             cur = db.execute(
                 "UPDATE activations SET state='starting' WHERE activation_id=? AND state='ready'",
                 (change.activation_id,),
             )
-            _guard(cur)
+            self._guard(cur)
         elif isinstance(change, NewSession):
             db.execute(
                 "INSERT INTO app_sessions (app_session_id, conversation_id, scope, version, "
@@ -533,7 +561,7 @@ class SqlFacts:
                 "WHERE operation_id=? AND state='focusing'",
                 (change.state, change.ended_ms, change.operation_id),
             )
-            _guard(cur)
+            self._guard(cur)
         elif isinstance(change, NewIMRecord):
             db.execute(
                 "INSERT INTO im_records (operation_id, conversation_id, body, created_ms) "
@@ -550,7 +578,7 @@ class SqlFacts:
                 "UPDATE app_sessions SET version=? WHERE app_session_id=? AND version=?",
                 (change.to_version, change.app_session_id, change.from_version),
             )
-            _guard(cur)
+            self._guard(cur)
         elif isinstance(change, ReplaceSessionData):
             if change.expected_revision == 0:
                 cur = db.execute(
@@ -564,7 +592,7 @@ class SqlFacts:
                     "WHERE scope=? AND app_session_id=? AND revision=?",
                     (change.data, change.scope, change.app_session_id, change.expected_revision),
                 )
-            _guard(cur)
+            self._guard(cur)
         else:  # pragma: no cover - the union is closed
             raise TypeError(f"unknown change {change!r}")
 
@@ -572,7 +600,7 @@ class SqlFacts:
         call_id, stage = msg["call_id"], msg["stage"]
         body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         if stage in _FINAL:  # one final per call, whichever stage it is
-            _guard(
+            self._guard(
                 self.db.execute(
                     "UPDATE calls SET state='done' WHERE call_id=? AND state!='done'", (call_id,)
                 )
@@ -583,7 +611,7 @@ class SqlFacts:
             "ON CONFLICT DO NOTHING",
             (call_id, stage, body, call_id),
         )
-        _guard(cur)
+        self._guard(cur)
         self.db.execute(
             "INSERT INTO outbox (msg_id, call_id, body) VALUES (?,?,?)", (msg["id"], call_id, body)
         )
@@ -603,11 +631,6 @@ def written_call(change: NewCall) -> Call:
         change.seq,
         change.state,
     )
-
-
-def _guard(cur: sqlite3.Cursor) -> None:
-    if cur.rowcount == 0:
-        raise LostRace()
 
 
 def _call(row: sqlite3.Row) -> Call:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
+from lineup_runtime_lite.core.port import LostRace
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.facts import SqlFacts
 from lineup_runtime_lite.store.schema import SCHEMA_VERSION, pg_schema
@@ -187,13 +188,22 @@ def _rows(cursor: Any) -> Callable[[Sequence[Any]], _Row]:
 class _PgConnection:
     """The face of `sqlite3.Connection` that `SqlFacts` and the store use, over psycopg:
     `?` placeholders become `%s` (each statement translated once), booleans are written
-    as the integers the columns hold, and every statement sent is counted."""
+    as the integers the columns hold, and every round trip to the server is counted.
+
+    During a batch the writer connection is in pipeline mode (`pipelined`): statements are
+    sent without waiting, a read waits for its result (one round trip, carrying every write
+    before it), and a guarded write's row count is checked when its result has arrived
+    (`defer_guard`, `check_guards`).
+    """
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
         self._sql: dict[str, str] = {}
-        #: Statements sent to the server (each one round trip: no pipeline is open).
+        #: Round trips to the server: each statement outside a pipeline, each sync in one.
         self.round_trips = 0
+        self._pipeline: Any = None
+        self._unsynced = False
+        self._deferred: list[Any] = []
 
     def _translated(self, sql: str) -> str:
         out = self._sql.get(sql)
@@ -205,20 +215,103 @@ class _PgConnection:
     def _args(args: Sequence[Any]) -> tuple[Any, ...]:
         return tuple(int(a) if isinstance(a, bool) else a for a in args)
 
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
-        self.round_trips += 1
-        return self.conn.execute(self._translated(sql), self._args(args))
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        cur = self.conn.execute(self._translated(sql), self._args(args))
+        if self._pipeline is None:
+            self.round_trips += 1
+            return cur
+        self._unsynced = True
+        return _PipelinedCursor(self, cur)
 
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
-        self.round_trips += 1
         with self.conn.cursor() as cur:
             cur.executemany(self._translated(sql), [self._args(a) for a in seq])
+        if self._pipeline is None:
+            self.round_trips += 1
+        else:
+            self._unsynced = True
 
     @property
     def in_transaction(self) -> bool:
         from psycopg import pq
 
         return self.conn.info.transaction_status != pq.TransactionStatus.IDLE
+
+    # -- pipeline mode (a batch) ---------------------------------------------------------
+    @contextlib.contextmanager
+    def pipelined(self) -> Iterator[None]:
+        """Pipeline mode for the block; leaving it waits for what is still on the wire."""
+        pipeline = self.conn.pipeline()
+        self._pipeline = pipeline.__enter__()
+        try:
+            yield
+        finally:
+            self._pipeline = None
+            self._deferred.clear()
+            self._unsynced = False
+            with contextlib.suppress(Exception):  # a failure was raised where it happened
+                pipeline.__exit__(None, None, None)
+
+    def result_needed(self) -> None:
+        """A result is about to be read: the pending statements go (one round trip)."""
+        if self._unsynced:
+            self.round_trips += 1
+            self._unsynced = False
+
+    def sync(self) -> None:
+        """Send everything pending and wait for its results."""
+        if self._pipeline is not None and self._unsynced:
+            self.round_trips += 1
+            self._unsynced = False
+            self._pipeline.sync()
+
+    def defer_guard(self, cur: Any) -> bool:
+        """Keep a guarded write's cursor to check when its result is in (True), or False
+        outside a pipeline (check it now)."""
+        if self._pipeline is None:
+            return False
+        self._deferred.append(cur.raw if isinstance(cur, _PipelinedCursor) else cur)
+        return True
+
+    def check_guards(self, *, sync: bool) -> None:
+        """`LostRace` when a guarded write whose result has arrived changed no row (with
+        `sync`, after waiting for every result)."""
+        if sync:
+            self.sync()
+        deferred, self._deferred = self._deferred, []
+        if any(cur.rowcount == 0 for cur in deferred):
+            raise LostRace()
+
+
+class _PipelinedCursor:
+    """A cursor in pipeline mode: reading its rows (or its row count) waits for its result,
+    which carries the results before it; a guarded write among those that changed nothing
+    is a lost race, raised here."""
+
+    __slots__ = ("_db", "raw")
+
+    def __init__(self, db: _PgConnection, raw: Any) -> None:
+        self._db, self.raw = db, raw
+
+    def _arrived(self) -> None:
+        self._db.result_needed()
+
+    def fetchone(self) -> Any:
+        self._arrived()
+        row = self.raw.fetchone()
+        self._db.check_guards(sync=False)
+        return row
+
+    def fetchall(self) -> list[Any]:
+        self._arrived()
+        rows = list(self.raw.fetchall())
+        self._db.check_guards(sync=False)
+        return rows
+
+    @property
+    def rowcount(self) -> int:
+        self._db.sync()
+        return int(self.raw.rowcount)
 
 
 class _Router:
@@ -236,7 +329,7 @@ class _Router:
             return store._main
         return store._reading()
 
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
         return self._target().execute(sql, args)
 
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
@@ -245,6 +338,9 @@ class _Router:
     @property
     def in_transaction(self) -> bool:
         return self._target().in_transaction
+
+    def defer_guard(self, cur: Any) -> bool:
+        return self._target().defer_guard(cur)
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -407,6 +503,7 @@ class PostgresStore:
 
         try:
             self._main.execute("COMMIT")
+            self._main.sync()  # in a pipeline: COMMIT goes now, and its answer is awaited
             return
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             lost = str(exc).strip() or type(exc).__name__
@@ -559,20 +656,22 @@ class PostgresStore:
         try:
             faults.hit("commit.before")
             self._reconnect_if_lost()
-            xid = self._begin()
         except Exception as exc:
             if self._is_database_error(exc):
                 raise self._mapped(exc) from None
             raise
+        main = self._main
         try:
-            out = self._steps(steps, savepoints=False)
-            if out is None:  # a step raised: again, each step in its savepoint
-                self._main.execute("ROLLBACK")
-                xid = self._begin()
-                out = self._steps(steps, savepoints=True)
-                assert out is not None
-            faults.hit("commit.after_write")
-            self._commit(xid)
+            with main.pipelined():
+                xid = self._begin_pipelined()
+                out = self._steps(steps, savepoints=False)
+                if out is None:  # a step raised: again, each step in its savepoint
+                    main.execute("ROLLBACK")
+                    xid = self._begin_pipelined()
+                    out = self._steps(steps, savepoints=True)
+                    assert out is not None
+                faults.hit("commit.after_write")
+                self._commit(int(xid.fetchone()[0]))
             self.commits += 1
         except BaseException as exc:
             self._rollback()
@@ -582,12 +681,20 @@ class PostgresStore:
         faults.hit("commit.after")
         return out
 
+    def _begin_pipelined(self) -> Any:
+        """BEGIN and the transaction's id, sent with what follows (the id is read before
+        COMMIT, from a result that has arrived by then)."""
+        self._main.execute("BEGIN")
+        return self._main.execute("SELECT txid_current()")
+
     def _steps(
         self, steps: Sequence[Callable[[SqlFacts], T]], *, savepoints: bool
     ) -> list[T | BaseException] | None:
-        """Run `steps` in the open transaction: with `savepoints`, a step that raises is
-        rolled back to its own and gets its exception; without, the first one that raises
-        stops the run (None). A single step needs no savepoint: its transaction is one."""
+        """Run `steps` in the open transaction: with `savepoints`, a step that raises (or
+        whose guarded write changed nothing) is rolled back to its own and gets its
+        exception; without, the first one that raises — or any lost race, found when the
+        results arrive, at the latest after the last step — stops the run (None). A single
+        step needs no savepoint: its transaction is one."""
         db, facts = self._main, self.facts
         single = len(steps) == 1
         out: list[T | BaseException] = []
@@ -595,7 +702,10 @@ class PostgresStore:
             if savepoints and not single:
                 db.execute("SAVEPOINT step")
             try:
-                out.append(step(facts))
+                result = step(facts)
+                if savepoints or single or step is steps[-1]:
+                    db.check_guards(sync=True)  # its writes stand, or it lost its race
+                out.append(result)
             except Exception as exc:
                 if self._is_database_error(exc):
                     raise  # the database: the whole batch goes

@@ -254,6 +254,8 @@ def _lose_the_connection_at_commit(
         monkeypatch.setattr(type(store._main), "execute", real)
         if landed:
             real(self, sql, args)
+            if self._pipeline is not None:
+                self.sync()  # in a batch's pipeline: now it reaches the server
             self.conn.close()
         else:
             pid = self.conn.info.backend_pid
