@@ -208,6 +208,32 @@ class Engine:
                     if not fut.done():
                         fut.set_result(msg)
 
+    def give_up_waiters(self, app_session_id: str, exc: BaseException | None) -> None:
+        """The session's pump gave up on a step that kept failing (the store): a waiter on
+        a call of that session gets its committed final, or `store_unavailable` (the call
+        stays delivered; its answer is stored when the store is back, and a retry of the
+        same call_id replays it)."""
+        self.wake_waiters()
+        why = exc.message if isinstance(exc, LineupError) else str(exc or "the store failed")
+        for call_id in list(self._finals):
+            try:
+                call = self.facts.call(call_id)
+            except Exception:  # the store cannot say: it keeps waiting
+                continue
+            if call is None or call.app_session_id != app_session_id:
+                continue
+            for fut in self._finals.pop(call_id, []):
+                if not fut.done():
+                    fut.set_exception(
+                        LineupError(
+                            "store_unavailable",
+                            f"call {call_id!r} was delivered, but its answer could not be "
+                            f"stored: {why}",
+                            hint="retry the same call_id once the store is back: it replays "
+                            "the stored answer",
+                        )
+                    )
+
     # -- Agent calls ---------------------------------------------------------------------
     async def call(
         self,

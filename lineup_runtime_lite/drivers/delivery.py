@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +146,9 @@ class DeliveryDriver:
                 self.shell.wake_waiters()
                 if failures >= STEP_TRIES:
                     self._stalled.add(session_id)  # no fast send may overtake its queue
+                    # a caller waiting on a delivered call of this session hears why now,
+                    # rather than waiting for a store that may not come back
+                    self.shell.give_up_waiters(session_id, sys.exc_info()[1])
                     raise
                 await asyncio.sleep(0.01 * (2**failures))
                 continue

@@ -40,3 +40,8 @@ class Shell(Protocol):
     def wake_waiters(self) -> None:
         """Answer in-process waiters whose final is committed."""
         ...
+
+    def give_up_waiters(self, app_session_id: str, exc: BaseException | None) -> None:
+        """The session's pump gave up on a failing step: answer its in-process waiters
+        (a final that is committed, else `store_unavailable`)."""
+        ...

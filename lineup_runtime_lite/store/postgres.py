@@ -51,6 +51,10 @@ T = TypeVar("T")
 _RUNTIME_LOCK = 0x4C494E4555505254
 #: `pg_advisory_xact_lock` key migrations run under ("LINEUPMG").
 _MIGRATE_LOCK = 0x4C494E455550_4D47
+#: How long a write waits for a row or table lock another session holds before its batch
+#: fails (`store_unavailable`, nothing changed) instead of holding the runtime up for good;
+#: a URL may set its own (`?options=-c%20lock_timeout%3D…`).
+LOCK_TIMEOUT_S = 10.0
 #: How long a reconnect waits for the runtime's lock (the lost session's backend ending).
 _RECONNECT_WAIT_S = 5.0
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -243,14 +247,21 @@ class _PgConnection:
         """Pipeline mode for the block; leaving it waits for what is still on the wire."""
         pipeline = self.conn.pipeline()
         self._pipeline = pipeline.__enter__()
-        try:
-            yield
-        finally:
+
+        def leave() -> None:
             self._pipeline = None
             self._deferred.clear()
             self._unsynced = False
-            with contextlib.suppress(Exception):  # a failure was raised where it happened
-                pipeline.__exit__(None, None, None)
+
+        try:
+            yield
+        except BaseException as exc:
+            leave()
+            with contextlib.suppress(Exception):  # the failure is raised where it happened
+                pipeline.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        leave()
+        pipeline.__exit__(None, None, None)
 
     def result_needed(self) -> None:
         """A result is about to be read: the pending statements go (one round trip)."""
@@ -438,6 +449,9 @@ class PostgresStore:
                     hint="stop it, or give this runtime a database of its own",
                 )
             self._migrate(db)
+            timeout = db.execute("SHOW lock_timeout").fetchone()
+            if timeout is not None and str(timeout[0]) == "0":  # unless the URL's options say
+                db.execute(f"SET lock_timeout = '{int(LOCK_TIMEOUT_S * 1000)}ms'")
         except psycopg.Error as exc:
             conn.close()
             raise self._mapped(exc) from None

@@ -81,6 +81,17 @@ class Stats:
     revisions: int = 0
 
 
+def read_pg(store: Any) -> dict[str, Any]:
+    """`read_db` on the PostgreSQL store (its `rowid` column left out; no integrity
+    pragma: the server keeps its own)."""
+    out: dict[str, Any] = {}
+    for t in TABLES:
+        rows = store.all(f"SELECT * FROM {t} ORDER BY rowid")
+        out[t] = [{k: r[k] for k in r.keys() if k != "rowid"} for r in rows]
+    out["integrity"] = ["ok"]
+    return out
+
+
 def read_db(con: sqlite3.Connection) -> dict[str, Any]:
     """Every table the check needs, as dicts, plus the integrity check."""
     con.row_factory = sqlite3.Row
@@ -93,7 +104,11 @@ def read_db(con: sqlite3.Connection) -> dict[str, Any]:
 
 def check(rt: Runtime, *, settled: bool = True, host_down: bool = False) -> Stats:
     """Check an open runtime. `settled`: after `rt.settle()` nothing may be in flight."""
-    tables: dict[str, Any] = rt._call_sync(lambda: read_db(rt._core.store.db))
+    store = rt._core.store
+    if getattr(store, "engine", "sqlite") == "postgresql":
+        tables: dict[str, Any] = rt._call_sync(lambda: read_pg(store))
+    else:
+        tables = rt._call_sync(lambda: read_db(store.db))
     return check_tables(tables, settled=settled, host_down=host_down)
 
 

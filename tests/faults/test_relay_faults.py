@@ -126,7 +126,10 @@ def test_F16_host_failing_a_few_times_is_retried_in_order(pomo: Runtime) -> None
     for n in range(3):
         rt.call(f"s{n}", f"c{n}", "pomodoro.start", {})
     rt.settle()
-    assert [i["conversation"] for i in rt.host.simulator.intents] == ["c0", "c1", "c2"]
+    # each instance's intent taken once, after its retries; across instances the relay
+    # promises no order (SPEC 5.7: ordered per instance), and a refused one lets the
+    # others go on, so which comes first depends on when the retries fall due
+    assert sorted(i["conversation"] for i in rt.host.simulator.intents) == ["c0", "c1", "c2"]
     invariants.check(rt)
 
 

@@ -401,3 +401,36 @@ def test_a_step_that_raises_writes_nothing_and_the_rest_of_its_batch_commits(
         assert clean == ["d", "e"] and runs[-2:] == ["d", "e"]
     finally:
         store.close()
+
+
+def test_a_lock_held_elsewhere_times_out_as_store_unavailable_and_changes_nothing(
+    pg_url: str, tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    """F21's busy database on PostgreSQL: another session holds a lock the answer's batch
+    needs; past the lock timeout (the URL's own here, 100 ms; the runtime's default is 10 s)
+    that batch fails and keeps nothing; once its retries are spent the waiting caller hears
+    `store_unavailable` (never a hang), and a retry once the lock is gone replays the one
+    final the call got."""
+    url = pg_url + "?options=-c%20lock_timeout%3D100"
+    with Runtime.open(url, trust=trust, apps_dir=_apps(tmp_path)) as rt:
+        rt.install(todo_bundle)
+        rt.call("a0", "conv", "todo.add", {"title": "warm"})
+        rt.settle()
+        with psycopg.connect(pg_url) as blocker:
+            blocker.execute("LOCK TABLE outbox IN EXCLUSIVE MODE")  # the answer writes there
+            with pytest.raises(LineupError) as exc:
+                rt.call("a1", "conv", "todo.add", {"title": "milk"})
+            assert exc.value.code == "store_unavailable"
+            assert "lock" in exc.value.message and "retry the same call_id" in (
+                exc.value.hint or ""
+            )
+            blocker.rollback()
+        assert [s for s, *_ in rt.store_dump()["receipts"] if s == "a1"] == []  # no answer kept
+        # the handler ran but its answer was never stored: at most once, the call ends
+        # `delivery_interrupted`, and every retry replays that one final
+        again = rt.call("a1", "conv", "todo.add", {"title": "milk"})
+        assert again["stage"] == "error", again
+        assert again["error"]["code"] == "delivery_interrupted"
+        assert rt.call("a1", "conv", "todo.add", {"title": "milk"}) == again
+        fresh = rt.call("a2", "conv", "todo.add", {"title": "tea"})  # the store is back
+        assert fresh["stage"] == "result"
