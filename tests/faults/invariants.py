@@ -87,7 +87,7 @@ def read_pg(store: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for t in TABLES:
         rows = store.all(f"SELECT * FROM {t} ORDER BY rowid")
-        out[t] = [{k: r[k] for k in r.keys() if k != "rowid"} for r in rows]
+        out[t] = [{k: v for k, v in zip(r.keys(), r, strict=True) if k != "rowid"} for r in rows]
     out["integrity"] = ["ok"]
     return out
 
