@@ -261,7 +261,11 @@ class _PgConnection:
                 pipeline.__exit__(type(exc), exc, exc.__traceback__)
             raise
         leave()
-        pipeline.__exit__(None, None, None)
+        try:
+            pipeline.__exit__(None, None, None)
+        except Exception:
+            if not self.conn.closed and not self.conn.broken:
+                raise  # a connection lost and replaced in the block has nothing left
 
     def result_needed(self) -> None:
         """A result is about to be read: the pending statements go (one round trip)."""
