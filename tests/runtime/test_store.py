@@ -1,4 +1,6 @@
-"""The store: one runtime per file, schema version check, failed commits change nothing."""
+"""The SQLite store: its schema version check, WAL and full sync, virtual time, the manifest
+cache (one runtime per database and a failed transaction changing nothing run on both
+engines in test_postgres_store.py)."""
 
 from __future__ import annotations
 
@@ -12,15 +14,6 @@ from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.store import Store
 from lineup_sdk.errors import LineupError
-
-
-def test_second_open_is_refused(tmp_path: Path, trust: TrustStore) -> None:
-    db = tmp_path / "rt.db"
-    with Runtime.open(db, trust=trust, clock=VirtualClock()):
-        with pytest.raises(LineupError) as exc:
-            Runtime.open(db, trust=trust, clock=VirtualClock())
-        assert exc.value.code == "runtime_locked"
-    Runtime.open(db, trust=trust, clock=VirtualClock()).close()  # released on close
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -40,18 +33,6 @@ def test_wal_and_full_sync(tmp_path: Path) -> None:
     try:
         assert store.one("PRAGMA journal_mode")[0] == "wal"  # type: ignore[index]
         assert store.one("PRAGMA synchronous")[0] == 2  # type: ignore[index]
-    finally:
-        store.close()
-
-
-def test_failed_commit_changes_nothing(tmp_path: Path) -> None:
-    store = Store(tmp_path / "rt.db")
-    try:
-        before = store.dump()
-        with pytest.raises(RuntimeError), store.transaction() as db:
-            db.execute("INSERT INTO apps VALUES ('x', '1.0.0')")
-            raise RuntimeError("fail inside the transaction")
-        assert store.dump() == before
     finally:
         store.close()
 
