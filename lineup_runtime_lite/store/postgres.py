@@ -208,6 +208,8 @@ class _PgConnection:
         self._pipeline: Any = None
         self._unsynced = False
         self._deferred: list[Any] = []
+        #: Check each guard where it is written (a batch's careful run), not on arrival.
+        self.immediate_guards = False
 
     def _translated(self, sql: str) -> str:
         out = self._sql.get(sql)
@@ -282,11 +284,22 @@ class _PgConnection:
 
     def defer_guard(self, cur: Any) -> bool:
         """Keep a guarded write's cursor to check when its result is in (True), or False
-        outside a pipeline (check it now)."""
-        if self._pipeline is None:
+        outside a pipeline or with `immediate_guards` (check it now)."""
+        if self._pipeline is None or self.immediate_guards:
             return False
         self._deferred.append(cur.raw if isinstance(cur, _PipelinedCursor) else cur)
         return True
+
+    def recover(self) -> None:
+        """After a refused statement: take the pipeline's error (and the results aborted
+        behind it), so the transaction can be rolled back."""
+        import psycopg
+
+        self._deferred.clear()
+        self._unsynced = False
+        if self._pipeline is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._pipeline.sync()
 
     def check_guards(self, *, sync: bool) -> None:
         """`LostRace` when a guarded write whose result has arrived changed no row (with
@@ -660,10 +673,12 @@ class PostgresStore:
         raises writes nothing and gets its exception; a database failure rolls the whole
         batch back and is raised.
 
-        Savepoints cost two round trips a step, so the batch first runs without them; only
-        when a step raises (it lost a race, or decided an error) is the transaction rolled
-        back and the batch run again with a savepoint per step. A step only reads facts and
-        returns its decision, so running it again decides again on the same facts.
+        The batch is pipelined and first runs without savepoints (they cost two round trips
+        a step), its guards checked as results arrive; only when a step raises, loses its
+        race or has a write refused is the transaction rolled back and the batch run again
+        carefully: a savepoint per step, each guard checked where it is written (`_steps`).
+        A step only reads facts and returns its decision, so running it again decides again
+        on the same facts.
 
         Raises:
             LineupError: `store_unavailable` (nothing of the batch kept — or, when the
@@ -682,11 +697,11 @@ class PostgresStore:
         try:
             with main.pipelined():
                 xid = self._begin_pipelined()
-                out = self._steps(steps, savepoints=False)
-                if out is None:  # a step raised: again, each step in its savepoint
+                out = self._steps(steps, careful=False)
+                if out is None:  # a step raised or lost a race: again, carefully
                     main.execute("ROLLBACK")
                     xid = self._begin_pipelined()
-                    out = self._steps(steps, savepoints=True)
+                    out = self._steps(steps, careful=True)
                     assert out is not None
                 faults.hit("commit.after_write")
                 self._commit(int(xid.fetchone()[0]))
@@ -706,36 +721,55 @@ class PostgresStore:
         return self._main.execute("SELECT txid_current()")
 
     def _steps(
-        self, steps: Sequence[Callable[[SqlFacts], T]], *, savepoints: bool
+        self, steps: Sequence[Callable[[SqlFacts], T]], *, careful: bool
     ) -> list[T | BaseException] | None:
-        """Run `steps` in the open transaction: with `savepoints`, a step that raises (or
-        whose guarded write changed nothing) is rolled back to its own and gets its
-        exception; without, the first one that raises — or any lost race, found when the
-        results arrive, at the latest after the last step — stops the run (None). A single
-        step needs no savepoint: its transaction is one."""
+        """Run `steps` in the open transaction.
+
+        Not `careful` (the first run): guards are checked as their results arrive, and the
+        first step that raises, a lost race, or a statement the server refused (a write
+        that a lost race made impossible) stops the run: None, and the caller runs the
+        batch again. `careful`: each step in its own savepoint (a single step needs none),
+        each guard checked where it is written, as on SQLite: a step that raises or loses
+        its race is rolled back to its savepoint and gets its exception.
+        """
+        import psycopg
+
         db, facts = self._main, self.facts
         single = len(steps) == 1
+        db.immediate_guards = careful
         out: list[T | BaseException] = []
-        for step in steps:
-            if savepoints and not single:
-                db.execute("SAVEPOINT step")
-            try:
-                result = step(facts)
-                if savepoints or single or step is steps[-1]:
-                    db.check_guards(sync=True)  # its writes stand, or it lost its race
-                out.append(result)
-            except Exception as exc:
-                if self._is_database_error(exc):
-                    raise  # the database: the whole batch goes
-                if not single and not savepoints:
-                    return None
-                db.execute("ROLLBACK" if single else "ROLLBACK TO SAVEPOINT step")
-                if single:
-                    db.execute("BEGIN")  # nothing of it to keep: COMMIT ends an empty one
-                out.append(exc)
-            if savepoints and not single:
-                db.execute("RELEASE SAVEPOINT step")
+        try:
+            for step in steps:
+                if careful and not single:
+                    db.execute("SAVEPOINT step")
+                try:
+                    result = step(facts)
+                    if careful or step is steps[-1]:
+                        db.check_guards(sync=True)  # its writes stand, or it lost its race
+                    out.append(result)
+                except Exception as exc:
+                    lost = isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+                    if not careful and not lost and not self._is_disk_error(exc):
+                        db.recover()  # what was sent after the failure is dropped
+                        return None
+                    if self._is_database_error(exc):
+                        raise  # the database: the whole batch goes
+                    db.execute("ROLLBACK" if single else "ROLLBACK TO SAVEPOINT step")
+                    if single:
+                        db.execute("BEGIN")  # nothing of it to keep: COMMIT ends an empty one
+                    out.append(exc)
+                if careful and not single:
+                    db.execute("RELEASE SAVEPOINT step")
+        finally:
+            db.immediate_guards = False
         return out
+
+    @staticmethod
+    def _is_disk_error(exc: BaseException) -> bool:
+        """The fault points' emulated disk failures (`sqlite3` errors) and OS errors."""
+        import sqlite3
+
+        return isinstance(exc, sqlite3.Error | OSError)
 
     # -- reads ---------------------------------------------------------------------------
     def one(self, sql: str, args: tuple[Any, ...] = ()) -> Any:

@@ -434,3 +434,33 @@ def test_a_lock_held_elsewhere_times_out_as_store_unavailable_and_changes_nothin
         assert rt.call("a1", "conv", "todo.add", {"title": "milk"}) == again
         fresh = rt.call("a2", "conv", "todo.add", {"title": "tea"})  # the store is back
         assert fresh["stage"] == "result"
+
+
+def test_a_step_that_lost_its_race_never_writes_past_its_guard(db_target: str) -> None:
+    """Two steps of one batch end the same thing: the second one's guard finds no row, so
+    it loses its race (`LostRace`) and writes nothing after the guard — its IM record would
+    break the first one's key. On PostgreSQL the pipelined first run stops at the refused
+    write and the careful run finds the lost race where SQLite does."""
+    from lineup_runtime_lite.core.port import LostRace
+
+    store = open_database(db_target)
+    try:
+        store.set_meta("focus", "running")
+
+        def end(facts: Any) -> str:
+            cur = store.db.execute(
+                "UPDATE meta SET value='ended' WHERE key='focus' AND value='running'"
+            )
+            facts._guard(cur)
+            store.db.execute(
+                "INSERT INTO im_records (operation_id, conversation_id, body, created_ms) "
+                "VALUES ('op1', 'c1', '{}', 0)"
+            )
+            return "ended"
+
+        out = store.batch([end, end])
+        assert out[0] == "ended" and isinstance(out[1], LostRace)
+        assert [tuple(r) for r in store.all("SELECT operation_id FROM im_records")] == [("op1",)]
+        assert store.meta("focus") == "ended"
+    finally:
+        store.close()
