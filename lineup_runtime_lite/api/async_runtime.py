@@ -8,7 +8,6 @@ never blocks the loop). `Runtime` is a thin synchronous wrapper over it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import re
 import shutil
@@ -158,7 +157,7 @@ class AsyncRuntime:
             clock: `RealClock()` (default) or a `VirtualClock`, whose time persists here.
             host: The Host simulator (default: `HostSimulator(policy="auto")`).
             apps_dir: Where installed apps are unpacked (default: next to the database
-                file; for PostgreSQL, `$XDG_CACHE_HOME/lineup/apps/<database>`).
+                file; for PostgreSQL, `$XDG_CACHE_HOME/lineup/apps/<manifest sha256>`).
             db_schema: PostgreSQL only: keep the tables in this schema (created when
                 missing, dropped at close): `lineup run`/`test`/`dev`'s private schema.
             activation_timeout_s: Runtime-clock seconds before a starting activation fails.
@@ -257,7 +256,7 @@ class AsyncRuntime:
             elif apps_dir:
                 apps = _absolute(apps_dir)
             elif postgres:
-                apps = _cache_apps(store.path, db_schema)
+                apps = _cache_apps()
             else:
                 apps = Path(str(db_path) + ".apps")
             try:
@@ -950,13 +949,12 @@ def _check_ids(ids: Any) -> None:
         raise LineupError("usage_invalid", "outbox.ack(ids) takes a list of message ids")
 
 
-def _cache_apps(database: str, schema: str | None) -> Path:
-    """A PostgreSQL database's apps folder on this machine: `$XDG_CACHE_HOME/lineup/apps/`
-    and a name kept apart per database (and schema)."""
+def _cache_apps() -> Path:
+    """The apps cache of a PostgreSQL store on this machine: `$XDG_CACHE_HOME/lineup/apps`
+    (`~/.cache/lineup/apps`), one folder per manifest hash, shared by every database."""
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     cache = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
-    key = hashlib.sha256(f"{database}\0{schema or ''}".encode()).hexdigest()[:16]
-    return cache / "lineup" / "apps" / key
+    return cache / "lineup" / "apps"
 
 
 def _absolute(path: str | os.PathLike[str]) -> Path:

@@ -188,15 +188,23 @@ def install_verified(
         )
     _check_sdk(manifest)
     _check_dependencies(manifest.app.dependencies)
-    target = apps_dir / scope / version
-    if same is None:
+    # a store that keeps bundles (PostgreSQL) shares one cache among its databases and
+    # nodes: a version's folder is named by its manifest's hash (SPEC 15), so the same
+    # name always holds the same files
+    folder = digest if store.keeps_bundles else folder_name(scope, version)
+    target = apps_dir / folder
+    shared = store.keeps_bundles and target.exists()  # the cache has it (checked before use)
+    if same is None and not shared:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=target.parent))
         try:
             bundle.extract_to(tmp)
-            if target.exists():  # left over from an install that never committed
+            if target.exists() and not store.keeps_bundles:  # an install that never committed
                 shutil.rmtree(target)
-            tmp.rename(target)
+            if target.exists():  # another runtime of this cache unpacked it meanwhile
+                shutil.rmtree(tmp)
+            else:
+                tmp.rename(target)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -211,7 +219,7 @@ def install_verified(
                 bundle.manifest_bytes,
                 digest,
                 bundle.key_id,
-                folder_name(scope, version),
+                folder,
                 now_ms,
             )
         facts.make_current(scope, version)

@@ -223,7 +223,10 @@ def test_installed_in_one_process_runs_from_another_with_an_empty_cache(
         rt.settle()
         assert message(rt, "a1:result")["result"]["count"] == 1
         assert rt.install(todo_bundle).action == "unchanged"  # the same bytes again
-    assert any(second.rglob("*.py"))  # unpacked into this node's cache
+        digest = rt.store_dump()["app_versions"][0][3]
+    # unpacked into this node's cache, in the folder named by the manifest's hash (SPEC 15)
+    assert [p.name for p in second.iterdir() if not p.name.startswith("_")] == [digest]
+    assert any((second / digest).rglob("*.py"))
 
 
 def test_a_node_whose_trust_store_refuses_the_recorded_bundle_does_not_run_it(
