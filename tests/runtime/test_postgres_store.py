@@ -467,3 +467,15 @@ def test_a_step_that_lost_its_race_never_writes_past_its_guard(db_target: str) -
         assert store.meta("focus") == "ended"
     finally:
         store.close()
+
+
+def test_without_psycopg_a_postgres_url_is_usage_invalid_with_the_install_hint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # the `postgres` extra not installed
+    with pytest.raises(LineupError) as exc:
+        open_database("postgresql://lineup@db.invalid/lineup")
+    assert exc.value.code == "usage_invalid"
+    assert "lineup-sdk[postgres]" in (exc.value.hint or "")
