@@ -21,6 +21,7 @@ from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent
 from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.core.messages import FINAL_STAGES
 from lineup_runtime_lite.core.pomodoro import HANDLERS
+from lineup_runtime_lite.core.port import ReadingStep, reads_of
 from lineup_runtime_lite.core.rows import RegistryEntry, Session
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.activation import ActivationDriver
@@ -280,7 +281,7 @@ class Engine:
             methods_for=self.methods_for,
         )
 
-        def step(tx: Facts) -> Decision:
+        def claiming(tx: Facts) -> Decision:
             asked.clear()
             decision = accept(tx)
             if decision.deliver is not None:  # sent right after its COMMIT: reserved now
@@ -288,6 +289,9 @@ class Engine:
                 self.delivery.claim(session.app_session_id)
                 fast.append(session)
             return decision
+
+        reads = reads_of(accept)  # a pipelining store sends them ahead of the batch
+        step = claiming if reads is None else ReadingStep(claiming, reads)
 
         decision = None
         for _ in range(3):  # a lost race (a guard found no row) decides again on fresh facts
@@ -411,7 +415,8 @@ def _applying(
                 will_kick(decision.kick)
         return decision
 
-    return run
+    reads = reads_of(step)
+    return run if reads is None else ReadingStep(run, reads)
 
 
 def input_problems(tool: RegistryEntry, params: Any, pool: ValidatorPool) -> Checked:

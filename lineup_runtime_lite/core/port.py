@@ -4,7 +4,9 @@ the Pomodoro) reads through this protocol without loading a store."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from lineup_runtime_lite.core.decisions import Change
 from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
@@ -13,11 +15,39 @@ from lineup_sdk.context import Snapshot
 if TYPE_CHECKING:
     from lineup_build.model import Manifest
 
-__all__ = ["Facts", "LostRace"]
+__all__ = ["CallRead", "Facts", "LostRace", "ReadingStep", "reads_of"]
+
+R = TypeVar("R")
 
 
 class LostRace(Exception):
     """A guarded change found no row in the state it expected: another decision won."""
+
+
+@dataclass(frozen=True)
+class CallRead:
+    """What a call's acceptance reads first (`Facts.call_and_session`'s arguments): a
+    pipelining store sends it ahead of the batch, with every other step's."""
+
+    call_id: str
+    conversation_id: str
+    scope: str
+
+
+@dataclass(frozen=True)
+class ReadingStep(Generic[R]):
+    """A batch step that says what it will read first (`reads`)."""
+
+    run: Callable[[Facts], R]
+    reads: CallRead
+
+    def __call__(self, tx: Facts) -> R:
+        return self.run(tx)
+
+
+def reads_of(step: object) -> CallRead | None:
+    """What `step` will read first, if it says (`ReadingStep`)."""
+    return step.reads if isinstance(step, ReadingStep) else None
 
 
 class Facts(Protocol):

@@ -10,7 +10,7 @@ from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import Change, Decision
 from lineup_runtime_lite.core.handlers import CatalogHandler, HandlerContext
 from lineup_runtime_lite.core.messages import Checked
-from lineup_runtime_lite.core.port import Facts
+from lineup_runtime_lite.core.port import CallRead, Facts, ReadingStep
 from lineup_runtime_lite.core.rows import Activation, Call, RegistryEntry, Session
 
 __all__ = ["NO_IDS", "Step", "accept", "advance", "decided", "end", "worker_lost"]
@@ -71,7 +71,9 @@ def accept(
         ids = draw_ids() if t.needs_fresh_ids(tool, act) else NO_IDS
         return t.decide_call(ev, facts, ids=ids, now=now, timeout_ms=timeout_ms)
 
-    return step
+    if tool is None or tool.delivery == "runtime":
+        return step
+    return ReadingStep(step, CallRead(ev.call_id, ev.conversation_id, tool.scope))
 
 
 def decided(decision: Decision) -> Step:

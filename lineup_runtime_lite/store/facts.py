@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from lineup_build.model import Manifest
@@ -31,7 +32,7 @@ from lineup_runtime_lite.core.decisions import (
     ReplaceSessionData,
     SupersedeIntents,
 )
-from lineup_runtime_lite.core.port import Facts, LostRace
+from lineup_runtime_lite.core.port import CallRead, Facts, LostRace
 from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import Snapshot
 
@@ -49,6 +50,8 @@ class SqlFacts:
         #: Parsed stored manifests by (scope, version, manifest_sha256): a stored manifest
         #: is read once per load; the hash keeps a version installed again apart.
         self._manifests: dict[tuple[str, str, str], Manifest] = {}
+        #: Acceptance reads sent ahead of a batch (`read_ahead`), taken in order.
+        self._ahead: dict[CallRead, list[tuple[Any, Any]]] = {}
 
     def _guard(self, cur: sqlite3.Cursor) -> None:
         """A guarded write that changed no row lost its race (`LostRace`). A connection
@@ -103,11 +106,43 @@ class SqlFacts:
         """What accepting a call reads: the call (a repeat?) and the conversation's App
         session with its current activation. Both reads are sent before either is read, so
         a pipelining connection (PostgreSQL's in a batch) asks in one round trip."""
-        first = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,))
-        second = self._session_read(conversation_id, scope)
-        row = first.fetchone()
-        session, act = self._session_row(second.fetchone())
+        sent = self._ahead.get(CallRead(call_id, conversation_id, scope))
+        if sent:  # read ahead of the batch: witnessed where it stands now
+            first, second = sent.pop(0)
+            row, found = first.fetchone(), second.fetchone()
+            again = self._call_and_session_reads(call_id, conversation_id, scope)
+            self.db.witness(again[0], row)  # type: ignore[attr-defined]
+            self.db.witness(again[1], found)  # type: ignore[attr-defined]
+        else:
+            first, second = self._call_and_session_reads(call_id, conversation_id, scope)
+            row, found = first.fetchone(), second.fetchone()
+        session, act = self._session_row(found)
         return (_call(row) if row is not None else None), session, act
+
+    def _call_and_session_reads(
+        self, call_id: str, conversation_id: str, scope: str
+    ) -> tuple[Any, Any]:
+        first = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,))
+        return first, self._session_read(conversation_id, scope)
+
+    def read_ahead(self, reads: Sequence[CallRead]) -> None:
+        """Send the acceptance reads of a batch's steps before any step runs, so a
+        pipelining connection (PostgreSQL's) brings them all with its first round trip.
+
+        A read taken ahead may be stale by the time its step runs (an earlier step of the
+        batch wrote what it reads), so `call_and_session` sends it again where it stands
+        and the connection compares both results before COMMIT (`witness`): any
+        difference is a lost race, and the batch runs again without reading ahead. Only a
+        connection that witnesses reads ahead.
+        """
+        self._ahead.clear()
+        for read in reads:
+            sent = self._call_and_session_reads(read.call_id, read.conversation_id, read.scope)
+            self._ahead.setdefault(read, []).append(sent)
+
+    def forget_ahead(self) -> None:
+        """Drop what `read_ahead` sent and no step took."""
+        self._ahead.clear()
 
     def session_and_activation(
         self, conversation_id: str, scope: str

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from lineup_runtime_lite.core.port import LostRace
+from lineup_runtime_lite.core.port import LostRace, reads_of
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.facts import SqlFacts
 from lineup_runtime_lite.store.schema import SCHEMA_VERSION, pg_schema
@@ -208,6 +208,9 @@ class _PgConnection:
         self._pipeline: Any = None
         self._unsynced = False
         self._deferred: list[Any] = []
+        #: Reads sent again where a step took them from those sent ahead, with what it
+        #: took (`witness`): compared before COMMIT.
+        self._witnesses: list[tuple[Any, Any]] = []
         #: Check each guard where it is written (a batch's careful run), not on arrival.
         self.immediate_guards = False
 
@@ -253,6 +256,7 @@ class _PgConnection:
         def leave() -> None:
             self._pipeline = None
             self._deferred.clear()
+            self._witnesses.clear()
             self._unsynced = False
 
         try:
@@ -269,9 +273,10 @@ class _PgConnection:
             if not self.conn.closed and not self.conn.broken:
                 raise  # a connection lost and replaced in the block has nothing left
 
-    def result_needed(self) -> None:
-        """A result is about to be read: the pending statements go (one round trip)."""
-        if self._unsynced:
+    def result_needed(self, raw: Any) -> None:
+        """`raw`'s result is about to be read: unless it has arrived, the pending
+        statements go (one round trip, which brings every result sent so far)."""
+        if self._unsynced and not raw.pgresult:
             self.round_trips += 1
             self._unsynced = False
 
@@ -290,12 +295,18 @@ class _PgConnection:
         self._deferred.append(cur.raw if isinstance(cur, _PipelinedCursor) else cur)
         return True
 
+    def witness(self, cur: Any, taken: Any) -> None:
+        """`cur` is a read sent again where a step took `taken`, its result sent ahead of
+        the batch (`SqlFacts.read_ahead`): before COMMIT both must agree."""
+        self._witnesses.append((cur.raw if isinstance(cur, _PipelinedCursor) else cur, taken))
+
     def recover(self) -> None:
         """After a refused statement: take the pipeline's error (and the results aborted
         behind it), so the transaction can be rolled back."""
         import psycopg
 
         self._deferred.clear()
+        self._witnesses.clear()
         self._unsynced = False
         if self._pipeline is not None:
             with contextlib.suppress(psycopg.Error):
@@ -309,6 +320,10 @@ class _PgConnection:
         deferred, self._deferred = self._deferred, []
         if any(cur.rowcount == 0 for cur in deferred):
             raise LostRace()
+        if sync and self._witnesses:  # a read taken ahead went stale: the batch again
+            witnesses, self._witnesses = self._witnesses, []
+            if any(cur.fetchone() != taken for cur, taken in witnesses):
+                raise LostRace()
 
 
 class _PipelinedCursor:
@@ -322,7 +337,7 @@ class _PipelinedCursor:
         self._db, self.raw = db, raw
 
     def _arrived(self) -> None:
-        self._db.result_needed()
+        self._db.result_needed(self.raw)
 
     def fetchone(self) -> Any:
         self._arrived()
@@ -369,6 +384,9 @@ class _Router:
 
     def defer_guard(self, cur: Any) -> bool:
         return self._target().defer_guard(cur)
+
+    def witness(self, cur: Any, taken: Any) -> None:
+        self._target().witness(cur, taken)
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -674,7 +692,10 @@ class PostgresStore:
         batch back and is raised.
 
         The batch is pipelined and first runs without savepoints (they cost two round trips
-        a step), its guards checked as results arrive; only when a step raises, loses its
+        a step), its guards checked as results arrive, and the acceptance reads its steps
+        name (`ReadingStep`) sent ahead of the first one, so they all ride its first round
+        trip (each is sent again where its step stands and compared before COMMIT:
+        `SqlFacts.read_ahead`); only when a step raises, loses its
         race or has a write refused is the transaction rolled back and the batch run again
         carefully: a savepoint per step, each guard checked where it is written (`_steps`).
         A step only reads facts and returns its decision, so running it again decides again
@@ -725,8 +746,9 @@ class PostgresStore:
     ) -> list[T | BaseException] | None:
         """Run `steps` in the open transaction.
 
-        Not `careful` (the first run): guards are checked as their results arrive, and the
-        first step that raises, a lost race, or a statement the server refused (a write
+        Not `careful` (the first run): the steps' acceptance reads go ahead, guards are
+        checked as their results arrive, and the first step that raises, a lost race (a
+        read taken ahead that went stale is one), or a statement the server refused (a write
         that a lost race made impossible) stops the run: None, and the caller runs the
         batch again. `careful`: each step in its own savepoint (a single step needs none),
         each guard checked where it is written, as on SQLite: a step that raises or loses
@@ -738,6 +760,9 @@ class PostgresStore:
         single = len(steps) == 1
         db.immediate_guards = careful
         out: list[T | BaseException] = []
+        reads = [r for r in map(reads_of, steps) if r is not None] if not careful else []
+        if reads and not single:  # they ride with the batch's first round trip
+            facts.read_ahead(reads)
         try:
             for step in steps:
                 if careful and not single:
@@ -762,6 +787,7 @@ class PostgresStore:
                     db.execute("RELEASE SAVEPOINT step")
         finally:
             db.immediate_guards = False
+            facts.forget_ahead()
         return out
 
     @staticmethod

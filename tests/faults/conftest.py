@@ -13,7 +13,7 @@ from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.store import faults
 from tests.faults import invariants, tally
-from tests.faults.harness import env
+from tests.faults.harness import env, sqlite_env
 from tests.runtime.conftest import (
     build_app,
     clock,
@@ -38,6 +38,7 @@ __all__ = [
     "probe_bundle",
     "rt",
     "rt_key",
+    "sqlite_env",
     "todo_bundle",
     "trust",
 ]

@@ -151,6 +151,7 @@ def main() -> None:
         trust=Path(plan["trust"]),
         clock=clock,
         host=HostSimulator(plan.get("host", "manual")),
+        apps_dir=Path(plan["apps_dir"]) if plan.get("apps_dir") else None,
     )
     installed = {a["scope"] for a in rt.apps()}
     for scope, bundle in plan.get("bundles", {}).items():

@@ -30,6 +30,7 @@ __all__ = [
     "final",
     "host_event",
     "latest_instance",
+    "sqlite_env",
     "stages",
     "wait_for",
 ]
@@ -103,20 +104,56 @@ class DriverRun:
 
 @dataclass
 class Env:
-    """A database on disk with its trust file and the bundles to install."""
+    """A database with its trust file and the bundles to install: an SQLite file (`db`), or
+    a PostgreSQL database (`target` is its URL; `db` then only names the plan's file), and
+    the apps folder every process of the test unpacks into."""
 
     db: Path
     trust_file: Path
     trust: TrustStore
     bundles: dict[str, Path]
+    target: str = ""
+    apps_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.target = self.target or str(self.db)
+
+    @property
+    def engine(self) -> str:
+        return "postgresql" if self.target.startswith("postgresql://") else "sqlite"
 
     def plan(self, **extra: Any) -> dict[str, Any]:
         return {
-            "db": str(self.db),
+            "db": self.target,
+            "apps_dir": str(self.apps_dir) if self.apps_dir else None,
             "trust": str(self.trust_file),
             "bundles": {k: str(v) for k, v in self.bundles.items()},
             **extra,
         }
+
+    def saved_now(self) -> int:
+        """The virtual time the closed database resumes at."""
+        sql = "SELECT value FROM meta WHERE key='virtual_now_ms'"
+        if self.engine == "postgresql":
+            import psycopg
+
+            with psycopg.connect(self.target) as pg:
+                row = pg.execute(sql).fetchone()
+        else:
+            import sqlite3
+
+            con = sqlite3.connect(self.db)
+            try:
+                row = con.execute(sql).fetchone()
+            finally:
+                con.close()
+        return int(row[0]) if row else VirtualClock().now_ms()
+
+    def runtime(self, *, clock: VirtualClock, host: HostSimulator) -> Runtime:
+        """`Runtime.open` on this database (no restart counted, no invariant check)."""
+        return Runtime.open(
+            self.target, trust=self.trust, clock=clock, host=host, apps_dir=self.apps_dir
+        )
 
     def drive(
         self,
@@ -184,12 +221,7 @@ class Env:
         deadline = time.monotonic() + 5
         while True:
             try:
-                rt = Runtime.open(
-                    self.db,
-                    trust=self.trust,
-                    clock=clock or VirtualClock(),
-                    host=HostSimulator(host),
-                )
+                rt = self.runtime(clock=clock or VirtualClock(), host=HostSimulator(host))
                 break
             except LineupError as exc:
                 # right after a kill -9, a child the killed runtime was forking (between
@@ -218,22 +250,41 @@ class Env:
             tally.crashed(point)
         else:  # the plan's own `exit` step: a crash at an arbitrary place
             tally.COUNTS["kills"] += 1
-        invariants.check_db(self.db)
+        invariants.check_db(self.target)
 
 
-@pytest.fixture()
+def _env(tmp_path: Path, trust: TrustStore, bundles: dict[str, Path], target: str = "") -> Env:
+    trust_file = tmp_path / "trust.toml"
+    trust.save(trust_file)
+    apps = tmp_path / "apps" if target else None  # SQLite's: beside its file
+    return Env(tmp_path / "rt.db", trust_file, trust, bundles, target, apps)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
 def env(
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     trust: TrustStore,
     probe_bundle: Path,
     todo_bundle: Path,
     pomodoro_bundle: Path,
 ) -> Iterator[Env]:
-    trust_file = tmp_path / "trust.toml"
-    trust.save(trust_file)
-    yield Env(
-        tmp_path / "rt.db",
-        trust_file,
-        trust,
-        {"probe": probe_bundle, "todo": todo_bundle, "pomodoro": pomodoro_bundle},
-    )
+    """The crash harness on each engine: an SQLite file, and a fresh PostgreSQL database
+    (SPEC 15: the fault suite on both)."""
+    bundles = {"probe": probe_bundle, "todo": todo_bundle, "pomodoro": pomodoro_bundle}
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else ""
+    yield _env(tmp_path, trust, bundles, url)
+
+
+@pytest.fixture()
+def sqlite_env(
+    tmp_path: Path,
+    trust: TrustStore,
+    probe_bundle: Path,
+    todo_bundle: Path,
+    pomodoro_bundle: Path,
+) -> Iterator[Env]:
+    """The crash harness on an SQLite file only: for faults staged through SQLite itself
+    (its page limit, its file lock, the file's own bytes)."""
+    bundles = {"probe": probe_bundle, "todo": todo_bundle, "pomodoro": pomodoro_bundle}
+    yield _env(tmp_path, trust, bundles)

@@ -112,14 +112,42 @@ def check(rt: Runtime, *, settled: bool = True, host_down: bool = False) -> Stat
     return check_tables(tables, settled=settled, host_down=host_down)
 
 
-def check_db(path: Path) -> Stats:
-    """Check a database no runtime has open (right after a crash: things may be in flight)."""
-    con = sqlite3.connect(path)
+def check_db(target: Path | str) -> Stats:
+    """Check a database no runtime has open (right after a crash: things may be in flight):
+    an SQLite file, or a PostgreSQL URL."""
+    if str(target).startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(str(target)) as pg:
+
+            class Rows:
+                def all(self, sql: str) -> list[Any]:
+                    cur = pg.execute(sql)
+                    names = [c.name for c in cur.description or ()]
+                    return [_Named(names, r) for r in cur.fetchall()]
+
+            tables = read_pg(Rows())
+        return check_tables(tables, settled=False, host_down=True)
+    con = sqlite3.connect(target)
     try:
         tables = read_db(con)
     finally:
         con.close()
     return check_tables(tables, settled=False, host_down=True)
+
+
+class _Named(tuple[Any, ...]):
+    """A row with `keys()`, as the PostgreSQL store's rows have."""
+
+    _names: list[str]
+
+    def __new__(cls, names: list[str], values: Any) -> _Named:
+        row = super().__new__(cls, values)
+        row._names = names
+        return row
+
+    def keys(self) -> list[str]:
+        return list(self._names)
 
 
 def check_tables(t: dict[str, Any], *, settled: bool, host_down: bool) -> Stats:

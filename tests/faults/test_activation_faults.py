@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,16 +23,6 @@ QUEUE = [{"call": [f"a{i}", "c1", "probe.append", {"item": f"a{i}"}]} for i in r
 def _disarm() -> Iterator[None]:
     yield
     faults.disarm()
-
-
-def saved_now(db: Path) -> int:
-    """The virtual time a closed database resumes at."""
-    con = sqlite3.connect(db)
-    try:
-        row = con.execute("SELECT value FROM meta WHERE key='virtual_now_ms'").fetchone()
-    finally:
-        con.close()
-    return int(row[0]) if row else VirtualClock().now_ms()
 
 
 def activation_states(rt: Runtime) -> list[str]:
@@ -110,7 +99,7 @@ def test_F08_activation_fails_each_queued_call_gets_one_error(probe: Runtime) ->
 def test_F08_activation_times_out_while_the_runtime_is_down(env: Env) -> None:
     run = env.drive([FG, {"settle": True}, *QUEUE])
     assert run.done
-    down_until = saved_now(env.db) + 120_000  # the activation deadline passes while down
+    down_until = env.saved_now() + 120_000  # the activation deadline passes while down
     for _ in range(2):  # recovery answers once, and a second recovery adds nothing
         with env.open(clock=VirtualClock(down_until)) as rt:
             rt.settle()

@@ -173,7 +173,8 @@ def test_F21_failed_commit_rolls_back_every_kind_of_transaction(pomo: Runtime, c
     assert final(rt, "i1")["result"] == {"status": "nothing_running"}
 
 
-def test_F21_disk_full_at_commit(env: Env) -> None:
+def test_F21_disk_full_at_commit(sqlite_env: Env) -> None:
+    env = sqlite_env  # SQLite's page limit (PostgreSQL's: test_pg_disk_full.py)
     with env.open() as rt:
         rt.call("w", "c1", "probe.echo", {"text": "up"})
         rt.settle()
@@ -195,7 +196,8 @@ def test_F21_disk_full_at_commit(env: Env) -> None:
         invariants.check(rt)
 
 
-def test_F21_busy_database_at_begin(env: Env) -> None:
+def test_F21_busy_database_at_begin(sqlite_env: Env) -> None:
+    env = sqlite_env  # SQLite's file lock (PostgreSQL's lock timeout: test_postgres_store.py)
     with env.open() as rt:
         rt.call("s0", "c0", "pomodoro.start", {})
         rt.settle()

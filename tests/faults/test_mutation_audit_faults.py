@@ -86,13 +86,14 @@ def test_a_queued_call_crashed_in_delivery_ends_interrupted_and_ran_at_most_once
 
 @pytest.mark.parametrize("point", ["commit.after_write", "commit.after"])
 def test_a_crash_at_every_commit_of_a_queued_delivery_never_runs_a_handler_twice(
-    env: Env, point: str
+    sqlite_env: Env, point: str
 ) -> None:
     """Crash at the n-th commit point after arming, for every n until the plan completes:
     inside each transaction before COMMIT (`after_write`: it is lost) and right after each
     COMMIT (`after`). Whatever the point, each handler ran at most once; a call with a
     result ran exactly once; and the sweep passed through the window between q2's
     `delivered` and its result on both sides of the handler."""
+    env = sqlite_env  # a fresh file per crash (the crash points themselves run on both)
     seen: set[tuple[str | None, bool]] = set()
     for n in range(60):
         env.db.unlink(missing_ok=True)

@@ -16,7 +16,6 @@ from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages, wait_for
-from tests.faults.test_activation_faults import saved_now
 
 MIN = 60_000
 START = {"call": ["s1", "c1", "pomodoro.start", {"minutes": 25, "label": "deep work"}]}
@@ -60,7 +59,7 @@ def test_F10_crash_while_focusing_then_restart_before_the_deadline(env: Env) -> 
 def test_F11_downtime_spans_the_deadline(env: Env) -> None:
     run = env.drive([START, {"settle": True}, CONFIRM, {"advance": 5 * MIN}])
     assert run.done
-    later = saved_now(env.db) + 3 * 60 * MIN
+    later = env.saved_now() + 3 * 60 * MIN
     for _ in range(2):
         with env.open(clock=VirtualClock(later)) as rt:
             rt.settle()
@@ -162,7 +161,7 @@ def test_F13_crash_between_accepted_and_started(env: Env, point: str) -> None:
 def test_F13_crash_between_accepted_and_started_then_the_activation_timed_out(env: Env) -> None:
     run = env.drive([START, {"settle": True}, {"arm": ["commit.before", "crash", 0]}, CONFIRM])
     env.crashed_at(run, "commit.before")
-    with env.open(clock=VirtualClock(saved_now(env.db) + 2 * MIN)) as rt:
+    with env.open(clock=VirtualClock(env.saved_now() + 2 * MIN)) as rt:
         rt.settle()
         assert one_result(rt) == {"status": "not_started", "reason": "timeout"}
         assert rt.store_dump()["operations"] == []

@@ -11,7 +11,6 @@ from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
 from tests.faults.harness import Env, final, stages
-from tests.faults.test_activation_faults import saved_now
 
 MIN = 60_000
 
@@ -38,7 +37,7 @@ def pending_work(env: Env) -> int:
         ]
     )
     env.crashed_at(run, "deliver.before_send")
-    return saved_now(env.db) + 10 * MIN  # the focus and the activation expire while down
+    return env.saved_now() + 10 * MIN  # the focus and the activation expire while down
 
 
 def assert_recovered(env: Env, later: int) -> None:

@@ -57,7 +57,7 @@ def test_F15_agent_relay_crashes_before_the_ack(env: Env) -> None:
 
 def test_F15_host_relay_fails_after_the_host_acted(env: Env) -> None:
     host = HostSimulator("auto")
-    with Runtime.open(env.db, trust=env.trust, clock=VirtualClock(), host=host) as rt:
+    with env.runtime(clock=VirtualClock(), host=host) as rt:
         rt.install(env.bundles["pomodoro"])
         faults.arm("host.after_intent")  # the Host acted; marking it delivered fails
         rt.call("s1", "c1", "pomodoro.start", {})

@@ -26,7 +26,6 @@ from lineup_runtime_lite import VirtualClock
 from lineup_runtime_lite.store import faults
 from tests.faults import invariants, tally
 from tests.faults.harness import Env
-from tests.faults.test_activation_faults import saved_now
 
 #: Answers that are never persisted (rejections before anything is stored).
 REJECTED = ("invalid_params", "unknown_method", "call_id_conflict")
@@ -59,7 +58,8 @@ def worker_processes(marker: str) -> list[int]:
     return found
 
 
-def test_F20_sigkill_at_random_points_of_a_mixed_workload(env: Env) -> None:
+def test_F20_sigkill_at_random_points_of_a_mixed_workload(sqlite_env: Env) -> None:
+    env = sqlite_env  # reads the file between kills (the crash points run on both)
     asked = os.environ.get("LINEUP_SOAK_SEED", "20261201")
     seed = random.SystemRandom().randrange(10**9) if asked == "random" else int(asked)
     seconds = float(os.environ.get("LINEUP_SOAK_SECONDS", "35"))
@@ -121,7 +121,7 @@ def test_F20_sigkill_at_random_points_of_a_mixed_workload(env: Env) -> None:
             raise AssertionError(f"{exc}\n{context}\nreplay: {repro}") from exc
         cycle += 1
     # in the end every call reaches exactly one final: let every deadline pass
-    with env.open(clock=VirtualClock(saved_now(env.db) + 4 * 60 * 60_000)) as rt:
+    with env.open(clock=VirtualClock(env.saved_now() + 4 * 60 * 60_000)) as rt:
         rt.settle()
         stats = invariants.check(rt)
         dump = rt.store_dump()

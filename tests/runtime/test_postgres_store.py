@@ -479,3 +479,66 @@ def test_without_psycopg_a_postgres_url_is_usage_invalid_with_the_install_hint(
         open_database("postgresql://lineup@db.invalid/lineup")
     assert exc.value.code == "usage_invalid"
     assert "lineup-sdk[postgres]" in (exc.value.hint or "")
+
+
+def _session_with_activation(store: Any, conversation: str) -> None:
+    from lineup_runtime_lite.core.decisions import NewActivation, NewSession
+
+    def make(facts: Any) -> None:
+        facts.apply(NewSession(f"ses-{conversation}", conversation, "demo", "1.0.0", 0))
+        facts.apply(NewActivation(f"act-{conversation}", f"ses-{conversation}", "t0", False, 9, 0))
+
+    assert store.batch([make]) == [None]
+
+
+def _seen_state(conversation: str, call_id: str) -> Any:
+    """A batch step that says what it reads first (as a call's acceptance does) and
+    returns the activation state it read."""
+    from lineup_runtime_lite.core.port import CallRead, ReadingStep
+
+    def read(facts: Any) -> str | None:
+        _call, _session, act = facts.call_and_session(call_id, conversation, "demo")
+        return None if act is None else str(act.state)
+
+    return ReadingStep(read, CallRead(call_id, conversation, "demo"))
+
+
+def test_a_read_sent_ahead_of_its_batch_that_an_earlier_step_made_stale_is_not_used(
+    db_target: str,
+) -> None:
+    """On PostgreSQL the acceptance reads of a batch go ahead of its first step (they ride
+    its first round trip). An earlier step of the batch fails the activation a later step
+    reads: that step must decide on `failed`, never on the `starting` read ahead (a call
+    queued behind a failed activation would be stranded: no guard of its write sees it)."""
+    from lineup_runtime_lite.core.decisions import ActivationUpdate
+
+    store = open_database(db_target)
+    try:
+        _session_with_activation(store, "c1")
+        _session_with_activation(store, "c2")
+
+        def fail(facts: Any) -> str:
+            facts.apply(ActivationUpdate("act-c1", state="failed", reason="x", ended_ms=1))
+            return "failed it"
+
+        out = store.batch([_seen_state("c2", "k0"), fail, _seen_state("c1", "k1")])
+        assert out == ["starting", "failed it", "failed"]
+    finally:
+        store.close()
+
+
+def test_a_batch_of_call_acceptances_asks_the_server_in_three_round_trips(pg_url: str) -> None:
+    """SPEC 15's round-trip bar: a batch's acceptance reads travel together (with its
+    BEGIN), are checked again where each step stands without waiting, and the batch ends
+    with its guards' sync and its COMMIT — three waits for twelve calls, not fourteen."""
+    store = PostgresStore(pg_url)
+    try:
+        conversations = [f"c{i}" for i in range(12)]
+        for c in conversations:
+            _session_with_activation(store, c)
+        before = store.round_trips
+        out = store.batch([_seen_state(c, f"k{c}") for c in conversations])
+        assert out == ["starting"] * 12
+        assert store.round_trips - before == 3
+    finally:
+        store.close()
