@@ -253,38 +253,24 @@ class Env:
         invariants.check_db(self.target)
 
 
-def _env(tmp_path: Path, trust: TrustStore, bundles: dict[str, Path], target: str = "") -> Env:
+def _env(request: pytest.FixtureRequest, tmp_path: Path, trust: TrustStore, target: str) -> Env:
     trust_file = tmp_path / "trust.toml"
     trust.save(trust_file)
+    bundles = {s: request.getfixturevalue(f"{s}_bundle") for s in ("probe", "todo", "pomodoro")}
     apps = tmp_path / "apps" if target else None  # SQLite's: beside its file
     return Env(tmp_path / "rt.db", trust_file, trust, bundles, target, apps)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def env(
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    trust: TrustStore,
-    probe_bundle: Path,
-    todo_bundle: Path,
-    pomodoro_bundle: Path,
-) -> Iterator[Env]:
+def env(request: pytest.FixtureRequest, tmp_path: Path, trust: TrustStore) -> Iterator[Env]:
     """The crash harness on each engine: an SQLite file, and a fresh PostgreSQL database
     (SPEC 15: the fault suite on both)."""
-    bundles = {"probe": probe_bundle, "todo": todo_bundle, "pomodoro": pomodoro_bundle}
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else ""
-    yield _env(tmp_path, trust, bundles, url)
+    yield _env(request, tmp_path, trust, url)
 
 
 @pytest.fixture()
-def sqlite_env(
-    tmp_path: Path,
-    trust: TrustStore,
-    probe_bundle: Path,
-    todo_bundle: Path,
-    pomodoro_bundle: Path,
-) -> Iterator[Env]:
+def sqlite_env(request: pytest.FixtureRequest, tmp_path: Path, trust: TrustStore) -> Iterator[Env]:
     """The crash harness on an SQLite file only: for faults staged through SQLite itself
     (its page limit, its file lock, the file's own bytes)."""
-    bundles = {"probe": probe_bundle, "todo": todo_bundle, "pomodoro": pomodoro_bundle}
-    yield _env(tmp_path, trust, bundles)
+    yield _env(request, tmp_path, trust, "")
