@@ -16,6 +16,7 @@ inside functions and classes (a lazy import runs as surely as an eager one, only
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -105,9 +106,21 @@ def _modules(root: Path = ROOT, packages: tuple[str, ...] = FIRST_PARTY) -> dict
 def _imports(path: Path, name: str = "") -> set[str]:
     """Every module `path` (the module `name`) imports anywhere in its source; `from a
     import b` names `a` and `a.b` (which may be a module), relative imports resolved."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return set(_imports_in(path.read_text(), name, path.name == "__init__.py"))
+
+
+@functools.cache
+def _parse(source: str) -> ast.Module:
+    """`ast.parse(source)`, once per source text (the checks read each module many times)."""
+    return ast.parse(source)
+
+
+@functools.cache
+def _imports_in(source: str, name: str, is_package: bool) -> frozenset[str]:
+    """`_imports` of the module `name` whose text is `source`, once per text."""
+    package = name if is_package else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_parse(source)):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -118,7 +131,7 @@ def _imports(path: Path, name: str = "") -> set[str]:
                 base = ".".join([*anchor, base] if base else anchor)
             found.add(base)
             found.update(f"{base}.{a.name}" for a in node.names)
-    return found
+    return frozenset(found)
 
 
 def _graph(modules: dict[str, Path], *, own_submodules: bool) -> dict[str, set[str]]:
@@ -130,23 +143,33 @@ def _graph(modules: dict[str, Path], *, own_submodules: bool) -> dict[str, set[s
     `__init__` importing its own submodules is no edge (not a circle through them); the
     import closure keeps those edges (`from pkg.store import x` runs all of `pkg.store`).
     """
-    graph: dict[str, set[str]] = {}
-    for name, path in modules.items():
+    key = tuple((name, path, path.read_text()) for name, path in modules.items())
+    return {name: set(edges) for name, edges in _graph_of(key, own_submodules).items()}
+
+
+@functools.cache
+def _graph_of(
+    modules: tuple[tuple[str, Path, str], ...], own_submodules: bool
+) -> dict[str, frozenset[str]]:
+    """`_graph` of (name, path, text) rows, once per set of module texts."""
+    names = {name for name, _, _ in modules}
+    graph: dict[str, frozenset[str]] = {}
+    for name, path, source in modules:
         edges = set()
-        for target in _imports(path, name):
-            if target not in modules:
+        for target in _imports_in(source, name, path.name == "__init__.py"):
+            if target not in names:
                 continue
             parts = target.split(".")
             edges.add(target)
             for n in range(2, len(parts)):
                 parent = ".".join(parts[:n])
-                if parent in modules and not name.startswith(parent + "."):
+                if parent in names and not name.startswith(parent + "."):
                     edges.add(parent)
-        graph[name] = {
+        graph[name] = frozenset(
             m
             for m in edges
             if m != name and "." in m and (own_submodules or not m.startswith(name + "."))
-        }
+        )
     return graph
 
 
@@ -188,7 +211,7 @@ def _io_reached(root: str, modules: dict[str, Path]) -> list[str]:
 def _io_calls(path: Path) -> list[str]:
     """Calls of IO builtins and clock reads in `path` (`open(...)`, `datetime.now()`)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_parse(path.read_text())):
         if not isinstance(node, ast.Call):
             continue
         fn = node.func
