@@ -21,7 +21,7 @@ from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent
 from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.core.messages import FINAL_STAGES
 from lineup_runtime_lite.core.pomodoro import HANDLERS
-from lineup_runtime_lite.core.port import ReadingStep, reads_of
+from lineup_runtime_lite.core.port import reading_as
 from lineup_runtime_lite.core.rows import RegistryEntry, Session
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.activation import ActivationDriver
@@ -290,8 +290,7 @@ class Engine:
                 fast.append(session)
             return decision
 
-        reads = reads_of(accept)  # a pipelining store sends them ahead of the batch
-        step = claiming if reads is None else ReadingStep(claiming, reads)
+        step = reading_as(accept, claiming)  # a pipelining store reads ahead of the batch
 
         decision = None
         for _ in range(3):  # a lost race (a guard found no row) decides again on fresh facts
@@ -415,8 +414,7 @@ def _applying(
                 will_kick(decision.kick)
         return decision
 
-    reads = reads_of(step)
-    return run if reads is None else ReadingStep(run, reads)
+    return reading_as(step, run)
 
 
 def input_problems(tool: RegistryEntry, params: Any, pool: ValidatorPool) -> Checked:

@@ -15,7 +15,7 @@ from lineup_sdk.context import Snapshot
 if TYPE_CHECKING:
     from lineup_build.model import Manifest
 
-__all__ = ["CallRead", "Facts", "LostRace", "ReadingStep", "reads_of"]
+__all__ = ["CallRead", "Facts", "LostRace", "ReadingStep", "reading_as", "reads_of"]
 
 R = TypeVar("R")
 
@@ -48,6 +48,12 @@ class ReadingStep(Generic[R]):
 def reads_of(step: object) -> CallRead | None:
     """What `step` will read first, if it says (`ReadingStep`)."""
     return step.reads if isinstance(step, ReadingStep) else None
+
+
+def reading_as(step: object, run: Callable[[Facts], R]) -> Callable[[Facts], R]:
+    """`run`, a wrapper of `step`, saying what `step` reads first (if it says)."""
+    reads = reads_of(step)
+    return run if reads is None else ReadingStep(run, reads)
 
 
 class Facts(Protocol):
