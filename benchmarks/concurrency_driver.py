@@ -5,7 +5,8 @@ or a venv holding an older commit), so it imports only what every version has: t
 `Runtime` API, `lineup_build`'s build, signing and trust, and the standard library.
 
 Usage: python concurrency_driver.py SPEC_JSON
-  SPEC_JSON: {"mode": "threads" | "sequential" | "floor" | "startup" | "bundle", ...}
+  SPEC_JSON: {"mode": "threads" | "sequential" | "floor" | "startup" | "bundle" | "nodes"
+              | "hold", ...}
 """
 
 from __future__ import annotations
@@ -167,6 +168,100 @@ def mode_threads(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
         return out
     finally:
         rt.close()
+
+
+def mode_nodes(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """Runtime nodes on one PostgreSQL database, in this process (`bench_nodes.py`):
+    `layout` `one` (a single node), `split` (each conversation's calls on the node its
+    session is on) or `alternating` (each call on the other node from the one before).
+    `threads` conversations x `calls` sequential calls, timed from one barrier; round
+    trips summed over every node's connections."""
+    from lineup_runtime_lite import HostSimulator, Runtime
+
+    threads, calls, layout = spec["threads"], spec["calls"], spec["layout"]
+    count = 1 if layout == "one" else 2
+    rts = [
+        Runtime.open(
+            spec["db"],
+            trust=trust_store(),
+            host=HostSimulator("auto"),
+            apps_dir=tmp / f"apps{k}",
+            node_id=f"bench{k}",
+        )
+        for k in range(count)
+    ]
+    try:
+        install(rts[0], spec, tmp)
+        for c in range(threads):  # each session on node c % count
+            first = rts[c % count].call(f"ready{c}", f"conv{c}", "bench.ping", {"n": -1})
+            assert first["stage"] == "accepted", first
+        for rt in rts:
+            rt.settle()
+        for c in range(threads):
+            for w in range(spec["warm_calls"]):
+                msg = rts[(c + w) % count].call(f"warm{c}-{w}", f"conv{c}", "bench.ping", {"n": w})
+                assert msg.get("result") == w, msg
+        stores = [rt._art._engine.store for rt in rts]
+        trips0 = sum(st.round_trips for st in stores)
+        latencies: list[list[float]] = [[] for _ in range(threads)]
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(threads + 1)
+
+        def agent(c: int) -> None:
+            try:
+                barrier.wait()
+                for i in range(calls):
+                    n = c * 100_000 + i
+                    rt = rts[(c + i) % count] if layout == "alternating" else rts[c % count]
+                    s = time.perf_counter()
+                    msg = rt.call(f"t{c}-{i}", f"conv{c}", "bench.ping", {"n": n})
+                    latencies[c].append(time.perf_counter() - s)
+                    if msg.get("result") != n:
+                        raise AssertionError(msg)
+            except BaseException as exc:
+                errors.append(exc)
+
+        pool = [threading.Thread(target=agent, args=(c,)) for c in range(threads)]
+        for t in pool:
+            t.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in pool:
+            t.join()
+        elapsed = time.perf_counter() - t0
+        if errors:
+            raise errors[0]
+        out = summary([x for lat in latencies for x in lat], elapsed)
+        out["round_trips_per_call"] = (sum(st.round_trips for st in stores) - trips0) / (
+            threads * calls
+        )
+        return out
+    finally:
+        for rt in rts:
+            rt.close()
+
+
+def mode_hold(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """A node that makes `threads` sessions its own, says so, and then waits to be killed
+    (`bench_nodes.py`'s takeover)."""
+    from lineup_runtime_lite import HostSimulator, Runtime
+
+    rt = Runtime.open(
+        spec["db"],
+        trust=trust_store(),
+        host=HostSimulator("auto"),
+        apps_dir=tmp / "apps-hold",
+        node_id="held",
+        node_lease_s=spec["lease_s"],
+    )
+    install(rt, spec, tmp)
+    for c in range(spec["threads"]):
+        rt.call(f"ready{c}", f"conv{c}", "bench.ping", {"n": -1})
+    rt.settle()
+    emit({"held": spec["threads"]})
+    sys.stdin.readline()  # killed here
+    rt.close()
+    return {}
 
 
 def mode_sequential(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
@@ -419,6 +514,10 @@ def main() -> None:
             out = mode_floor(spec, tmp)
         elif mode == "startup":
             out = mode_startup(spec, tmp)
+        elif mode == "nodes":
+            out = mode_nodes(spec, tmp)
+        elif mode == "hold":
+            out = mode_hold(spec, tmp)
         elif mode == "bundle":
             dest = Path(spec["out"])
             built = build_bundle(tmp)

@@ -6,7 +6,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -95,6 +95,24 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "best_effort",
         isolation: IsolationOpt = None,
+        node_id: Annotated[
+            str | None,
+            typer.Option(
+                "--node-id",
+                help="On PostgreSQL: this server's id among the nodes of the database "
+                "(default: $LINEUP_NODE_ID, else the hostname and the apps cache path).",
+            ),
+        ] = None,
+        node_lease: Annotated[
+            float,
+            typer.Option(
+                "--node-lease",
+                help="On PostgreSQL: seconds of this node's lease; once it lapses (the node "
+                "died or was cut off) another node takes its conversations over.",
+                min=0.2,
+                max=3600,
+            ),
+        ] = 10.0,
     ) -> None:
         """Serve MiniApps' tools over the Model Context Protocol (stdio, or HTTP).
 
@@ -136,7 +154,16 @@ def register(app: typer.Typer) -> None:
             )
         _say(f"state in {redact_url(state) if isinstance(state, str) else state}")
         try:
-            rt = Runtime.open(state, trust=trust_store, sandbox=sandbox, isolation=isolation)
+            nodes: dict[str, Any] = {}
+            if isinstance(state, str):
+                nodes = {"node_id": node_id, "node_lease_s": node_lease}
+            elif node_id is not None:
+                raise LineupError(
+                    "usage_invalid", "--node-id is for a postgresql:// --db", exit_code=2
+                )
+            rt = Runtime.open(
+                state, trust=trust_store, sandbox=sandbox, isolation=isolation, **nodes
+            )
         except LineupError as exc:
             if exc.code != "runtime_locked" or db is not None:
                 raise

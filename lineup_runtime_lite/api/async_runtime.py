@@ -8,6 +8,7 @@ never blocks the loop). `Runtime` is a thin synchronous wrapper over it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -29,6 +30,12 @@ from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.processes.worker import WorkerOptions
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.database import open_database
+from lineup_runtime_lite.store.nodes import (
+    DEFAULT_LEASE_S,
+    check_lease_s,
+    check_node_id,
+    default_node_id,
+)
 from lineup_runtime_lite.store.postgres import is_postgres_url
 from lineup_runtime_lite.validation.checks import Checked, validator_for
 from lineup_runtime_lite.validation.params import (
@@ -121,6 +128,9 @@ class AsyncRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread_id = 0
         self._fired_ms = -1  # the runtime-clock time the last `tick()` fired at
+        self._rejoining = False
+        self._rejoin_task: asyncio.Future[None] | None = None
+        self._make_engine: Callable[[], Engine]
 
     @classmethod
     async def open(
@@ -145,6 +155,8 @@ class AsyncRuntime:
         session_idle_s: float = 300.0,
         workers_memory_mb: int = 4096,
         db_schema: str | None = None,
+        node_id: str | None = None,
+        node_lease_s: float = DEFAULT_LEASE_S,
     ) -> AsyncRuntime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
@@ -160,6 +172,12 @@ class AsyncRuntime:
                 file; for PostgreSQL, `$XDG_CACHE_HOME/lineup/apps/<manifest sha256>`).
             db_schema: PostgreSQL only: keep the tables in this schema (created when
                 missing, dropped at close): `lineup run`/`test`/`dev`'s private schema.
+            node_id: PostgreSQL only: this runtime's id among the nodes of the database
+                (default `LINEUP_NODE_ID`, else the hostname and the apps folder); a
+                second node with the same id and a live lease is `runtime_locked`.
+            node_lease_s: PostgreSQL only: the node's lease, judged by the database's
+                clock and renewed four times a lease; once it lapses, another node takes
+                this one's App sessions over (SPEC 15).
             activation_timeout_s: Runtime-clock seconds before a starting activation fails.
             max_params_bytes: The largest Agent params accepted, in bytes of canonical
                 JSON (`params_too_large` above it).
@@ -235,6 +253,11 @@ class AsyncRuntime:
         db_path: str | Path = path if in_memory or postgres else _absolute(path)
         if db_schema is not None and not postgres:
             raise LineupError("usage_invalid", "db_schema is for a postgresql:// database")
+        if node_id is None:
+            node_id = os.environ.get("LINEUP_NODE_ID") or None
+        if node_id is not None:
+            check_node_id(node_id)
+        lease_s = check_lease_s(node_lease_s)
         rt = cls()
         rt._loop = asyncio.get_running_loop()
         rt._thread_id = threading.get_ident()
@@ -248,17 +271,24 @@ class AsyncRuntime:
         rt._sandbox_mode = sandbox
         rt.clock = clock or RealClock()
         sweep_leftovers()  # cgroups and sandbox folders of runtimes killed before they closed
-        store = open_database(db_path, schema=db_schema)
+        if in_memory and apps_dir is None:
+            rt._tmp = Path(tempfile.mkdtemp(prefix="lineup-rt-"))
+            apps = rt._tmp
+        elif apps_dir:
+            apps = _absolute(apps_dir)
+        elif postgres:
+            apps = _cache_apps()
+        else:
+            apps = Path(str(db_path) + ".apps")
         try:
-            if in_memory and apps_dir is None:
-                rt._tmp = Path(tempfile.mkdtemp(prefix="lineup-rt-"))
-                apps = rt._tmp
-            elif apps_dir:
-                apps = _absolute(apps_dir)
-            elif postgres:
-                apps = _cache_apps()
-            else:
-                apps = Path(str(db_path) + ".apps")
+            store = open_database(
+                db_path, schema=db_schema, node_id=node_id or default_node_id(apps), lease_s=lease_s
+            )
+        except BaseException:
+            if rt._tmp is not None:
+                shutil.rmtree(rt._tmp, ignore_errors=True)
+            raise
+        try:
             try:
                 apps.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -274,32 +304,40 @@ class AsyncRuntime:
             sim = host or HostSimulator(policy="auto")
             rt.host = _AsyncHostPort(rt, sim)
             rt.outbox = AsyncOutbox(rt)
-            rt._engine = Engine(
-                store,
-                rt.clock,
-                apps,
-                apps / "_logs",
-                activation_timeout_s=activation_timeout_s,
-                host_intent=sim.on_intent,
-                check_app=rt._check_app,
-                check_trust=rt._check_trust,
-                worker_options=WorkerOptions(
-                    sandbox=sandbox,
-                    memory_mb=worker_memory_mb,
-                    processes=worker_processes,
-                    heartbeat_s=worker_heartbeat_s,
-                    cpu_s=float(worker_cpu_s),
-                    log_max_bytes=worker_log_max_bytes,
-                    env=extra_env,
-                    isolation=isolation,
-                    session_idle_s=float(session_idle_s),
-                ),
-                validation_budget_s=float(validation_budget_s),
-                workers_memory_mb=workers_memory_mb if isolation == "session" else None,
+            options = WorkerOptions(
+                sandbox=sandbox,
+                memory_mb=worker_memory_mb,
+                processes=worker_processes,
+                heartbeat_s=worker_heartbeat_s,
+                cpu_s=float(worker_cpu_s),
+                log_max_bytes=worker_log_max_bytes,
+                env=extra_env,
+                isolation=isolation,
+                session_idle_s=float(session_idle_s),
             )
-            sim.bind(rt._engine.host_event)
+
+            def engine() -> Engine:
+                made = Engine(
+                    store,
+                    rt.clock,
+                    apps,
+                    apps / "_logs",
+                    activation_timeout_s=activation_timeout_s,
+                    host_intent=sim.on_intent,
+                    check_app=rt._check_app,
+                    check_trust=rt._check_trust,
+                    worker_options=options,
+                    validation_budget_s=float(validation_budget_s),
+                    workers_memory_mb=workers_memory_mb if isolation == "session" else None,
+                )
+                sim.bind(made.host_event)
+                return made
+
+            rt._make_engine = engine
+            rt._engine = engine()
             await rt._engine.recover()
             await rt.settle()
+            rt._join_nodes()
             rt.clock.on_advance(rt._advanced)
         except BaseException:
             try:
@@ -311,6 +349,67 @@ class AsyncRuntime:
                     shutil.rmtree(rt._tmp, ignore_errors=True)
             raise
         return rt
+
+    # -- several nodes (SPEC 15) ---------------------------------------------------------
+    def _join_nodes(self) -> None:
+        """Start the node's heartbeat and listener (a PostgreSQL store), their news handed
+        to this loop."""
+        node = getattr(self._engine.store, "node", None)
+        if node is None:
+            return
+        loop = self._loop
+        assert loop is not None
+
+        def on_loop(fn: Callable[..., Any], *args: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nothing to tell
+                loop.call_soon_threadsafe(fn, *args)
+
+        node.on_wake = lambda payloads: on_loop(self._woken, payloads)
+        node.on_taken = lambda sids: on_loop(self._taken, sids)
+        node.on_lost = lambda: on_loop(self._lease_lost)
+        node.start()
+
+    def _woken(self, payloads: list[str]) -> None:
+        if not self._closed and not self._rejoining:
+            self._engine.on_wake(payloads)
+
+    def _taken(self, session_ids: list[str]) -> None:
+        if not self._closed and not self._rejoining:
+            self._engine.spawn(self._engine.take_over(session_ids))
+
+    def _lease_lost(self) -> None:
+        """This node lost its lease (stopped, partitioned, starved): it stops — its
+        workers, drivers and waiters go, it can write nothing more — and registers again
+        with a new epoch, recovering whatever sessions are still its."""
+        if self._closed or self._rejoining:
+            return
+        self._rejoining = True
+        self._rejoin_task = asyncio.ensure_future(self._rejoin())
+
+    async def _rejoin(self) -> None:
+        import logging
+
+        log = logging.getLogger("lineup.runtime")
+        old = self._engine
+        log.warning("node lost its lease on %s: stopping and registering again", old.store.path)
+        old.fail_waiters("this node lost its lease and stopped before the call's final answer")
+        try:
+            await old.close()
+        except Exception as exc:  # what stopping left is the next engine's to recover
+            log.warning("stopping after the lease was lost: %s", exc)
+        while not self._closed:
+            try:
+                await asyncio.to_thread(old.store.rejoin)  # type: ignore[attr-defined]
+                self._engine = self._make_engine()
+                await self._engine.recover()
+                break
+            except LineupError as exc:
+                log.warning("registering again: %s", exc.message)
+                await asyncio.sleep(0.25)
+        self._rejoining = False
+        if not self._closed:
+            self._join_nodes()
+            self._arm()
 
     # -- plumbing ------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -781,6 +880,12 @@ class AsyncRuntime:
         try:
             if self._timer is not None:
                 self._timer.cancel()
+            rejoin = self._rejoin_task
+            if rejoin is not None and not rejoin.done():
+                self._closed = True  # it stops trying
+                rejoin.cancel()
+                with contextlib.suppress(BaseException):
+                    await rejoin
             await self._engine.close()
         finally:
             self._closed = True

@@ -17,7 +17,7 @@ from typing import Any
 
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.core import transitions as t
-from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent
+from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent, NewSession
 from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.core.messages import FINAL_STAGES
 from lineup_runtime_lite.core.pomodoro import HANDLERS
@@ -98,11 +98,113 @@ class Engine:
         self.activations = ActivationDriver(self, self.pool, self.handlers, check_trust)
         self.host = HostRelay(self, host_intent)
         self.timers = Timers(self, self.activations, self.delivery, self.host, self.handlers)
+        #: On a database of several nodes: the App sessions this node owns (None: all).
+        self.node = getattr(store, "node", None)
+        self._owned: set[str] | None = None if self.node is None else self.node.owned()
+        self._reconciling = False
         self.load_registry()
 
     # -- plumbing ------------------------------------------------------------------------
     def now(self) -> int:
         return self.clock.now_ms()
+
+    def owns(self, app_session_id: str) -> bool:
+        return self._owned is None or app_session_id in self._owned
+
+    def _own(self, session_ids: set[str]) -> None:
+        """Sessions a decision creates are this node's (marked before its COMMIT: should it
+        fail, the fresh ids name nothing anyone else could own)."""
+        if self._owned is not None:
+            self._owned.update(session_ids)
+
+    # -- several nodes (SPEC 15) -----------------------------------------------------------
+    def on_wake(self, payloads: list[str]) -> None:
+        """Wake-ups from the nodes (on this loop; each node hears its own too): `c:<call_id>`
+        a final committed (a waiter here answers), `s:`/`a:`/`h:` work for a session's
+        owner (pump it, drive an activation, relay intents: `_applying`),
+        `d:<app_session_id>` its session data changed (Surface subscribers here), `r:` the
+        installed apps changed; none at all is the polling tick, which re-drives
+        everything (a wake-up lost with a listener's connection)."""
+        if not payloads or "r:" in payloads:  # an install on another node (or the poll)
+            try:
+                self.load_registry()
+            except LineupError as exc:
+                log.warning("reloading the installed apps: %s", exc.message)
+        calls = [p[2:] for p in payloads if p.startswith("c:")]
+        if calls:
+            self._answer(calls)
+        for payload in dict.fromkeys(payloads):
+            kind, key = payload[:2], payload[2:]
+            if kind == "s:":
+                self.delivery.kick(key)  # a session of another node's: nothing
+            elif kind == "a:":
+                self.spawn(self.activations.drive(key))  # likewise
+            elif kind == "h:" and self.owns(key):
+                self.host.kick()
+            elif kind == "d:":
+                self._data_changed(key)
+        if not payloads:
+            self._reconcile_soon()
+
+    def _answer(self, call_ids: list[str]) -> None:
+        for call_id in call_ids:
+            if call_id not in self._finals:
+                continue
+            msg = self.facts.latest_message(call_id)
+            if msg is not None and msg["stage"] in FINAL_STAGES:
+                for fut in self._finals.pop(call_id, []):
+                    if not fut.done():
+                        fut.set_result(msg)
+
+    def _data_changed(self, app_session_id: str) -> None:
+        if not len(self.subs) or self.owns(app_session_id):
+            return  # the owner's own commits reach its subscribers directly
+        session = self.facts.session_by_id(app_session_id)
+        if session is None:
+            return
+        key = (session.scope, session.conversation_id)
+        if self.subs.watched(key):
+            self.subs.changed_elsewhere(key, self.facts.session_data(session.scope, app_session_id))
+
+    def _reconcile_soon(self) -> None:
+        """One reconcile for all the wake-ups of this loop turn."""
+        if self._reconciling:
+            return
+        self._reconciling = True
+
+        def run() -> None:
+            self._reconciling = False
+            try:
+                self.timers.reconcile()
+            except LineupError as exc:  # the store is away: the next tick tries again
+                log.warning("reconcile: %s", exc.message)
+
+        asyncio.get_running_loop().call_soon(run)
+
+    async def take_over(self, session_ids: list[str]) -> None:
+        """Sessions of a node whose lease lapsed are this node's now: recover them as a
+        restart would (their deliveries in flight there end `delivery_interrupted`, their
+        queues are delivered here, their deadlines fire)."""
+        assert self._owned is not None
+        self._owned.update(session_ids)
+        for sid in session_ids:
+            for call in self.facts.delivered_calls(sid):
+                await self.delivery.interrupt(call)
+        await self.tick()
+
+    def fail_waiters(self, why: str) -> None:
+        """This node stopped (its lease was lost): whoever waits here is told to retry."""
+        for call_id, futs in list(self._finals.items()):
+            for fut in futs:
+                if not fut.done():
+                    fut.set_exception(
+                        LineupError(
+                            "store_unavailable",
+                            f"call {call_id!r}: {why}",
+                            hint="retry the same call_id: it replays on whichever node answers",
+                        )
+                    )
+        self._finals.clear()
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -163,7 +265,9 @@ class Engine:
         """Commit the decision `step` makes inside its savepoint of the next group commit,
         then perform its effects. None when it decided nothing or lost a race."""
         try:
-            decision = await self.commits.submit(_applying(step, self.delivery.will_kick))
+            decision = await self.commits.submit(
+                _applying(step, self.delivery.will_kick, self.owns, self._own)
+            )
         except LostRace:
             return None
         if decision is not None:
@@ -172,7 +276,8 @@ class Engine:
 
     def perform(self, decision: Decision) -> None:
         """A committed decision's effects: answer waiters, stop ended activations' drivers,
-        pump sessions, drive activations, relay Host intents."""
+        pump sessions, drive activations, relay Host intents (the drivers leave another
+        node's sessions alone: the commit woke it)."""
         for msg in decision.finals:
             for fut in self._finals.pop(msg["call_id"], []):
                 if not fut.done():
@@ -265,8 +370,8 @@ class Engine:
         fut = self._wait_final(call_id)
 
         def idle(tx: Facts, session: Session, method: str) -> bool:
-            asked.append(session)
-            return self.delivery.idle(session, method)
+            asked.append(session)  # another node's session is delivered there
+            return self.owns(session.app_session_id) and self.delivery.idle(session, method)
 
         accept = steps.accept(
             ev,
@@ -399,22 +504,46 @@ def _fresh_ids() -> t.NewIds:
 def _applying(
     step: Callable[[Facts], Decision | None],
     will_kick: Callable[[tuple[str, ...]], None],
+    owns: Callable[[str], bool],
+    own: Callable[[set[str]], None],
 ) -> Callable[[Facts], Decision | None]:
     """The batch step: decide, then write the decision's changes (a guard that finds no
     row raises `LostRace`, so the savepoint is rolled back and the decision dropped). The
     sessions a written decision kicks are marked at once, so a later decision of the same
-    batch never sends past their queue (`DeliveryDriver.idle`)."""
+    batch never sends past their queue (`DeliveryDriver.idle`); the owners of other nodes'
+    sessions it touched are woken when it commits (SPEC 15)."""
 
     def run(tx: Facts) -> Decision | None:
         decision = step(tx)
         if decision is not None:
             for change in decision.changes:
                 tx.apply(change)
-            if decision.kick:
-                will_kick(decision.kick)
+            new = {c.app_session_id for c in decision.changes if isinstance(c, NewSession)}
+            if new:
+                own(new)
+            remote = [sid for sid in _touched(decision) if not owns(sid)]
+            if remote:  # what the owner does with it (`Engine.on_wake`)
+                wakes = [f"s:{sid}" for sid in remote]
+                wakes += [f"a:{act_id}" for act_id in decision.drive]
+                if decision.host:
+                    wakes += [f"h:{sid}" for sid in remote]
+                tx.wake(wakes)
+            kick = tuple(sid for sid in decision.kick if sid not in remote)
+            if kick:
+                will_kick(kick)
         return decision
 
     return reading_as(step, run)
+
+
+def _touched(decision: Decision) -> list[str]:
+    """The App sessions a decision writes to or kicks, in order, once each."""
+    out: dict[str, None] = dict.fromkeys(decision.kick)
+    for change in decision.changes:
+        sid = getattr(change, "app_session_id", None)
+        if isinstance(sid, str):
+            out[sid] = None
+    return list(out)
 
 
 def input_problems(tool: RegistryEntry, params: Any, pool: ValidatorPool) -> Checked:

@@ -4,7 +4,7 @@ the Pomodoro) reads through this protocol without loading a store."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -101,6 +101,12 @@ class Facts(Protocol):
     # writes: the guarded changes of a decision, then the few outside any decision
     def apply(self, change: Change) -> None: ...
     def ack(self, ids: list[str]) -> None: ...
+    def wake(self, payloads: Sequence[str]) -> None:
+        """Wake the other nodes once this transaction commits (a store of several nodes;
+        nothing on one of a single runtime): `s:<app_session_id>` its owner pumps it,
+        `a:<activation_id>` drives it, `h:<app_session_id>` relays its Host intents."""
+        ...
+
     def add_version(
         self,
         scope: str,

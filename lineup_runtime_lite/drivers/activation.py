@@ -57,8 +57,8 @@ class ActivationDriver:
     async def _drive(self, act_id: str) -> None:
         facts = self.shell.facts
         act = facts.activation(act_id)
-        if act is None or act.state != "starting":
-            return
+        if act is None or act.state != "starting" or not self.shell.owns(act.app_session_id):
+            return  # another node's is driven there
         session = facts.session_by_id(act.app_session_id)
         assert session is not None
         if act.worker_ready:

@@ -109,7 +109,10 @@ class DeliveryDriver:
 
     # -- the pump ------------------------------------------------------------------------
     def kick(self, session_id: str) -> None:
-        """Make sure the session's serial delivery pump is running."""
+        """Make sure the session's serial delivery pump is running (on its owner: another
+        node's session is woken there, `Engine.perform`)."""
+        if not self.shell.owns(session_id):
+            return
         self._kicking.discard(session_id)
         self._dirty.add(session_id)
         if session_id in self._claimed:

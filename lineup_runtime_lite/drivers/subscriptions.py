@@ -35,11 +35,14 @@ class _Subscription:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self.closed = False
+        #: The newest revision queued (a revision relayed from another node comes once).
+        self.revision = -1
 
     def push(self, kind: str, snap: Snapshot) -> None:
         with self._cond:
             if self.closed:
                 return
+            self.revision = max(self.revision, snap.revision)
             self._frames.append((kind, snap))
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -120,6 +123,16 @@ class SubscriptionHub:
         """Queue a committed revision for every listener of `key`."""
         for sub in list(self._subs.get(key, {}).values()):
             sub.push("session_data.changed", snap)
+
+    def changed_elsewhere(self, key: tuple[str, str], snap: Snapshot) -> None:
+        """A revision another node committed: queued for the listeners of `key` that have
+        not seen it (SPEC 15: a subscription on a node that does not own the session)."""
+        for sub in list(self._subs.get(key, {}).values()):
+            if snap.revision > sub.revision:
+                sub.push("session_data.changed", snap)
+
+    def watched(self, key: tuple[str, str]) -> bool:
+        return bool(self._subs.get(key))
 
     def subscription(self, key: tuple[str, str], token: int) -> _Subscription | None:
         return self._subs.get(key, {}).get(token)

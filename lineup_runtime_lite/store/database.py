@@ -49,12 +49,22 @@ class Database(Protocol):
     def close(self) -> None: ...
 
 
-def open_database(target: str | Path, *, schema: str | None = None) -> Database:
+def open_database(
+    target: str | Path,
+    *,
+    schema: str | None = None,
+    node_id: str | None = None,
+    lease_s: float | None = None,
+) -> Database:
     """The store `target` names: a `postgresql://` URL opens `PostgresStore` (in `schema`
-    when given: a private one); anything else is an SQLite file (or `:memory:`)."""
+    when given: a private one; registered as node `node_id` with a lease of `lease_s`);
+    anything else is an SQLite file (or `:memory:`)."""
+    from lineup_runtime_lite.store.nodes import DEFAULT_LEASE_S
     from lineup_runtime_lite.store.postgres import PostgresStore, is_postgres_url
     from lineup_runtime_lite.store.sqlite import Store
 
     if is_postgres_url(target):
-        return PostgresStore(str(target), schema=schema)
+        return PostgresStore(
+            str(target), schema=schema, node_id=node_id, lease_s=lease_s or DEFAULT_LEASE_S
+        )
     return Store(target)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lineup_build.model import Manifest
@@ -39,6 +39,8 @@ from lineup_sdk.context import Snapshot
 __all__ = ["Facts", "LostRace", "SqlFacts", "written_call"]
 
 _FINAL = ("result", "error")
+#: The App session of activation `?` (`SqlFacts._lock`).
+_OF_ACTIVATION = "app_session_id = (SELECT app_session_id FROM activations WHERE activation_id=?)"
 
 
 class SqlFacts:
@@ -52,6 +54,55 @@ class SqlFacts:
         self._manifests: dict[tuple[str, str, str], Manifest] = {}
         #: Acceptance reads sent ahead of a batch (`read_ahead`), taken in order.
         self._ahead: dict[CallRead, list[tuple[Any, Any]]] = {}
+        #: On a database of several nodes (PostgreSQL): this node's id. Then the facts that
+        #: find work see this node's App sessions only, a step's reads lock the App session
+        #: they read first (`_lock`), a new App session is this node's, and the nodes that
+        #: must act on a committed change are woken (`channel`, on its COMMIT).
+        self.node_id: str | None = None
+        self.channel = ""
+        #: Whether another node is live (a final committed here may have a waiter there).
+        self.others_live: Callable[[], bool] = lambda: False
+        self._locked: set[tuple[str, tuple[Any, ...]]] = set()
+
+    # -- several nodes -------------------------------------------------------------------
+    def _lock(self, where: str, *args: Any) -> None:
+        """In a step on a database of several nodes, lock the App session(s) `where` names
+        before reading their facts (`SELECT … FOR UPDATE`): the per-session mutex the single
+        SQLite writer gives for free (SPEC 15). The reads after it see whatever the last
+        holder committed. Once per step and key."""
+        if self.node_id is None or not self.db.locks_rows:  # type: ignore[attr-defined]
+            return
+        key = (where, args)
+        if key in self._locked:
+            return
+        self._locked.add(key)
+        self.db.execute(f"SELECT 1 FROM app_sessions WHERE {where} FOR UPDATE", args)
+
+    def new_step(self) -> None:
+        """A batch step begins (a rolled-back savepoint gave its locks back)."""
+        self._locked.clear()
+
+    def _mine(self, column: str) -> tuple[str, tuple[Any, ...]]:
+        """The condition that `column` (an App session id) is this node's (nothing on a
+        store of one runtime)."""
+        if self.node_id is None:
+            return "", ()
+        return (
+            f" AND {column} IN (SELECT app_session_id FROM owners WHERE node_id=?)",
+            (self.node_id,),
+        )
+
+    def wake(self, payloads: Sequence[str]) -> None:
+        """Send wake-ups to the other nodes when this transaction commits (`payloads` on the
+        node channel: `store.nodes` lists them)."""
+        if self.node_id is None:
+            return
+        for payload in payloads:
+            self.db.execute("SELECT pg_notify(?, ?)", (self.channel, payload))
+
+    def _told(self, payload: str) -> None:
+        if self.node_id is not None and self.others_live():
+            self.db.execute("SELECT pg_notify(?, ?)", (self.channel, payload))
 
     def _guard(self, cur: sqlite3.Cursor) -> None:
         """A guarded write that changed no row lost its race (`LostRace`). A connection
@@ -65,6 +116,7 @@ class SqlFacts:
 
     # -- calls and messages --------------------------------------------------------------
     def call(self, call_id: str) -> Call | None:
+        self._lock("app_session_id = (SELECT app_session_id FROM calls WHERE call_id=?)", call_id)
         row = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,)).fetchone()
         return _call(row) if row is not None else None
 
@@ -94,6 +146,7 @@ class SqlFacts:
 
     # -- sessions and activations --------------------------------------------------------
     def session(self, conversation_id: str, scope: str) -> Session | None:
+        self._lock("conversation_id=? AND scope=?", conversation_id, scope)
         row = self.db.execute(
             "SELECT * FROM app_sessions WHERE conversation_id=? AND scope=?",
             (conversation_id, scope),
@@ -122,6 +175,7 @@ class SqlFacts:
     def _call_and_session_reads(
         self, call_id: str, conversation_id: str, scope: str
     ) -> tuple[Any, Any]:
+        self._lock("conversation_id=? AND scope=?", conversation_id, scope)
         first = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,))
         return first, self._session_read(conversation_id, scope)
 
@@ -136,6 +190,14 @@ class SqlFacts:
         connection that witnesses reads ahead.
         """
         self._ahead.clear()
+        if self.node_id is not None:  # every session of the batch, in one order (no deadlock)
+            pairs = sorted({(r.conversation_id, r.scope) for r in reads})
+            marks = ", ".join("(?, ?)" for _ in pairs)
+            self.db.execute(
+                f"SELECT 1 FROM app_sessions WHERE (conversation_id, scope) IN (VALUES {marks}) "
+                "ORDER BY app_session_id FOR UPDATE",
+                tuple(v for pair in pairs for v in pair),
+            )
         for read in reads:
             sent = self._call_and_session_reads(read.call_id, read.conversation_id, read.scope)
             self._ahead.setdefault(read, []).append(sent)
@@ -148,6 +210,7 @@ class SqlFacts:
         self, conversation_id: str, scope: str
     ) -> tuple[Session | None, Activation | None]:
         """A conversation's App session for a scope and its current activation (one read)."""
+        self._lock("conversation_id=? AND scope=?", conversation_id, scope)
         return self._session_row(self._session_read(conversation_id, scope).fetchone())
 
     def _session_read(self, conversation_id: str, scope: str) -> Any:
@@ -169,6 +232,7 @@ class SqlFacts:
         return _session(row), _activation(row) if row["activation_id"] is not None else None
 
     def session_by_id(self, app_session_id: str) -> Session | None:
+        self._lock("app_session_id=?", app_session_id)
         row = self.db.execute(
             "SELECT * FROM app_sessions WHERE app_session_id=?", (app_session_id,)
         ).fetchone()
@@ -179,12 +243,14 @@ class SqlFacts:
         return str(row[0]) if row is not None else None
 
     def activation(self, activation_id: str) -> Activation | None:
+        self._lock(_OF_ACTIVATION, activation_id)
         row = self.db.execute(
             "SELECT * FROM activations WHERE activation_id=?", (activation_id,)
         ).fetchone()
         return _activation(row) if row is not None else None
 
     def current_activation(self, app_session_id: str) -> Activation | None:
+        self._lock("app_session_id=?", app_session_id)
         row = self.db.execute(
             "SELECT * FROM activations WHERE app_session_id=? "
             "ORDER BY created_ms DESC, rowid DESC LIMIT 1",
@@ -193,6 +259,7 @@ class SqlFacts:
         return _activation(row) if row is not None else None
 
     def waiting_calls(self, activation_id: str) -> list[Call]:
+        self._lock(_OF_ACTIVATION, activation_id)
         rows = self.db.execute(
             "SELECT * FROM calls WHERE activation_id=? AND state='queued' ORDER BY seq",
             (activation_id,),
@@ -202,10 +269,13 @@ class SqlFacts:
     def delivered_calls(self, app_session_id: str | None = None) -> list[Call]:
         """Calls left `delivered` (of one session, or all, oldest first)."""
         if app_session_id is None:
+            mine, args = self._mine("app_session_id")
             rows = self.db.execute(
-                "SELECT * FROM calls WHERE state='delivered' ORDER BY created_ms, rowid"
+                f"SELECT * FROM calls WHERE state='delivered'{mine} ORDER BY created_ms, rowid",
+                args,
             ).fetchall()
         else:
+            self._lock("app_session_id=?", app_session_id)
             rows = self.db.execute(
                 "SELECT * FROM calls WHERE app_session_id=? AND state='delivered' ORDER BY seq",
                 (app_session_id,),
@@ -214,6 +284,7 @@ class SqlFacts:
 
     def queue_head(self, app_session_id: str) -> tuple[Call, str] | None:
         """The session's oldest queued call and its activation's state."""
+        self._lock("app_session_id=?", app_session_id)
         row = self.db.execute(
             "SELECT c.*, a.state AS act_state FROM calls c JOIN activations a "
             "ON a.activation_id = c.activation_id WHERE c.app_session_id=? AND c.state='queued' "
@@ -223,6 +294,7 @@ class SqlFacts:
         return (_call(row), str(row["act_state"])) if row is not None else None
 
     def call_activation(self, call_id: str) -> tuple[Call, Activation] | None:
+        self._lock("app_session_id = (SELECT app_session_id FROM calls WHERE call_id=?)", call_id)
         row = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,)).fetchone()
         if row is None or row["activation_id"] is None:
             return None
@@ -234,6 +306,7 @@ class SqlFacts:
         """Whether a call of one of `methods` is queued or running in the conversation."""
         if not methods:
             return False
+        self._lock("conversation_id=?", conversation_id)
         marks = ",".join("?" * len(methods))
         row = self.db.execute(
             f"SELECT 1 FROM calls WHERE conversation_id=? AND method IN ({marks}) "
@@ -246,6 +319,7 @@ class SqlFacts:
         """The starting activation a queued call of `methods` triggered, if any."""
         if not methods:
             return None
+        self._lock("conversation_id=?", conversation_id)
         marks = ",".join("?" * len(methods))
         row = self.db.execute(
             "SELECT a.activation_id FROM calls c JOIN activations a "
@@ -256,6 +330,7 @@ class SqlFacts:
         return str(row[0]) if row is not None else None
 
     def focusing(self, conversation_id: str) -> Operation | None:
+        self._lock("conversation_id=?", conversation_id)
         row = self.db.execute(
             "SELECT * FROM operations WHERE conversation_id=? AND state='focusing' LIMIT 1",
             (conversation_id,),
@@ -263,6 +338,10 @@ class SqlFacts:
         return _operation(row) if row is not None else None
 
     def operation(self, operation_id: str) -> Operation | None:
+        self._lock(
+            "conversation_id = (SELECT conversation_id FROM operations WHERE operation_id=?)",
+            operation_id,
+        )
         row = self.db.execute(
             "SELECT * FROM operations WHERE operation_id=?", (operation_id,)
         ).fetchone()
@@ -286,43 +365,57 @@ class SqlFacts:
 
     # -- clock ---------------------------------------------------------------------------
     def due_activations(self, now_ms: int) -> list[str]:
+        mine, args = self._mine("app_session_id")
         rows = self.db.execute(
-            "SELECT activation_id FROM activations WHERE state='starting' AND deadline_ms<=? "
-            "ORDER BY deadline_ms, rowid",
-            (now_ms,),
+            f"SELECT activation_id FROM activations WHERE state='starting' AND deadline_ms<=?"
+            f"{mine} ORDER BY deadline_ms, rowid",
+            (now_ms, *args),
         ).fetchall()
         return [str(r[0]) for r in rows]
 
     def due_operations(self, now_ms: int) -> list[tuple[Operation, str]]:
         """Focusing operations whose deadline passed, with their session's scope."""
+        mine, args = "", tuple[str, ...]()
+        if self.node_id is not None:  # one of no App session: any node's (its end is guarded)
+            mine, args = (
+                " AND (o.app_session_id IS NULL OR o.app_session_id IN "
+                "(SELECT app_session_id FROM owners WHERE node_id=?))",
+                (self.node_id,),
+            )
         rows = self.db.execute(
             "SELECT o.*, COALESCE(s.scope, 'pomodoro') AS scope FROM operations o "
             "LEFT JOIN app_sessions s ON s.app_session_id=o.app_session_id "
-            "WHERE o.state='focusing' AND o.ends_ms<=? ORDER BY o.ends_ms",
-            (now_ms,),
+            f"WHERE o.state='focusing' AND o.ends_ms<=?{mine} ORDER BY o.ends_ms",
+            (now_ms, *args),
         ).fetchall()
         return [(_operation(r), str(r["scope"])) for r in rows]
 
     def next_deadline(self) -> int | None:
+        mine, args = self._mine("app_session_id")
         row = self.db.execute(
             "SELECT MIN(d) FROM (SELECT MIN(deadline_ms) AS d FROM activations "
-            "WHERE state='starting' UNION ALL SELECT MIN(ends_ms) FROM operations "
-            "WHERE state='focusing') AS due"
+            f"WHERE state='starting'{mine} UNION ALL SELECT MIN(ends_ms) FROM operations "
+            "WHERE state='focusing') AS due",
+            args,
         ).fetchone()
         return int(row[0]) if row is not None and row[0] is not None else None
 
     # -- Host intents --------------------------------------------------------------------
     def intent_heads(self) -> list[Intent]:
         """The lowest pending intent of each instance, oldest first (SPEC 5.7)."""
+        mine, args = self._mine("a.app_session_id")  # only the owner relays (SPEC 15)
         rows = self.db.execute(
             "SELECT h.id, h.instance, h.body, a.state AS act_state FROM host_intents h "
             "LEFT JOIN activations a ON a.activation_id = h.instance "
             "WHERE h.id IN (SELECT MIN(id) FROM host_intents WHERE delivered=0 AND superseded=0 "
-            "GROUP BY instance) ORDER BY h.id"
+            f"GROUP BY instance){mine} ORDER BY h.id",
+            args,
         ).fetchall()
         return [Intent(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows]
 
     def intents_pending(self) -> bool:
+        if self.node_id is not None:
+            return bool(self.intent_heads())
         row = self.db.execute(
             "SELECT 1 FROM host_intents WHERE delivered=0 AND superseded=0 LIMIT 1"
         ).fetchone()
@@ -331,24 +424,29 @@ class SqlFacts:
     # -- reconcile -----------------------------------------------------------------------
     def activations_to_drive(self) -> list[str]:
         """Starting activations that are not just waiting for the Host."""
+        mine, args = self._mine("app_session_id")
         rows = self.db.execute(
             "SELECT activation_id FROM activations WHERE state='starting' "
-            "AND (worker_ready=0 OR requires_foreground=0 OR foreground=1) "
-            "ORDER BY created_ms, rowid"
+            f"AND (worker_ready=0 OR requires_foreground=0 OR foreground=1){mine} "
+            "ORDER BY created_ms, rowid",
+            args,
         ).fetchall()
         return [str(r[0]) for r in rows]
 
     def sessions_to_pump(self) -> list[str]:
         """Sessions with queued calls of a ready activation, or a call left `delivered`."""
+        mine, args = self._mine("c.app_session_id")
         rows = self.db.execute(
             "SELECT DISTINCT c.app_session_id FROM calls c JOIN activations a "
             "ON a.activation_id = c.activation_id "
-            "WHERE (c.state='queued' AND a.state='ready') OR c.state='delivered'"
+            f"WHERE ((c.state='queued' AND a.state='ready') OR c.state='delivered'){mine}",
+            args,
         ).fetchall()
         return [str(r[0]) for r in rows]
 
     # -- session data --------------------------------------------------------------------
     def session_data(self, scope: str, app_session_id: str) -> Snapshot:
+        self._lock("app_session_id=?", app_session_id)
         row = self.db.execute(
             "SELECT revision, data FROM session_data WHERE scope=? AND app_session_id=?",
             (scope, app_session_id),
@@ -439,9 +537,16 @@ class SqlFacts:
             "ON CONFLICT(scope) DO UPDATE SET version=excluded.version",
             (scope, version),
         )
+        self._installs_changed()
 
     def remove_app(self, scope: str) -> None:
         self.db.execute("DELETE FROM apps WHERE scope=?", (scope,))
+        self._installs_changed()
+
+    def _installs_changed(self) -> None:
+        """Every node reloads its Registry when this commits (`r:`)."""
+        if self.node_id is not None:
+            self.db.execute("SELECT pg_notify(?, 'r:')", (self.channel,))
 
     def set_meta(self, key: str, value: str) -> None:
         self.db.execute(
@@ -549,6 +654,11 @@ class SqlFacts:
                     change.created_ms,
                 ),
             )
+            if self.node_id is not None:  # the node whose call created it owns it
+                db.execute(
+                    "INSERT INTO owners (app_session_id, node_id) VALUES (?, ?)",
+                    (change.app_session_id, self.node_id),
+                )
         elif isinstance(change, NewActivation):
             db.execute(
                 "INSERT INTO activations (activation_id, app_session_id, trigger_call_id, state, "
@@ -628,6 +738,7 @@ class SqlFacts:
                     (change.data, change.scope, change.app_session_id, change.expected_revision),
                 )
             self._guard(cur)
+            self._told(f"d:{change.app_session_id}")  # Surface subscribers on other nodes
         else:  # pragma: no cover - the union is closed
             raise TypeError(f"unknown change {change!r}")
 
@@ -650,6 +761,8 @@ class SqlFacts:
         self.db.execute(
             "INSERT INTO outbox (msg_id, call_id, body) VALUES (?,?,?)", (msg["id"], call_id, body)
         )
+        if stage in _FINAL:
+            self._told(f"c:{call_id}")  # a waiter for it on another node
 
 
 def written_call(change: NewCall) -> Call:

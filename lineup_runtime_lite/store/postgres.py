@@ -6,16 +6,16 @@ psycopg connection the face `SqlFacts` reads (`?` placeholders, rows by name and
 `in_transaction`). The tables are the SQLite schema's (`schema.pg_schema()`), each with a
 `rowid` identity column standing in for SQLite's (insertion order); `dump()` leaves it out.
 
-One runtime per database (until several nodes land): a session-level advisory lock, held
-as long as the connection, refuses a second one with `runtime_locked`. Migrations run under
-a transaction-level advisory lock. A password in the URL is accepted, shown redacted
+Any number of runtime nodes may open one database (`store.nodes`): each registers with a
+lease, every transaction it writes in checks that lease first, and a second node with the
+same id and a live lease is refused (`runtime_locked`). Migrations run under a
+transaction-level advisory lock. A password in the URL is accepted, shown redacted
 everywhere (`redact_url`) and warned about once per open.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import re
 import secrets
@@ -27,6 +27,14 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from lineup_runtime_lite.core.port import LostRace, reads_of
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.facts import SqlFacts
+from lineup_runtime_lite.store.nodes import (
+    DEFAULT_LEASE_S,
+    LEASE_GUARD,
+    NODE_TABLES,
+    NodeLease,
+    default_node_id,
+    live_nodes,
+)
 from lineup_runtime_lite.store.schema import SCHEMA_VERSION, pg_schema
 from lineup_runtime_lite.store.sqlite import store_error
 from lineup_sdk.errors import LineupError
@@ -46,27 +54,15 @@ __all__ = [
 log = logging.getLogger("lineup.runtime")
 T = TypeVar("T")
 
-#: `pg_try_advisory_lock` key of the one runtime on a database ("LINEUPRT" as an int64);
-#: a runtime in a private schema takes a key of its schema's (`_lock_key`).
-_RUNTIME_LOCK = 0x4C494E4555505254
 #: `pg_advisory_xact_lock` key migrations run under ("LINEUPMG").
 _MIGRATE_LOCK = 0x4C494E455550_4D47
 #: How long a write waits for a row or table lock another session holds before its batch
 #: fails (`store_unavailable`, nothing changed) instead of holding the runtime up for good;
 #: a URL may set its own (`?options=-c%20lock_timeout%3D…`).
 LOCK_TIMEOUT_S = 10.0
-#: How long a reconnect waits for the runtime's lock (the lost session's backend ending).
-_RECONNECT_WAIT_S = 5.0
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SCHEMES = ("postgresql://", "postgres://")
 INSTALL_HINT = "install the PostgreSQL store: pip install 'lineup-sdk[postgres]'"
-
-
-def _lock_key(schema: str | None) -> int:
-    if schema is None:
-        return _RUNTIME_LOCK
-    digest = hashlib.sha256(schema.encode()).digest()[:8]
-    return int.from_bytes(digest, "big", signed=True)
 
 
 def private_schema(command: str) -> str:
@@ -87,20 +83,18 @@ def _admin(url: str, secret: str | None, shown: str) -> psycopg.Connection[Any]:
 
 
 def check_no_live_runtime(url: str) -> None:
-    """`lineup run`/`test`/`dev` on a database a runtime is serving are refused unless
+    """`lineup run`/`test`/`dev` on a database live nodes are serving are refused unless
     `--shared` (SPEC 15): `runtime_locked`."""
     _installed()
     shown = redact_url(url)
     with _admin(url, _password(url), shown) as conn:
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_RUNTIME_LOCK,)).fetchone()
-        if row and row[0]:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_RUNTIME_LOCK,))
-            return
-    raise LineupError(
-        "runtime_locked",
-        f"a runtime is serving {shown}",
-        hint="pass --shared to run beside it (in a private schema of its own)",
-    )
+        live = live_nodes(conn)
+    if live:
+        raise LineupError(
+            "runtime_locked",
+            f"{len(live)} runtime node(s) are serving {shown} ({', '.join(live[:3])})",
+            hint="pass --shared to run beside them (in a private schema of its own)",
+        )
 
 
 def drop_schema(url: str, schema: str) -> None:
@@ -389,6 +383,12 @@ class _Router:
         self._target().witness(cur, taken)
 
     @property
+    def locks_rows(self) -> bool:
+        """Whether statements go to the writer in a transaction (a step's reads there lock
+        the App session they read first: `SqlFacts._lock`)."""
+        return self._store._owner == threading.get_ident()
+
+    @property
     def conn(self) -> psycopg.Connection[Any]:
         """The writer's psycopg connection."""
         return self._store._main.conn
@@ -422,7 +422,14 @@ class PostgresStore:
     #: round trips and its fsync never hold up the event loop.
     off_loop = True
 
-    def __init__(self, url: str, *, schema: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        node_id: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> None:
         _installed()
         if schema is not None and not _SCHEMA_NAME.match(schema):
             raise LineupError("usage_invalid", f"{schema!r} is not a usable schema name")
@@ -444,12 +451,51 @@ class PostgresStore:
         self._main = self._connect()
         self.db = _Router(self)
         self.facts = SqlFacts(self.db)  # type: ignore[arg-type]
+        #: This process as a node of the database (`store.nodes`): registered now.
+        self.node = NodeLease(
+            self._plain_connection,
+            node_id=node_id or default_node_id("store"),
+            lease_s=lease_s,
+            schema=schema,
+            shown=self.path,
+        )
+        try:
+            self._registered()
+        except BaseException:
+            self.close()
+            raise
+
+    def _registered(self) -> None:
+        """Register (again): the lease guard and the facts' node follow the new epoch."""
+        import psycopg
+
+        try:
+            epoch = self.node.register()
+        except psycopg.Error as exc:
+            raise self._mapped(exc) from None
+        self._guard_args = (self.node.node_id, epoch)
+        self.facts.node_id = self.node.node_id
+        self.facts.channel = self.node.channel
+        self.facts.others_live = lambda: not self.node.alone
+
+    def rejoin(self) -> None:
+        """After the lease was lost: stop the node's threads and register again (a new
+        epoch; the sessions another node took over stay its)."""
+        self.node.stop()
+        self._registered()
+
+    def _plain_connection(self) -> Any:
+        """A new autocommit connection on the runtime's schema (the node's threads')."""
+        import psycopg
+
+        conn = psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+        if self.schema is not None:
+            conn.execute(f'SET search_path TO "{self.schema}"')
+        return conn
 
     # -- connection ----------------------------------------------------------------------
-    def _connect(self, *, wait_s: float = 0.0) -> _PgConnection:
-        """A new connection holding the runtime's lock: refused at once when another
-        session holds it, or, with `wait_s` (a reconnect, while the lost session's backend
-        is still ending), after waiting that long for it server-side."""
+    def _connect(self) -> _PgConnection:
+        """A new writer connection: the tables created or checked, a lock timeout set."""
         import psycopg
 
         try:
@@ -458,31 +504,14 @@ class PostgresStore:
             )
         except psycopg.Error as exc:
             raise self._mapped(exc) from None
+        # no server-side prepared statements: a pipeline that a refused statement aborted
+        # can leave psycopg's cache naming one the server never prepared
+        conn.prepare_threshold = None
         try:
             db = _PgConnection(conn)
             if self.schema is not None:
                 db.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
                 db.execute(f'SET search_path TO "{self.schema}"')
-            if wait_s > 0:
-                db.execute(f"SET lock_timeout = '{int(wait_s * 1000)}ms'")
-                try:
-                    db.execute("SELECT pg_advisory_lock(?)", (_lock_key(self.schema),))
-                except psycopg.errors.LockNotAvailable:
-                    raise LineupError(
-                        "runtime_locked", f"another runtime has {self.path} open"
-                    ) from None
-                db.execute("RESET lock_timeout")
-                row: Any = (True,)
-            else:
-                row = db.execute(
-                    "SELECT pg_try_advisory_lock(?)", (_lock_key(self.schema),)
-                ).fetchone()
-            if not row or not row[0]:
-                raise LineupError(
-                    "runtime_locked",
-                    f"another runtime has {self.path} open",
-                    hint="stop it, or give this runtime a database of its own",
-                )
             self._migrate(db)
             timeout = db.execute("SHOW lock_timeout").fetchone()
             if timeout is not None and str(timeout[0]) == "0":  # unless the URL's options say
@@ -496,13 +525,13 @@ class PostgresStore:
         return db
 
     def _reconnect_if_lost(self) -> None:
-        """After a lost connection, connect again (and take the runtime's lock again)
-        before the next transaction; the facts read through the new connection."""
+        """After a lost connection, connect again before the next transaction (the lease
+        guard of each transaction keeps a node that lost its lease meanwhile out)."""
         if not self._main.conn.closed and not self._main.conn.broken:
             return
         with contextlib.suppress(Exception):
             self._main.conn.close()
-        self._main = self._connect(wait_s=_RECONNECT_WAIT_S)
+        self._main = self._connect()
 
     def _reading(self) -> _PgConnection:
         """The reader connection (opened on first use, again after it was lost)."""
@@ -533,14 +562,41 @@ class PostgresStore:
                 self._owner = None
 
     def _begin(self) -> int:
-        """BEGIN, and the transaction's id (one round trip): what tells, after a connection
-        lost during COMMIT, whether the transaction committed."""
-        cur = self._main.conn.execute("BEGIN; SELECT txid_current()")
+        """BEGIN, the lease guard and the transaction's id (one round trip: the id tells,
+        after a connection lost during COMMIT, whether the transaction committed).
+
+        Raises:
+            LineupError: `store_unavailable` when this node lost its lease."""
+        from psycopg import sql
+
+        node_id, epoch = self._guard_args
+        guard = sql.SQL(LEASE_GUARD.replace("?", "{}")).format(
+            sql.Literal(node_id), sql.Literal(epoch)
+        )
+        text = sql.SQL("BEGIN; {}; SELECT txid_current()").format(guard)
+        cur = self._main.conn.execute(text.as_string(self._main.conn))
         self._main.round_trips += 1
+        cur.nextset()  # past BEGIN
+        held = cur.fetchone() is not None
         cur.nextset()
         row = cur.fetchone()
         assert row is not None
+        if not held:
+            self._lost_lease()
         return int(row[0])
+
+    def _lost_lease(self) -> None:
+        """This node's lease is gone (another node took over, or it lapsed): roll back,
+        tell the node, and refuse the write."""
+        self._rollback()
+        self.node.lost = True
+        self.node.on_lost()
+        raise LineupError(
+            "store_unavailable",
+            f"node {self.node.node_id!r} lost its lease on {self.path}; nothing was changed "
+            "(it stops and registers again)",
+            hint="retry the same call_id: it replays on whichever node answers",
+        )
 
     def _commit(self, xid: int) -> None:
         """COMMIT; when the connection is lost on the way, connect again and ask the server
@@ -592,12 +648,14 @@ class PostgresStore:
             db.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATE_LOCK,))
             exists = db.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
             if not (exists and exists[0]):
-                for stmt in pg_schema():
+                for stmt in (*pg_schema(), *NODE_TABLES):
                     db.execute(stmt)
                 db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 db.execute("COMMIT")
                 return
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            for stmt in NODE_TABLES:  # a database one runtime served before nodes
+                db.execute(stmt)
             db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(Exception):
@@ -717,15 +775,9 @@ class PostgresStore:
         main = self._main
         try:
             with main.pipelined():
-                xid = self._begin_pipelined()
-                out = self._steps(steps, careful=False)
-                if out is None:  # a step raised or lost a race: again, carefully
-                    main.execute("ROLLBACK")
-                    xid = self._begin_pipelined()
-                    out = self._steps(steps, careful=True)
-                    assert out is not None
+                out, xid = self._run_steps(steps)
                 faults.hit("commit.after_write")
-                self._commit(int(xid.fetchone()[0]))
+                self._commit(xid)
             self.commits += 1
         except BaseException as exc:
             self._rollback()
@@ -735,11 +787,44 @@ class PostgresStore:
         faults.hit("commit.after")
         return out
 
-    def _begin_pipelined(self) -> Any:
-        """BEGIN and the transaction's id, sent with what follows (the id is read before
-        COMMIT, from a result that has arrived by then)."""
+    #: How often a batch that met a serialization failure or a deadlock (another node's
+    #: transaction) runs again from its start.
+    RETRIES = 8
+
+    def _run_steps(
+        self, steps: Sequence[Callable[[SqlFacts], T]]
+    ) -> tuple[list[T | BaseException], int]:
+        """The batch's steps in a transaction left open for COMMIT, and its id: first
+        pipelined, again carefully when a step raised or lost a race, and from the start
+        when the server found a serialization failure or a deadlock."""
+        import psycopg
+
+        main = self._main
+        for attempt in range(self.RETRIES):
+            try:
+                guard, xid = self._begin_pipelined()
+                out = self._steps(steps, careful=False)
+                if out is None:  # a step raised or lost a race: again, carefully
+                    main.execute("ROLLBACK")
+                    guard, xid = self._begin_pipelined()
+                    out = self._steps(steps, careful=True)
+                    assert out is not None
+                if guard.fetchone() is None:  # arrived with the last step's results
+                    self._lost_lease()
+                return out, int(xid.fetchone()[0])
+            except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
+                if attempt == self.RETRIES - 1:
+                    raise
+                main.recover()
+                main.execute("ROLLBACK")
+        raise AssertionError("unreachable")
+
+    def _begin_pipelined(self) -> tuple[Any, Any]:
+        """BEGIN, the lease guard and the transaction's id, sent with what follows (both
+        read before COMMIT, from results that have arrived by then)."""
         self._main.execute("BEGIN")
-        return self._main.execute("SELECT txid_current()")
+        guard = self._main.execute(LEASE_GUARD, self._guard_args)
+        return guard, self._main.execute("SELECT txid_current()")
 
     def _steps(
         self, steps: Sequence[Callable[[SqlFacts], T]], *, careful: bool
@@ -765,6 +850,7 @@ class PostgresStore:
             facts.read_ahead(reads)
         try:
             for step in steps:
+                facts.new_step()
                 if careful and not single:
                     db.execute("SAVEPOINT step")
                 try:
@@ -777,7 +863,10 @@ class PostgresStore:
                     if not careful and not lost and not self._is_disk_error(exc):
                         db.recover()  # what was sent after the failure is dropped
                         return None
-                    if self._is_database_error(exc):
+                    if isinstance(exc, psycopg.errors.UniqueViolation):
+                        db.recover()
+                        exc = LostRace()  # another node wrote the same row first
+                    elif self._is_database_error(exc):
                         raise  # the database: the whole batch goes
                     db.execute("ROLLBACK" if single else "ROLLBACK TO SAVEPOINT step")
                     if single:
@@ -862,6 +951,8 @@ class PostgresStore:
         ]
         out: dict[str, list[tuple[Any, ...]]] = {}
         for table in tables:
+            if table in ("nodes", "owners"):  # who runs what: not facts
+                continue
             columns = [
                 str(r[0])
                 for r in self.all(
@@ -880,6 +971,10 @@ class PostgresStore:
     def close(self) -> None:
         """Close the connections (after any batch in flight), which releases the runtime's
         lock."""
+        node = getattr(self, "node", None)
+        if node is not None:
+            node.leave()
+            node.stop()
         with self._lock:
             for conn in (self._main, self._reader):
                 if conn is not None:

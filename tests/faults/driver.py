@@ -152,6 +152,11 @@ def main() -> None:
         clock=clock,
         host=HostSimulator(plan.get("host", "manual")),
         apps_dir=Path(plan["apps_dir"]) if plan.get("apps_dir") else None,
+        **(
+            {"node_id": plan["node_id"], "node_lease_s": plan["lease_s"]}
+            if plan.get("node_id")
+            else {}
+        ),
     )
     installed = {a["scope"] for a in rt.apps()}
     for scope, bundle in plan.get("bundles", {}).items():

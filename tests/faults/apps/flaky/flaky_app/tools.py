@@ -36,6 +36,17 @@ async def wait(ctx: ToolContext, path: str) -> str:
     return "released"
 
 
+@tools.tool("flaky.wait_append", activation="app_ready", timeout_s=30)
+async def wait_append(ctx: ToolContext, path: str, item: str) -> int:
+    """Stay in flight until `path` exists, then append to the session data."""
+    while not os.path.exists(path):
+        await asyncio.sleep(0.01)
+    snap = await ctx.session_data.get()
+    items = [*(snap.data or {}).get("items", []), item]
+    new = await ctx.session_data.replace({"items": items}, expected_revision=snap.revision)
+    return new.revision
+
+
 @tools.tool("flaky.hang", activation="app_ready", timeout_s=0.3)
 async def hang(ctx: ToolContext) -> None:
     """Never answers."""

@@ -1,0 +1,334 @@
+"""Several runtime nodes on one PostgreSQL database (SPEC 15, "Several nodes").
+
+A node registers in `nodes` with a lease judged by the database's clock (`now()`) and an
+epoch (the registering transaction's id, so it only grows); a heartbeat renews the lease.
+Every transaction the node writes in first checks, in the same transaction, that its row
+still stands with its epoch and a live lease (`LEASE_GUARD`, `FOR KEY SHARE`): another node
+takes a lapsed node's sessions over by deleting its row (which waits for any transaction
+of that node in flight), so a node that was stopped or partitioned and resumes can write
+nothing more, and stops and registers again.
+
+Who owns an App session (delivers its calls, drives its activations, relays its Host
+intents, fires its deadlines) is the `owners` table: the node whose call created it, or
+the node that took it over. Nodes wake each other through `LISTEN/NOTIFY` on one channel
+per schema, polling as the fallback: `s:`/`a:`/`h:` work for an App session's owner (pump
+it, drive an activation, relay Host intents), `c:<call_id>` a call's final was committed,
+`d:<app_session_id>` its session data changed, `r:` the installed apps changed, `n:<id>` a
+node registered.
+
+`NodeLease` runs a node's two background threads on connections of their own: the
+heartbeat (which also takes lapsed nodes' sessions over) and the listener.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from lineup_sdk.errors import LineupError
+
+__all__ = [
+    "DEFAULT_LEASE_S",
+    "LEASE_GUARD",
+    "NODE_TABLES",
+    "NodeLease",
+    "check_lease_s",
+    "check_node_id",
+    "default_node_id",
+    "live_nodes",
+]
+
+log = logging.getLogger("lineup.runtime")
+
+#: A node's lease unless configured (SPEC 15: tests use 1 s or less).
+DEFAULT_LEASE_S = 10.0
+#: The coordination tables (outside the facts: `store_dump()` leaves them out).
+NODE_TABLES = (
+    "CREATE TABLE IF NOT EXISTS nodes (node_id TEXT PRIMARY KEY, epoch BIGINT NOT NULL, "
+    "lease_until TIMESTAMPTZ NOT NULL, registered TIMESTAMPTZ NOT NULL DEFAULT now())",
+    "CREATE TABLE IF NOT EXISTS owners (app_session_id TEXT PRIMARY KEY, node_id TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS owners_node ON owners (node_id)",
+)
+#: The first statement of every transaction a node writes in: a row means the lease holds.
+LEASE_GUARD = (
+    "SELECT 1 FROM nodes WHERE node_id=? AND epoch=? AND lease_until > now() FOR KEY SHARE"
+)
+_MAX_NODE_ID = 200
+
+
+def default_node_id(apps_dir: object) -> str:
+    """The hostname and the apps cache path: one node per cache on a machine."""
+    return f"{socket.gethostname()}:{apps_dir}"[:_MAX_NODE_ID]
+
+
+def check_node_id(node_id: object) -> str:
+    if not (isinstance(node_id, str) and 0 < len(node_id) <= _MAX_NODE_ID):
+        raise LineupError(
+            "usage_invalid",
+            f"node_id must be a string of 1 to {_MAX_NODE_ID} characters, not {node_id!r}",
+        )
+    if not node_id.isprintable():
+        raise LineupError("usage_invalid", f"node_id {node_id!r} has unprintable characters")
+    return node_id
+
+
+def check_lease_s(lease_s: object) -> float:
+    if isinstance(lease_s, bool) or not (
+        isinstance(lease_s, int | float) and 0.2 <= lease_s <= 3600
+    ):
+        raise LineupError(
+            "usage_invalid",
+            f"node_lease_s must be a number of seconds in [0.2, 3600], not {lease_s!r}",
+        )
+    return float(lease_s)
+
+
+def live_nodes(conn: Any) -> list[str]:
+    """The ids of the nodes whose lease is live (an autocommit psycopg connection whose
+    search path is the runtime's schema; none when the tables are not there)."""
+    row = conn.execute("SELECT to_regclass('nodes') IS NOT NULL").fetchone()
+    if not (row and row[0]):
+        return []
+    rows = conn.execute(
+        "SELECT node_id FROM nodes WHERE lease_until > now() ORDER BY node_id"
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _lock_key(schema: str | None, node_id: str) -> int:
+    digest = hashlib.sha256(f"lineup-node\0{schema or ''}\0{node_id}".encode()).digest()[:8]
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def channel_of(schema: str | None) -> str:
+    """The notification channel of the runtime in `schema` (or the default one)."""
+    if schema is None:
+        return "lineup_wake"
+    return "lineup_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+
+class NodeLease:
+    """A registered node: its lease, heartbeat, takeovers and wake-ups.
+
+    `connect()` gives a new autocommit psycopg connection on the runtime's schema.
+    `on_taken(session_ids)`, `on_lost()` and `on_wake(payloads)` are called on the
+    heartbeat / listener threads; the caller hands them to its loop (`on_wake([])` is the
+    polling tick).
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        *,
+        node_id: str,
+        lease_s: float,
+        schema: str | None,
+        shown: str,
+    ) -> None:
+        self._connect = connect
+        self.node_id = node_id
+        self.lease_s = lease_s
+        self.channel = channel_of(schema)
+        self._key = _lock_key(schema, node_id)
+        self._shown = shown
+        self.epoch = 0
+        self.lost = False
+        #: Whether another node's lease was live at the last heartbeat: only then does a
+        #: final need a notification (a waiter elsewhere); polling covers the moment between.
+        self.alone = True
+        self.on_taken: Callable[[list[str]], None] = lambda sids: None
+        self.on_lost: Callable[[], None] = lambda: None
+        self.on_wake: Callable[[list[str]], None] = lambda payloads: None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._control: Any = None
+        self._listener: Any = None
+        self._outgoing: list[str] = []
+        self._out_lock = threading.Lock()
+        self._out_ready = threading.Event()
+
+    # -- registration --------------------------------------------------------------------
+    def register(self) -> int:
+        """Register (again) and return the new epoch.
+
+        A row with this id whose lease is live is another process with this id, unless its
+        connections are gone (its advisory lock is free: it died); this waits for its lease
+        at most one lease length, then refuses (`runtime_locked`)."""
+        if self._control is None or self._control.closed or self._control.broken:
+            self._control = self._connect()
+        conn = self._control
+        deadline = time.monotonic() + self.lease_s
+        while True:
+            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key,)).fetchone()[0]
+            row = conn.execute(
+                "SELECT lease_until > now() FROM nodes WHERE node_id=%s", (self.node_id,)
+            ).fetchone()
+            if got or row is None or not row[0]:
+                break
+            if time.monotonic() >= deadline:
+                raise LineupError(
+                    "runtime_locked",
+                    f"node {self.node_id!r} is already running on {self._shown}",
+                    hint="stop it, or give this node another --node-id (LINEUP_NODE_ID)",
+                )
+            time.sleep(0.05)
+        with conn.transaction():
+            conn.execute("DELETE FROM nodes WHERE node_id=%s", (self.node_id,))
+            (epoch,) = conn.execute(
+                "INSERT INTO nodes (node_id, epoch, lease_until) VALUES "
+                "(%s, txid_current(), now() + make_interval(secs => %s)) RETURNING epoch",
+                (self.node_id, self.lease_s),
+            ).fetchone()
+            # sessions of no node (a database one runtime served before nodes): adopted
+            conn.execute(
+                "INSERT INTO owners (app_session_id, node_id) SELECT app_session_id, %s "
+                "FROM app_sessions WHERE app_session_id NOT IN (SELECT app_session_id "
+                "FROM owners) ON CONFLICT DO NOTHING",
+                (self.node_id,),
+            )
+        # the nodes there learn at once that finals need telling (`alone`)
+        conn.execute("SELECT pg_notify(%s, %s)", (self.channel, f"n:{self.node_id}"))
+        self.epoch = int(epoch)
+        self.lost = False
+        return self.epoch
+
+    def owned(self) -> set[str]:
+        """The App sessions this node owns now."""
+        rows = self._control.execute(
+            "SELECT app_session_id FROM owners WHERE node_id=%s", (self.node_id,)
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    # -- threads -------------------------------------------------------------------------
+    def start(self) -> None:
+        self._stop.clear()
+        for name, target in (("heartbeat", self._heartbeat), ("listener", self._listen)):
+            thread = threading.Thread(target=target, name=f"lineup-node-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stop the threads and close their connections (the lease lapses unless the
+        caller deletes it: `leave`)."""
+        self._stop.set()
+        self._out_ready.set()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
+        self._threads.clear()
+        for conn in (self._listener, self._control):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+        self._listener = self._control = None
+
+    def leave(self) -> None:
+        """Give the lease up at a clean close: the sessions stay this node's, for its
+        restart (another node takes them over only once its lease would have lapsed)."""
+        with contextlib.suppress(Exception):
+            if self._control is not None and not self.lost:
+                self._control.execute(
+                    "UPDATE nodes SET lease_until = now() WHERE node_id=%s AND epoch=%s",
+                    (self.node_id, self.epoch),
+                )
+
+    def notify(self, payloads: list[str]) -> None:
+        """Send wake-ups from the heartbeat thread (never the caller's)."""
+        with self._out_lock:
+            self._outgoing.extend(payloads)
+        self._out_ready.set()
+
+    def _heartbeat(self) -> None:
+        period = self.lease_s / 4
+        next_beat = 0.0
+        while not self._stop.is_set():
+            try:
+                if self._control is None or self._control.closed or self._control.broken:
+                    self._control = self._connect()
+                self._send_outgoing()
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + period
+                    if not self._beat():
+                        self.lost = True
+                        self.on_lost()
+                        return
+                    taken = self._take_over()
+                    if taken:
+                        self.on_taken(taken)
+            except Exception as exc:  # the database is away: the lease decides
+                log.debug("node heartbeat: %s", exc)
+                with contextlib.suppress(Exception):
+                    if self._control is not None:
+                        self._control.close()
+                self._control = None
+                self._stop.wait(min(period, 0.25))
+                continue
+            self._out_ready.wait(max(0.0, next_beat - time.monotonic()))
+            self._out_ready.clear()
+
+    def _send_outgoing(self) -> None:
+        with self._out_lock:
+            out, self._outgoing = self._outgoing, []
+        if out:
+            self._control.execute(
+                "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (self.channel, out)
+            )
+
+    def _beat(self) -> bool:
+        row = self._control.execute(
+            "UPDATE nodes SET lease_until = now() + make_interval(secs => %s) "
+            "WHERE node_id=%s AND epoch=%s RETURNING "
+            "(SELECT count(*) FROM nodes WHERE lease_until > now() AND node_id <> %s)",
+            (self.lease_s, self.node_id, self.epoch, self.node_id),
+        ).fetchone()
+        if row is None:
+            return False
+        self.alone = int(row[0]) == 0
+        return True
+
+    def _take_over(self) -> list[str]:
+        """Delete the rows of nodes whose lease lapsed (waiting for any transaction of
+        theirs in flight) and take their sessions: the ids taken."""
+        conn = self._control
+        with conn.transaction():
+            conn.execute(
+                "DELETE FROM nodes WHERE lease_until < now() AND node_id <> %s", (self.node_id,)
+            )
+            rows = conn.execute(
+                "UPDATE owners SET node_id=%s WHERE node_id <> %s AND node_id NOT IN "
+                "(SELECT node_id FROM nodes) RETURNING app_session_id",
+                (self.node_id, self.node_id),
+            ).fetchall()
+        taken = [str(r[0]) for r in rows]
+        if taken:
+            log.warning("node %s took over %d App sessions", self.node_id, len(taken))
+        return taken
+
+    def _listen(self) -> None:
+        poll_s = min(1.0, self.lease_s / 2)
+        while not self._stop.is_set():
+            try:
+                if self._listener is None or self._listener.closed or self._listener.broken:
+                    self._listener = self._connect()
+                    self._listener.execute(f'LISTEN "{self.channel}"')
+                    self.on_wake([])  # what was sent while nobody listened: polled
+                got = [n.payload for n in self._listener.notifies(timeout=poll_s, stop_after=1)]
+                with contextlib.suppress(Exception):  # whatever else arrived with it
+                    got += [n.payload for n in self._listener.notifies(timeout=0)]
+                if any(p.startswith("n:") and p[2:] != self.node_id for p in got):
+                    self.alone = False  # a node joined: tell it what it may wait for
+                if not self._stop.is_set():
+                    self.on_wake(got)
+            except Exception as exc:
+                log.debug("node listener: %s", exc)
+                with contextlib.suppress(Exception):
+                    if self._listener is not None:
+                        self._listener.close()
+                self._listener = None
+                self._stop.wait(0.25)

@@ -1,0 +1,303 @@
+"""Several runtime nodes on one PostgreSQL database (SPEC 15, "Several nodes"): leases,
+who delivers, and every rule of section 5 across nodes.
+
+Two `Runtime` objects in this process, each its own node (its own id, apps cache and
+connections), stand for two machines; the fault suite (`tests/faults/test_nodes_faults.py`)
+kills and stops node processes. Leases are short (SPEC 15: tests use 1 s or less); nothing
+waits on a lease but the tests that are about one, and those poll for what they wait for.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from lineup_build.trust import TrustStore
+from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.store.postgres import PostgresStore
+from lineup_sdk.errors import LineupError
+
+LEASE_S = 1.0
+FINAL = ("result", "error")
+
+
+def node(url: str, tmp_path: Path, trust: TrustStore, name: str, **options: Any) -> Runtime:
+    return Runtime.open(
+        url,
+        trust=trust,
+        apps_dir=tmp_path / f"apps-{name}",
+        node_id=name,
+        node_lease_s=LEASE_S,
+        **options,
+    )
+
+
+@pytest.fixture
+def two_nodes(
+    pg_url: str, tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> Iterator[tuple[Runtime, Runtime]]:
+    """Nodes `n1` and `n2` on one database; the app installed through `n1` only (`n2`
+    unpacks it from the database)."""
+    n1 = node(pg_url, tmp_path, trust, "n1")
+    try:
+        n1.install(todo_bundle)
+        n2 = node(pg_url, tmp_path, trust, "n2")
+        try:
+            yield n1, n2
+        finally:
+            n2.close()
+    finally:
+        n1.close()
+
+
+def until(check: Callable[[], Any], *, timeout: float = 30.0, what: str = "") -> Any:
+    """Poll `check` until it returns something true (an event, not a deadline: the timeout
+    only bounds a broken test)."""
+    end = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < end, f"never happened: {what or check}"
+        time.sleep(0.01)
+
+
+def final_of(rt: Runtime, call_id: str) -> dict[str, Any] | None:
+    found = [m for m in rt.outbox.all() if m["call_id"] == call_id and m["stage"] in FINAL]
+    assert len(found) <= 1, found
+    return found[0] if found else None
+
+
+def one(cur: Any) -> tuple[Any, ...]:
+    row = cur.fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def owners(url: str) -> dict[str, str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT app_session_id, node_id FROM owners").fetchall()
+    return {str(a): str(b) for a, b in rows}
+
+
+def test_calls_alternating_between_two_nodes_keep_every_rule_of_one(
+    two_nodes: tuple[Runtime, Runtime], pg_url: str
+) -> None:
+    """20 conversations, each call on the other node from the one before, with repeated
+    call_ids and a conflicting one: one final each, identical replays, arrival order, no
+    double delivery, the outbox drained once through both."""
+    nodes = two_nodes
+
+    def conversation(i: int) -> dict[str, Any]:
+        conv = f"c{i}"
+        said: dict[str, Any] = {}
+        for k in range(4):  # the first on node i % 2, then alternating
+            rt = nodes[(i + k) % 2]
+            said[f"{conv}-a{k}"] = rt.call(f"{conv}-a{k}", conv, "todo.add", {"title": f"t{k}"})
+        other = nodes[(i + 1) % 2]
+        said["replay"] = other.call(f"{conv}-a0", conv, "todo.add", {"title": "t0"})
+        said["conflict"] = other.call(f"{conv}-a1", conv, "todo.add", {"title": "other"})
+        return said
+
+    with ThreadPoolExecutor(8) as pool:
+        runs = list(pool.map(conversation, range(20)))
+    for i, said in enumerate(runs):
+        conv = f"c{i}"
+        assert said["conflict"]["error"]["code"] == "call_id_conflict", said["conflict"]
+        assert said[f"{conv}-a0"]["stage"] == "accepted"  # its activation starts
+        for k in range(4):
+            call_id = f"{conv}-a{k}"
+            final = until(partial(final_of, nodes[0], call_id), what=f"{call_id} final")
+            assert final["stage"] == "result", final
+            assert final["result"]["count"] == k + 1  # arrival order, delivered once each
+            for rt in nodes:  # a replay on either node: the stored final, identical
+                again = rt.call(call_id, conv, "todo.add", {"title": f"t{k}"})
+                assert again == final
+        listed = nodes[i % 2].call(f"{conv}-l", conv, "todo.list", {})
+        assert [t["title"] for t in listed["result"]["items"]] == ["t0", "t1", "t2", "t3"]
+    # each conversation's App session is owned by the node its first call reached
+    sessions = {s["conversation_id"]: s["app_session_id"] for s in nodes[0].sessions()}
+    owned = owners(pg_url)
+    assert {owned[sessions[f"c{i}"]] for i in range(0, 20, 2)} == {"n1"}
+    assert {owned[sessions[f"c{i}"]] for i in range(1, 20, 2)} == {"n2"}
+    # the outbox, drained through both nodes: every message once
+    everything = {m["id"] for m in nodes[0].outbox.all()}
+    seen: list[str] = []
+    turn = 0
+    while True:
+        got = nodes[turn % 2].outbox.fetch(7)
+        if not got:
+            break
+        seen += [m["id"] for m in got]
+        nodes[turn % 2].outbox.ack([m["id"] for m in got])
+        turn += 1
+    assert sorted(seen) == sorted(everything) and len(seen) == len(set(seen))
+    assert nodes[1].outbox.fetch(10) == []
+
+
+def test_a_call_on_the_node_that_does_not_own_the_session_waits_for_the_owners_answer(
+    two_nodes: tuple[Runtime, Runtime],
+) -> None:
+    n1, n2 = two_nodes
+    assert n1.call("x0", "conv", "todo.add", {"title": "milk"})["stage"] == "accepted"
+    until(lambda: final_of(n1, "x0"), what="x0 final")
+    msg = n2.call("x1", "conv", "todo.add", {"title": "eggs"})  # delivered by n1
+    assert msg["stage"] == "result" and msg["result"]["count"] == 2
+    assert n2._core.workers == {} and n1._core.workers  # n2 started no worker for it
+
+
+def test_a_second_node_with_the_same_id_and_a_live_lease_is_refused(
+    pg_url: str, tmp_path: Path, trust: TrustStore
+) -> None:
+    with node(pg_url, tmp_path, trust, "same"):
+        started = time.monotonic()
+        with pytest.raises(LineupError) as exc:
+            node(pg_url, tmp_path / "b", trust, "same")
+        assert exc.value.code == "runtime_locked"
+        assert "same" in exc.value.message and "--node-id" in (exc.value.hint or "")
+        assert time.monotonic() - started < LEASE_S * 3  # it waited one lease at most
+    node(pg_url, tmp_path, trust, "same").close()  # a clean close gives the lease up
+
+
+def test_the_lease_is_judged_by_the_database_clock_and_renewed(pg_url: str) -> None:
+    store = PostgresStore(pg_url, node_id="beat", lease_s=0.4)
+    try:
+        store.node.start()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+
+            def left() -> float:
+                row = conn.execute(
+                    "SELECT extract(epoch FROM lease_until - clock_timestamp()) FROM nodes "
+                    "WHERE node_id='beat'"
+                ).fetchone()
+                assert row is not None
+                return float(row[0])
+
+            first = left()
+            assert 0 < first <= 0.4
+            renewed = until(lambda: left() > first and left(), what="a renewal")
+            assert renewed <= 0.4
+            assert store.node.epoch > 0 and not store.node.lost
+    finally:
+        store.close()
+
+
+def test_a_node_whose_lease_was_taken_writes_nothing_and_registers_again(
+    two_nodes: tuple[Runtime, Runtime], pg_url: str
+) -> None:
+    """Fencing, in process: the row of n1 is deleted as a taker would (its lease gone);
+    n1's next write is refused, it stops, registers again with a new epoch, and its calls
+    go on (from the facts)."""
+    n1, _ = two_nodes
+    n1.call("f0", "conv", "todo.add", {"title": "milk"})
+    until(lambda: final_of(n1, "f0"), what="f0 final")
+    store = n1._core.store
+    assert isinstance(store, PostgresStore)
+    store.node.stop()  # its heartbeat would notice first: its own write is what is tested
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (before,) = one(conn.execute("SELECT epoch FROM nodes WHERE node_id='n1'"))
+        conn.execute("DELETE FROM nodes WHERE node_id='n1'")  # as a taker would
+        with pytest.raises(LineupError) as exc:
+            n1.call("f1", "conv2", "todo.add", {"title": "eggs"})
+        assert exc.value.code == "store_unavailable" and "lease" in exc.value.message
+        assert n1.call_record("f1") is None  # nothing of it was written
+        # n1 stops and registers again (its sessions were not taken: still its own)
+        after = until(
+            lambda: conn.execute("SELECT epoch FROM nodes WHERE node_id='n1'").fetchone(),
+            what="n1 registered again",
+        )[0]
+        assert after > before
+    again = until(lambda: _call_or_none(n1, "f1", "conv2"), what="n1 answers again")
+    assert again["stage"] == "accepted"
+
+
+def _call_or_none(rt: Runtime, call_id: str, conv: str) -> dict[str, Any] | None:
+    try:
+        return rt.call(call_id, conv, "todo.add", {"title": "eggs"})
+    except LineupError as exc:
+        assert exc.code == "store_unavailable", exc
+        return None
+
+
+def test_a_node_lost_has_its_sessions_taken_over_after_its_lease(
+    pg_url: str, tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    """A node that stops heartbeating (here: its threads stopped, its connections kept)
+    loses its sessions to the other node once its lease lapses: a queued call is delivered
+    there, and the taken node can write nothing."""
+    n1 = node(pg_url, tmp_path, trust, "n1")
+    n2 = node(pg_url, tmp_path, trust, "n2")
+    try:
+        n1.install(todo_bundle)
+        n1.call("t0", "conv", "todo.add", {"title": "milk"})
+        until(lambda: final_of(n1, "t0"), what="t0 final")
+        store = n1._core.store
+        assert isinstance(store, PostgresStore)
+        store.node.stop()  # as if the process were stopped: no heartbeat, no listener
+        stopped = time.monotonic()
+        until(lambda: set(owners(pg_url).values()) == {"n2"}, what="n2 took over")
+        took = time.monotonic() - stopped
+        assert took < LEASE_S + 5, took  # SPEC 15: within 5 s of the lease's expiry
+        msg = n2.call("t1", "conv", "todo.add", {"title": "eggs"})
+        assert msg["stage"] == "result" and msg["result"]["count"] == 2, msg
+    finally:
+        n2.close()
+        n1.close()
+
+
+def test_nodes_refuse_a_run_beside_them_unless_shared(
+    two_nodes: tuple[Runtime, Runtime], pg_url: str
+) -> None:
+    from lineup_runtime_lite.store.postgres import check_no_live_runtime
+
+    with pytest.raises(LineupError) as exc:
+        check_no_live_runtime(pg_url)
+    assert exc.value.code == "runtime_locked" and "2 runtime node" in exc.value.message
+
+
+def test_host_intents_are_relayed_once_by_the_owner(
+    pg_url: str, tmp_path: Path, trust: TrustStore, pomodoro_bundle: Path
+) -> None:
+    """Two Host simulators, one per node: only the owner of the session relays its intents,
+    whichever node took the call."""
+    from lineup_runtime_lite import HostSimulator
+
+    hosts = [HostSimulator(policy="auto"), HostSimulator(policy="auto")]
+    seen: list[list[dict[str, Any]]] = [[], []]
+    lock = threading.Lock()
+    for host, got in zip(hosts, seen, strict=True):
+        original = host.on_intent
+
+        async def record(
+            intent: dict[str, Any], got: list[dict[str, Any]] = got, original: Any = original
+        ) -> None:
+            with lock:
+                got.append(intent)
+            await original(intent)
+
+        host.on_intent = record  # type: ignore[method-assign,assignment]
+    n1 = node(pg_url, tmp_path, trust, "n1", host=hosts[0])
+    n2 = node(pg_url, tmp_path, trust, "n2", host=hosts[1])
+    try:
+        n1.install(pomodoro_bundle)
+        n1.call("p0", "conv", "pomodoro.start", {"minutes": 5})  # n1 owns the session
+        n2.call("p1", "conv2", "pomodoro.start", {"minutes": 5})  # n2 owns this one
+        started = {"p0:started", "p1:started"}
+        until(lambda: started <= {m["id"] for m in n1.outbox.all()}, what="both started")
+        n2.call("p2", "conv", "pomodoro.interrupt", {})  # conv's, on the other node
+        until(lambda: final_of(n1, "p2"), what="p2 final")
+        time.sleep(0.3)  # let any second relay show itself
+        keys = [i.get("dedup_key") or repr(sorted(i.items())) for got in seen for i in got]
+        assert len(keys) == len(set(keys)), seen  # no intent relayed twice
+        assert seen[0] and seen[1]
+    finally:
+        n2.close()
+        n1.close()
