@@ -9,6 +9,7 @@ waits on a lease but the tests that are about one, and those poll for what they 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -143,15 +144,27 @@ def test_calls_alternating_between_two_nodes_keep_every_rule_of_one(
     assert nodes[1].outbox.fetch(10) == []
 
 
-def test_a_call_on_the_node_that_does_not_own_the_session_waits_for_the_owners_answer(
-    two_nodes: tuple[Runtime, Runtime],
+def test_a_call_on_the_node_that_does_not_own_the_session_is_delivered_by_the_owner(
+    pg_url: str, tmp_path: Path, trust: TrustStore, probe_bundle: Path
 ) -> None:
-    n1, n2 = two_nodes
-    assert n1.call("x0", "conv", "todo.add", {"title": "milk"})["stage"] == "accepted"
-    until(lambda: final_of(n1, "x0"), what="x0 final")
-    msg = n2.call("x1", "conv", "todo.add", {"title": "eggs"})  # delivered by n1
-    assert msg["stage"] == "result" and msg["result"]["count"] == 2
-    assert n2._core.workers == {} and n1._core.workers  # n2 started no worker for it
+    """n2 runs a worker of the same app for a session of its own, yet a call it takes for
+    n1's session is delivered by n1's worker (its log has it) and n2 waits for the answer."""
+    n1 = node(pg_url, tmp_path, trust, "n1")
+    n2 = node(pg_url, tmp_path, trust, "n2")
+    try:
+        n1.install(probe_bundle)
+        until(lambda: "probe.echo" in {t["method"] for t in n2.inventory()}, what="n2 sees it")
+        for rt, conv in ((n1, "mine1"), (n2, "mine2")):  # each node's own ready session
+            rt.call(f"up-{conv}", conv, "probe.echo", {"text": "up"})
+            until(partial(final_of, n1, f"up-{conv}"), what=f"{conv} ready")
+        msg = n2.call("x1", "mine1", "probe.echo", {"text": "via-n2"})
+        assert msg["stage"] == "result" and msg["result"] == "via-n2", msg
+        (version,) = {a["version"] for a in n1.apps()}
+        assert "via-n2" in n1.worker_log("probe", version).read_text()
+        assert "via-n2" not in n2.worker_log("probe", version).read_text()
+    finally:
+        n2.close()
+        n1.close()
 
 
 def test_a_second_node_with_the_same_id_and_a_live_lease_is_refused(
@@ -281,6 +294,9 @@ def test_host_intents_are_relayed_once_by_the_owner(
         ) -> None:
             with lock:
                 got.append(intent)
+            # a slow Host: the intent stays pending past the other node's polling tick,
+            # which would relay it too if it relayed what is not its own
+            await asyncio.sleep(LEASE_S)
             await original(intent)
 
         host.on_intent = record  # type: ignore[method-assign,assignment]
@@ -294,10 +310,108 @@ def test_host_intents_are_relayed_once_by_the_owner(
         until(lambda: started <= {m["id"] for m in n1.outbox.all()}, what="both started")
         n2.call("p2", "conv", "pomodoro.interrupt", {})  # conv's, on the other node
         until(lambda: final_of(n1, "p2"), what="p2 final")
-        time.sleep(0.3)  # let any second relay show itself
+        time.sleep(LEASE_S)  # let any second relay show itself
         keys = [i.get("dedup_key") or repr(sorted(i.items())) for got in seen for i in got]
         assert len(keys) == len(set(keys)), seen  # no intent relayed twice
         assert seen[0] and seen[1]
     finally:
         n2.close()
         n1.close()
+
+
+def test_deadlines_fire_once_across_nodes_and_after_a_takeover(
+    pg_url: str, tmp_path: Path, trust: TrustStore, pomodoro_bundle: Path
+) -> None:
+    """Each node fires the deadlines of its own sessions (on its own runtime clock); once a
+    node is lost, the node that took its sessions fires theirs — each exactly once."""
+    from lineup_runtime_lite import VirtualClock
+
+    clocks = VirtualClock(), VirtualClock()
+    n1 = node(pg_url, tmp_path, trust, "n1", clock=clocks[0])
+    n2 = node(pg_url, tmp_path, trust, "n2", clock=clocks[1])
+    try:
+        n1.install(pomodoro_bundle)
+        until(lambda: "pomodoro.start" in {t["method"] for t in n2.inventory()}, what="n2 sees it")
+        n1.call("p1", "a", "pomodoro.start", {"minutes": 5})
+        n2.call("p2", "b", "pomodoro.start", {"minutes": 5})
+        n1.call("p3", "c", "pomodoro.start", {"minutes": 5})
+        ids = {"p1:started", "p2:started", "p3:started"}
+        until(lambda: ids <= {m["id"] for m in n1.outbox.all()}, what="all started")
+        for clock in clocks:  # both nodes' clocks pass the end of a and b
+            clock.advance(6 * 60_000)
+        until(lambda: final_of(n1, "p1") and final_of(n1, "p2"), what="a and b ended")
+        n1.call("c-on", "c", "pomodoro.start", {"minutes": 5})  # c is still focusing: n1's
+        store = n1._core.store
+        assert isinstance(store, PostgresStore)
+        store.node.stop()  # n1 is lost
+        until(lambda: set(owners(pg_url).values()) == {"n2"}, what="n2 took over")
+        clocks[1].advance(6 * 60_000)
+        until(lambda: final_of(n2, "p3"), what="c ended, fired by n2")
+        time.sleep(0.3)  # a second firing would have landed by now
+        for call_id in ("p1", "p2", "p3"):
+            assert final_of(n2, call_id) is not None  # one final each (final_of: at most one)
+    finally:
+        n2.close()
+        n1.close()
+
+
+def test_a_surface_subscription_on_the_other_node_sees_the_owners_changes(
+    two_nodes: tuple[Runtime, Runtime],
+) -> None:
+    n1, n2 = two_nodes
+    n1.call("s0", "conv", "todo.add", {"title": "milk"})
+    until(lambda: final_of(n1, "s0"), what="s0 final")
+    frames: list[tuple[str, int]] = []
+    unsubscribe = n2.surface("conv", "todo").subscribe(
+        lambda kind, snap: frames.append((kind, snap.revision))
+    )
+    try:
+        n1.call("s1", "conv", "todo.add", {"title": "eggs"})  # n1 owns it and writes
+        until(lambda: ("session_data.changed", 2) in frames, what="n2's listener told")
+        assert frames[0] == ("session_data.snapshot", 1)
+        assert [f for f in frames if f[1] == 2] == [("session_data.changed", 2)]  # once
+    finally:
+        unsubscribe()
+
+
+def test_a_batch_that_meets_a_deadlock_runs_again_whole(pg_url: str) -> None:
+    """Staged: the store's batch and another session lock two rows in opposite orders; the
+    store's backend detects the deadlock first (a shorter `deadlock_timeout`), its batch is
+    aborted, and it runs again from the start once the other commits."""
+    url = pg_url + "?options=-c%20deadlock_timeout%3D100ms"
+    store = PostgresStore(url, node_id="dl")
+    try:
+        store.set_meta("a", "0")
+        store.set_meta("b", "0")
+        runs: list[int] = []
+
+        def step(facts: Any) -> str:
+            runs.append(1)
+            facts.set_meta("a", "store")
+            facts.set_meta("b", "store")
+            return "done"
+
+        other = psycopg.connect(pg_url)
+        other.execute("SET deadlock_timeout = '10s'")
+        other.execute("UPDATE meta SET value='other' WHERE key='b'")
+        out: dict[str, Any] = {}
+        batch = threading.Thread(target=lambda: out.update(got=store.batch([step])))
+        batch.start()
+
+        def waiting() -> bool:
+            with psycopg.connect(pg_url, autocommit=True) as watch:
+                row = watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type='Lock'"
+                ).fetchone()
+            return bool(row and row[0] >= 1)
+
+        until(waiting, what="the store's batch waiting for row b")
+        other.execute("UPDATE meta SET value='other' WHERE key='a'")  # the deadlock
+        other.commit()
+        other.close()
+        batch.join(timeout=30)
+        assert out["got"] == ["done"]
+        assert len(runs) == 2  # aborted once, then whole again
+        assert store.meta("a") == "store" and store.meta("b") == "store"
+    finally:
+        store.close()
