@@ -163,8 +163,8 @@ class AsyncRuntime:
         Args:
             path: SQLite file (one runtime per file: `runtime_locked`), `:memory:`, or
                 a PostgreSQL database, `postgresql://user@host:port/db` (the `postgres`
-                extra; one runtime per database until several nodes land; a password
-                in the URL is redacted everywhere and warned about).
+                extra; any number of runtime nodes, each with its own `node_id`; a
+                password in the URL is redacted everywhere and warned about).
             trust: A trust store path or `TrustStore`.
             clock: `RealClock()` (default) or a `VirtualClock`, whose time persists here.
             host: The Host simulator (default: `HostSimulator(policy="auto")`).

@@ -196,6 +196,7 @@ class NodeLease:
         conn.execute("SELECT pg_notify(%s, %s)", (self.channel, f"n:{self.node_id}"))
         self.epoch = int(epoch)
         self.lost = False
+        self._take_over()  # lapsed nodes' sessions: recovered with this node's own
         return self.epoch
 
     def owned(self) -> set[str]:
@@ -229,8 +230,8 @@ class NodeLease:
         self._listener = self._control = None
 
     def leave(self) -> None:
-        """Give the lease up at a clean close: the sessions stay this node's, for its
-        restart (another node takes them over only once its lease would have lapsed)."""
+        """Give the lease up at a clean close: another node takes the sessions over at its
+        next heartbeat, and a restart with this id registers at once."""
         with contextlib.suppress(Exception):
             if self._control is not None and not self.lost:
                 self._control.execute(

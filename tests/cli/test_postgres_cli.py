@@ -93,9 +93,11 @@ def test_lineup_test_refuses_an_sqlite_db(
     assert json.loads(out)["error"]["code"] == "usage_invalid"
 
 
-def _serve_http(cwd: Path, db: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+def _serve_http(
+    cwd: Path, db: str, env: dict[str, str], *extra: str
+) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [*LINEUP, "serve", "todo", "--db", db, "--http", "127.0.0.1:0"],
+        [*LINEUP, "serve", "todo", "--db", db, "--http", "127.0.0.1:0", *extra],
         cwd=cwd,
         env={**env, "LINEUP_SERVE_TOKEN": TOKEN},
         stdin=subprocess.DEVNULL,
@@ -170,3 +172,58 @@ def test_serve_http_on_postgres_restarts_and_moves_to_an_empty_cache(
     assert any(
         (tmp_path / "cache-b" / "lineup" / "apps").rglob("*.py")
     )  # unpacked from the database
+
+
+def test_two_serve_nodes_on_one_database_and_the_failover_path(tmp_path: Path, pg_url: str) -> None:
+    """The README's several-nodes path, through the real MCP client: two `lineup serve
+    --http` nodes on one database; a call on the node that does not own the conversation
+    answers as one node would; the owner is SIGKILLed; its client reconnects to the other
+    node, whose next call waits out the lease and is delivered there, and replays by
+    call_id (`_meta` or `lineup-result`) give the stored finals."""
+    import signal
+
+    from tests.runtime.serve_kit import call_meta, http_session
+
+    init_project(tmp_path / "todo", template="todo", scope="todo")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    a, url_a = _serve_http(tmp_path, pg_url, env, "--node-id", "a", "--node-lease", "1")
+    try:
+        b, url_b = _serve_http(tmp_path, pg_url, env, "--node-id", "b", "--node-lease", "1")
+        try:
+
+            async def add(url: str, call_id: str, title: str) -> Any:
+                async with http_session(url, TOKEN) as s:
+                    got = await s.call_tool(
+                        "todo-add", {"title": title}, meta=call_meta({CALL_ID: call_id})
+                    )
+                    assert not got.is_error, got
+                    return got.structured_content
+
+            first = anyio.run(add, url_a, "n1", "tea")  # a owns the conversation
+            second = anyio.run(add, url_b, "n2", "milk")  # delivered by a, answered by b
+            assert first["count"] == 1 and second["count"] == 2, (first, second)
+            a.send_signal(signal.SIGKILL)
+            a.wait(timeout=30)
+            third = anyio.run(add, url_b, "n3", "eggs")  # b takes the conversation over
+            assert third["count"] == 3, third
+
+            async def replays() -> None:
+                async with http_session(url_b, TOKEN) as s:
+                    again = await s.call_tool(
+                        "todo-add", {"title": "tea"}, meta=call_meta({CALL_ID: "n1"})
+                    )
+                    assert again.structured_content == first  # stored on a, replayed on b
+                    stored = await s.call_tool("lineup-result", {"call_id": "n2"})
+                    assert not stored.is_error, stored
+                    assert "milk" in json.dumps(stored.structured_content)
+                    listed = await s.call_tool("todo-list", {})
+                    titles = [i["title"] for i in listed.structured_content["items"]]
+                    assert titles == ["tea", "milk", "eggs"]  # each once, in order
+
+            anyio.run(replays)
+        finally:
+            _stop(b)
+    finally:
+        if a.poll() is None:
+            a.kill()
+        _stop(a)

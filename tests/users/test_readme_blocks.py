@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -95,8 +96,18 @@ def test_ci_runs_exactly_the_newcomer_commands() -> None:
 
 
 @pytest.mark.slow
-def test_readme_blocks_run_in_one_fresh_folder(tmp_path: Path) -> None:
+def test_readme_blocks_run_in_one_fresh_folder(tmp_path: Path, pg_url: str) -> None:
+    """Every block, in order, in one fresh folder; libpq's environment names a fresh
+    database of the session's PostgreSQL server (the several-nodes block's
+    `--db postgresql:///`), as a user's would name theirs."""
     folder = Folder.fresh(tmp_path)
+    where = urlsplit(pg_url)
+    folder.env.update(
+        PGHOST=str(where.hostname),
+        PGPORT=str(where.port),
+        PGUSER=str(where.username),
+        PGDATABASE=where.path.lstrip("/"),
+    )
     for block in _readme_blocks():
         run_block(block, folder)
 
