@@ -25,7 +25,6 @@ Run: python benchmarks/bench_nodes.py [--rounds 5] [--threads 50] [--calls 30] [
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -42,8 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).parent)]
 
 from bench_concurrency import DRIVER, run_driver  # noqa: E402
+from bench_postgres import workload_args  # noqa: E402
 
-from tests.pg_kit import PgServer, fresh_database, pg_bindir, start_server  # noqa: E402
+from tests.pg_kit import PgServer, fresh_database, start_server  # noqa: E402
 
 LAYOUTS = ("one", "split", "alternating")
 
@@ -107,21 +107,7 @@ def takeover(server: PgServer, bundle: str, threads: int, lease_s: float) -> dic
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=50)
-    ap.add_argument("--calls", type=int, default=30)
-    ap.add_argument("--warm-calls", type=int, default=3)
-    ap.add_argument("--lease", type=float, default=1.0)
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    if pg_bindir() is None:
-        raise SystemExit("no PostgreSQL server binaries (pg_config --bindir, LINEUP_PG_BINDIR)")
-    print(
-        f"workload: {args.threads} conversations x {args.calls} calls, "
-        f"{args.warm_calls} warm-up calls each; {args.rounds} interleaved rounds",
-        file=sys.stderr,
-    )
+    args = workload_args(__doc__, lambda ap: ap.add_argument("--lease", type=float, default=1.0))
     server = start_server(durable=True)
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in LAYOUTS}
     takeovers: list[dict[str, float]] = []

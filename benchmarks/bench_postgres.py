@@ -26,6 +26,7 @@ import json
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,17 @@ from bench_concurrency import run_driver  # noqa: E402
 from tests.pg_kit import fresh_database, pg_bindir, start_server  # noqa: E402
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def workload_args(doc: str, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> Any:
+    """The 50-conversation workload's options (this benchmark's and `bench_nodes.py`'s),
+    parsed and announced; exits without PostgreSQL server binaries."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=50)
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--warm-calls", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    if extra is not None:
+        extra(ap)
     args = ap.parse_args()
     if pg_bindir() is None:
         raise SystemExit("no PostgreSQL server binaries (pg_config --bindir, LINEUP_PG_BINDIR)")
@@ -52,6 +57,11 @@ def main() -> None:
         f"{args.warm_calls} warm-up calls each; {args.rounds} interleaved rounds",
         file=sys.stderr,
     )
+    return args
+
+
+def main() -> None:
+    args = workload_args(__doc__)
     server = start_server(durable=True)
     results: dict[str, list[dict[str, Any]]] = {"sqlite_file": [], "postgresql": []}
     try:

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,40 @@ def ready_sessions(rt: Any, conversations: int, warm_calls: int) -> None:
             assert msg.get("result") == w, msg
 
 
+def timed_agents(threads: int, calls: int, runtime: Callable[[int, int], Any]) -> dict[str, Any]:
+    """`threads` threads, conversation `c` each, `calls` sequential `bench.ping` calls each
+    (call `i` through `runtime(c, i)`), timed from one barrier: `summary`'s figures."""
+    latencies: list[list[float]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads + 1)
+
+    def agent(c: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(calls):
+                n = c * 100_000 + i
+                rt = runtime(c, i)
+                s = time.perf_counter()
+                msg = rt.call(f"t{c}-{i}", f"conv{c}", "bench.ping", {"n": n})
+                latencies[c].append(time.perf_counter() - s)
+                if msg.get("result") != n:
+                    raise AssertionError(msg)
+        except BaseException as exc:
+            errors.append(exc)
+
+    pool = [threading.Thread(target=agent, args=(c,)) for c in range(threads)]
+    for t in pool:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in pool:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return summary([x for lat in latencies for x in lat], elapsed)
+
+
 def mode_threads(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
     """`threads` threads, one conversation each, `calls` sequential calls each, timed from
     one barrier."""
@@ -134,34 +169,7 @@ def mode_threads(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
         store = rt._art._engine.store  # the round trips are counted at its connection
         trips0 = getattr(store, "round_trips", None)
         commits0 = store.commits
-        latencies: list[list[float]] = [[] for _ in range(threads)]
-        errors: list[BaseException] = []
-        barrier = threading.Barrier(threads + 1)
-
-        def agent(c: int) -> None:
-            try:
-                barrier.wait()
-                for i in range(calls):
-                    n = c * 100_000 + i
-                    s = time.perf_counter()
-                    msg = rt.call(f"t{c}-{i}", f"conv{c}", "bench.ping", {"n": n})
-                    latencies[c].append(time.perf_counter() - s)
-                    if msg.get("result") != n:
-                        raise AssertionError(msg)
-            except BaseException as exc:
-                errors.append(exc)
-
-        pool = [threading.Thread(target=agent, args=(c,)) for c in range(threads)]
-        for t in pool:
-            t.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for t in pool:
-            t.join()
-        elapsed = time.perf_counter() - t0
-        if errors:
-            raise errors[0]
-        out = {**summary([x for lat in latencies for x in lat], elapsed), "install": how}
+        out = {**timed_agents(threads, calls, lambda c, i: rt), "install": how}
         out["commits_per_call"] = (store.commits - commits0) / (threads * calls)
         if trips0 is not None:
             out["round_trips_per_call"] = (store.round_trips - trips0) / (threads * calls)
@@ -203,35 +211,11 @@ def mode_nodes(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
                 assert msg.get("result") == w, msg
         stores = [rt._art._engine.store for rt in rts]
         trips0 = sum(st.round_trips for st in stores)
-        latencies: list[list[float]] = [[] for _ in range(threads)]
-        errors: list[BaseException] = []
-        barrier = threading.Barrier(threads + 1)
-
-        def agent(c: int) -> None:
-            try:
-                barrier.wait()
-                for i in range(calls):
-                    n = c * 100_000 + i
-                    rt = rts[(c + i) % count] if layout == "alternating" else rts[c % count]
-                    s = time.perf_counter()
-                    msg = rt.call(f"t{c}-{i}", f"conv{c}", "bench.ping", {"n": n})
-                    latencies[c].append(time.perf_counter() - s)
-                    if msg.get("result") != n:
-                        raise AssertionError(msg)
-            except BaseException as exc:
-                errors.append(exc)
-
-        pool = [threading.Thread(target=agent, args=(c,)) for c in range(threads)]
-        for t in pool:
-            t.start()
-        barrier.wait()
-        t0 = time.perf_counter()
-        for t in pool:
-            t.join()
-        elapsed = time.perf_counter() - t0
-        if errors:
-            raise errors[0]
-        out = summary([x for lat in latencies for x in lat], elapsed)
+        out = timed_agents(
+            threads,
+            calls,
+            lambda c, i: rts[(c + i) % count] if layout == "alternating" else rts[c % count],
+        )
         out["round_trips_per_call"] = (sum(st.round_trips for st in stores) - trips0) / (
             threads * calls
         )
