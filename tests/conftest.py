@@ -174,8 +174,9 @@ def toolchain_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     """A throwaway PostgreSQL 15 server for the session (`tests/pg_kit.py`); skips outside
-    CI when the machine has no server binaries."""
-    yield from server_or_skip()
+    CI when the machine has no server binaries. Under pytest-xdist each worker's session
+    has its own (folder `lineup-pg-gw0-...`, its own port), stopped at its end."""
+    yield from server_or_skip(os.environ.get("PYTEST_XDIST_WORKER", "main"))
 
 
 @pytest.fixture

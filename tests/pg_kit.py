@@ -6,6 +6,10 @@ in a folder under /tmp that user can traverse (not pytest's 0700 folders); as an
 they run directly. The server listens on loopback only, on a free port, trusting local
 connections. Without the binaries the PostgreSQL tests skip, saying why, except in CI
 (`CI` set), where they fail: they are never skipped there.
+
+Under pytest-xdist every worker is its own session and so starts its own server (its own
+folder, named after the worker, and its own port), stopped and removed at its session's
+end; a port taken between choosing it and the server binding it is chosen again.
 """
 
 from __future__ import annotations
@@ -77,13 +81,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(*, durable: bool = False) -> PgServer:
-    """Initialise and start a server in a fresh folder under /tmp: without `durable`, with
-    `fsync` off (the tests'); with it, PostgreSQL's durable defaults (the benchmarks')."""
+#: How often `start_server` chooses another port when the one it chose was taken meanwhile
+#: (another xdist worker's server, or anyone else's listener, bound it first).
+_PORT_TRIES = 5
+
+
+def start_server(*, durable: bool = False, label: str = "") -> PgServer:
+    """Initialise and start a server in a fresh folder under /tmp (`lineup-pg-LABEL-...`:
+    the tests pass the xdist worker's id): without `durable`, with `fsync` off (the tests');
+    with it, PostgreSQL's durable defaults (the benchmarks')."""
     bindir = pg_bindir()
     assert bindir is not None
     as_postgres = os.geteuid() == 0
-    base = Path(tempfile.mkdtemp(prefix="lineup-pg-", dir="/tmp"))
+    prefix = f"lineup-pg-{label}-" if label else "lineup-pg-"
+    base = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     base.chmod(0o755)  # the postgres user traverses it
     if as_postgres:
         shutil.chown(base, "postgres")
@@ -95,22 +106,28 @@ def start_server(*, durable: bool = False) -> PgServer:
     if init.returncode != 0:
         shutil.rmtree(base, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {init.stderr or init.stdout}")
-    options = f"-p {server.port} -c listen_addresses=127.0.0.1 -k {base} -c max_connections=200"
-    if not durable:
-        options += " -c fsync=off -c full_page_writes=off"
-    start = server._run(
-        str(bindir / "pg_ctl"), "-D", str(base / "data"), "-o", options,
-        "-l", str(base / "log"), "-w", "-t", "60", "start",
-    )  # fmt: skip
-    if start.returncode != 0:
-        log = (base / "log").read_text() if (base / "log").exists() else ""
-        shutil.rmtree(base, ignore_errors=True)
-        raise RuntimeError(f"pg_ctl start failed: {start.stderr or start.stdout}\n{log}")
-    return server
+    for attempt in range(1, _PORT_TRIES + 1):
+        options = f"-p {server.port} -c listen_addresses=127.0.0.1 -k {base} -c max_connections=200"
+        if not durable:
+            options += " -c fsync=off -c full_page_writes=off"
+        log_file = base / f"log.{attempt}"
+        start = server._run(
+            str(bindir / "pg_ctl"), "-D", str(base / "data"), "-o", options,
+            "-l", str(log_file), "-w", "-t", "60", "start",
+        )  # fmt: skip
+        if start.returncode == 0:
+            return server
+        log = log_file.read_text() if log_file.exists() else ""
+        if "could not bind" not in log or attempt == _PORT_TRIES:
+            shutil.rmtree(base, ignore_errors=True)
+            raise RuntimeError(f"pg_ctl start failed: {start.stderr or start.stdout}\n{log}")
+        server.port = _free_port()  # taken since it was chosen: another one
+    raise AssertionError("unreachable")
 
 
-def server_or_skip() -> Iterator[PgServer]:
-    """The session's server; skips (outside CI) when the machine has no binaries."""
+def server_or_skip(label: str = "") -> Iterator[PgServer]:
+    """The session's server (its folder named with `label`); skips (outside CI) when the
+    machine has no binaries."""
     if pg_bindir() is None:
         reason = "no PostgreSQL server binaries (pg_config --bindir, LINEUP_PG_BINDIR)"
         if os.environ.get("CI"):
@@ -122,7 +139,7 @@ def server_or_skip() -> Iterator[PgServer]:
         if os.environ.get("CI"):
             pytest.fail("psycopg is not installed: CI must run the PostgreSQL tests")
         pytest.skip("psycopg is not installed (the postgres extra)")
-    server = start_server()
+    server = start_server(label=label)
     try:
         yield server
     finally:
