@@ -1,4 +1,5 @@
-"""Shared fixtures: a fixed signing key, a clean environment, and MiniApp projects on disk."""
+"""Shared fixtures: a fixed signing key, a clean environment, and MiniApp projects on disk;
+the fault tally added up over pytest-xdist's workers."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hypothesis import settings
 
 import lineup_sdk
 from lineup_build.signing import SigningKey, key_from_seed
+from tests.faults import tally
 from tests.pg_kit import PgServer, fresh_database, server_or_skip
 
 # Reproducible CI: every Hypothesis test tries the same examples each run (derandomized)
@@ -48,6 +50,35 @@ from lineup_sdk import ToolContext, define_agent_tools
 
 tools = define_agent_tools(app_scope="demo")  # <-registry
 """
+
+
+# -- the fault tally, added up over pytest-xdist's workers -------------------------------
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its fault tally to the controller (`tests/faults/tally.py`)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["lineup_fault_tally"] = tally.snapshot()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """The controller adds up each worker's fault tally as the worker finishes; a worker
+    that died before sending one is named, so a short tally never passes for a full one."""
+    figures = getattr(node, "workeroutput", {}).get("lineup_fault_tally")
+    if figures is not None:
+        tally.merge(figures)
+    else:
+        tally.NOTES.append(f"worker {node.gateway.id} went down ({error}): its figures are missing")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the figures the issue asks for (faults injected, restarts, calls checked), for
+    the whole run: this process's own, plus every xdist worker's."""
+    lines = tally.summary()
+    if lines:
+        terminalreporter.section("fault injection tally")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
-"""Fault-suite fixtures: the runtime fixtures (its `rt` checks the invariants at teardown)
-and a closing tally of what the suite injected and checked."""
+"""Fault-suite fixtures: the runtime fixtures (its `rt` checks the invariants at teardown).
+The closing tally of what the suite injected and checked (`tests/faults/tally.py`) is
+printed by tests/conftest.py, which adds up the figures of every pytest-xdist worker."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.store import faults
-from tests.faults import invariants, tally
+from tests.faults import invariants
 from tests.faults.harness import env, sqlite_env
 from tests.runtime.conftest import (
     build_app,
@@ -66,12 +67,3 @@ def rt(
         invariants.check(runtime)
     finally:
         runtime.close()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the figures the issue asks for (faults injected, restarts, calls checked)."""
-    lines = tally.summary()
-    if lines:
-        terminalreporter.section("fault injection tally")
-        for line in lines:
-            terminalreporter.write_line(line)
