@@ -1,5 +1,5 @@
 """Shared fixtures: a fixed signing key, a clean environment, and MiniApp projects on disk;
-the fault tally added up over pytest-xdist's workers."""
+the run's hooks under pytest-xdist (slow files first, the fault tally added up)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,18 @@ tools = define_agent_tools(app_scope="demo")  # <-registry
 """
 
 
-# -- the fault tally, added up over pytest-xdist's workers -------------------------------
+# -- the run under pytest-xdist (`-n 2 --dist loadfile` in pyproject.toml; `-n 0` is serial) --
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker, the files holding `slow` tests come first (each file keeping its
+    place among them, and its tests their order): `--dist loadfile` with
+    `--no-loadscope-reorder` hands files out in this order, so the long ones start at once
+    instead of landing last on one worker while the other idles. Serially, nothing moves."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)  # stable: files stay contiguous
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """An xdist worker hands its fault tally to the controller (`tests/faults/tally.py`)."""
     workeroutput = getattr(session.config, "workeroutput", None)
