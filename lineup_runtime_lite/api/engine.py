@@ -132,7 +132,7 @@ class Engine:
                 log.warning("reloading the installed apps: %s", exc.message)
         calls = [p[2:] for p in payloads if p.startswith("c:")]
         if calls:
-            self._answer(calls)
+            self.wake_waiters(calls)
         for payload in dict.fromkeys(payloads):
             kind, key = payload[:2], payload[2:]
             if kind == "s:":
@@ -145,16 +145,6 @@ class Engine:
                 self._data_changed(key)
         if not payloads:
             self._reconcile_soon()
-
-    def _answer(self, call_ids: list[str]) -> None:
-        for call_id in call_ids:
-            if call_id not in self._finals:
-                continue
-            msg = self.facts.latest_message(call_id)
-            if msg is not None and msg["stage"] in FINAL_STAGES:
-                for fut in self._finals.pop(call_id, []):
-                    if not fut.done():
-                        fut.set_result(msg)
 
     def _data_changed(self, app_session_id: str) -> None:
         if not len(self.subs) or self.owns(app_session_id):
@@ -304,10 +294,13 @@ class Engine:
             if not waiters:
                 del self._finals[call_id]
 
-    def wake_waiters(self) -> None:
-        """Answer every in-process waiter whose call already has a committed final (its
-        publication was lost to a failure between COMMIT and the next step)."""
-        for call_id in list(self._finals):
+    def wake_waiters(self, call_ids: list[str] | None = None) -> None:
+        """Answer every in-process waiter (of `call_ids`, when given) whose call already has
+        a committed final (its publication was lost to a failure between COMMIT and the
+        next step, or another node committed it)."""
+        for call_id in list(self._finals) if call_ids is None else call_ids:
+            if call_id not in self._finals:
+                continue
             msg = self.facts.latest_message(call_id)
             if msg is not None and msg["stage"] in FINAL_STAGES:
                 for fut in self._finals.pop(call_id, []):

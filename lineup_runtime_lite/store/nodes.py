@@ -324,7 +324,9 @@ class NodeLease:
                     got += [n.payload for n in self._listener.notifies(timeout=0)]
                 if any(p.startswith("n:") and p[2:] != self.node_id for p in got):
                     self.alone = False  # a node joined: tell it what it may wait for
-                if not self._stop.is_set():
+                # nothing heard: the polling tick, while another node could have sent
+                # something this node missed (alone, nothing can be missed)
+                if not self._stop.is_set() and (got or not self.alone):
                     self.on_wake(got)
             except Exception as exc:
                 log.debug("node listener: %s", exc)
