@@ -207,6 +207,16 @@ class _PgConnection:
         self._witnesses: list[tuple[Any, Any]] = []
         #: Check each guard where it is written (a batch's careful run), not on arrival.
         self.immediate_guards = False
+        #: Rolled back once: replaced before the next transaction (`_rolled_back`).
+        self.tainted = False
+
+    def _rolled_back(self) -> None:
+        """A ROLLBACK makes psycopg drop its prepared statements and deallocate them on the
+        server later, which in pipeline mode can land after the statements prepared next
+        ("prepared statement … does not exist"): this connection prepares nothing more,
+        and the store replaces it before its next transaction (`tainted`)."""
+        self.conn.prepare_threshold = None
+        self.tainted = True
 
     def _translated(self, sql: str) -> str:
         out = self._sql.get(sql)
@@ -219,6 +229,8 @@ class _PgConnection:
         return tuple(int(a) if isinstance(a, bool) else a for a in args)
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        if sql.startswith("ROLLBACK"):
+            self._rolled_back()
         cur = self.conn.execute(self._translated(sql), self._args(args))
         if self._pipeline is None:
             self.round_trips += 1
@@ -395,8 +407,10 @@ class _Router:
 
     @property
     def round_trips(self) -> int:
-        reader = self._store._reader
-        return self._store._main.round_trips + (reader.round_trips if reader else 0)
+        store = self._store
+        reader = store._reader
+        main = store._main.round_trips + store._retired_trips
+        return main + (reader.round_trips if reader else 0)
 
 
 class PostgresStore:
@@ -448,6 +462,7 @@ class PostgresStore:
         self._owner: int | None = None
         self._lock = threading.Lock()
         self._reader: _PgConnection | None = None
+        self._retired_trips = 0
         self._main = self._connect()
         self.db = _Router(self)
         self.facts = SqlFacts(self.db)  # type: ignore[arg-type]
@@ -504,9 +519,6 @@ class PostgresStore:
             )
         except psycopg.Error as exc:
             raise self._mapped(exc) from None
-        # no server-side prepared statements: a pipeline that a refused statement aborted
-        # can leave psycopg's cache naming one the server never prepared
-        conn.prepare_threshold = None
         try:
             db = _PgConnection(conn)
             if self.schema is not None:
@@ -525,13 +537,16 @@ class PostgresStore:
         return db
 
     def _reconnect_if_lost(self) -> None:
-        """After a lost connection, connect again before the next transaction (the lease
-        guard of each transaction keeps a node that lost its lease meanwhile out)."""
-        if not self._main.conn.closed and not self._main.conn.broken:
+        """After a lost (or rolled-back: `_PgConnection.tainted`) connection, connect again
+        before the next transaction (the lease guard of each transaction keeps a node that
+        lost its lease meanwhile out)."""
+        main = self._main
+        if not main.conn.closed and not main.conn.broken and not main.tainted:
             return
         with contextlib.suppress(Exception):
-            self._main.conn.close()
+            main.conn.close()
         self._main = self._connect()
+        self._retired_trips += main.round_trips  # the count goes on across connections
 
     def _reading(self) -> _PgConnection:
         """The reader connection (opened on first use, again after it was lost)."""
