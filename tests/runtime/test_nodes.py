@@ -415,3 +415,43 @@ def test_a_batch_that_meets_a_deadlock_runs_again_whole(pg_url: str) -> None:
         assert store.meta("a") == "store" and store.meta("b") == "store"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("node_id", ""),
+        ("node_id", "x" * 201),
+        ("node_id", "a\nb"),
+        ("node_lease_s", 0.1),
+        ("node_lease_s", True),
+    ],
+)
+def test_bad_node_options_are_usage_invalid(
+    tmp_path: Path, trust: TrustStore, option: str, value: Any
+) -> None:
+    with pytest.raises(LineupError) as exc:
+        Runtime.open(str(tmp_path / "rt.db"), trust=trust, **{option: value})
+    assert exc.value.code == "usage_invalid" and option in exc.value.message
+
+
+def test_serve_node_id_on_an_sqlite_state_is_usage_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lineup_build.init import init_project
+    from tests.cli_kit import run_cli
+
+    init_project(tmp_path / "todo", template="todo", scope="todo")
+    code, out, err = run_cli(
+        [
+            "serve",
+            str(tmp_path / "todo"),
+            "--db",
+            str(tmp_path / "s.db"),
+            "--node-id",
+            "a",
+        ],
+        capsys,
+    )
+    assert code == 2, out + err
+    assert "usage_invalid" in out + err and "--node-id" in out + err
