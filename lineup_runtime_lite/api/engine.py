@@ -194,6 +194,7 @@ class Engine:
                             hint="retry the same call_id: it replays on whichever node answers",
                         )
                     )
+                    fut.exception()  # a caller that went meanwhile leaves no "never retrieved"
         self._finals.clear()
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
@@ -287,6 +288,11 @@ class Engine:
         return fut
 
     def _drop_waiter(self, call_id: str, fut: asyncio.Future[dict[str, Any]]) -> None:
+        if fut.done():  # told meanwhile (`fail_waiters`): the caller has its own answer
+            if not fut.cancelled():
+                fut.exception()
+        else:
+            fut.cancel()
         waiters = self._finals.get(call_id)
         if waiters is not None:
             if fut in waiters:
@@ -332,6 +338,7 @@ class Engine:
                             "the stored answer",
                         )
                     )
+                    fut.exception()  # a caller that went meanwhile leaves no "never retrieved"
 
     # -- Agent calls ---------------------------------------------------------------------
     async def call(

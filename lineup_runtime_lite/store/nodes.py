@@ -149,9 +149,37 @@ class NodeLease:
         self._threads: list[threading.Thread] = []
         self._control: Any = None
         self._listener: Any = None
+        #: Every connection the node holds, so that stopping closes them all, and the
+        #: generation they belong to: a connection opened for a stopped generation (a
+        #: thread that outlived `stop`, a registration racing `close`) is closed at once.
+        self._conns: set[Any] = set()
+        self._conns_lock = threading.Lock()
+        self._gen = 0
+        self._closed = False
         self._outgoing: list[str] = []
         self._out_lock = threading.Lock()
         self._out_ready = threading.Event()
+
+    # -- connections ---------------------------------------------------------------------
+    def _open(self, gen: int) -> Any:
+        """A new connection of generation `gen`, kept until `stop` (refused after it)."""
+        conn = self._connect()
+        with self._conns_lock:
+            if not self._closed and gen == self._gen:
+                self._conns.add(conn)
+                return conn
+        with contextlib.suppress(Exception):
+            conn.close()
+        raise LineupError("store_unavailable", f"node {self.node_id!r} was stopped")
+
+    def _drop(self, conn: Any) -> None:
+        with self._conns_lock:
+            self._conns.discard(conn)
+        with contextlib.suppress(Exception):
+            conn.close()
+
+    def _usable(self, conn: Any) -> bool:
+        return conn is not None and not conn.closed and not conn.broken
 
     # -- registration --------------------------------------------------------------------
     def register(self) -> int:
@@ -160,8 +188,8 @@ class NodeLease:
         A row with this id whose lease is live is another process with this id, unless its
         connections are gone (its advisory lock is free: it died); this waits for its lease
         at most one lease length, then refuses (`runtime_locked`)."""
-        if self._control is None or self._control.closed or self._control.broken:
-            self._control = self._connect()
+        if not self._usable(self._control):
+            self._control = self._open(self._gen)
         conn = self._control
         deadline = time.monotonic() + self.lease_s
         while True:
@@ -196,7 +224,7 @@ class NodeLease:
         conn.execute("SELECT pg_notify(%s, %s)", (self.channel, f"n:{self.node_id}"))
         self.epoch = int(epoch)
         self.lost = False
-        self._take_over()  # lapsed nodes' sessions: recovered with this node's own
+        self._take_over(conn)  # lapsed nodes' sessions: recovered with this node's own
         return self.epoch
 
     def owned(self) -> set[str]:
@@ -209,25 +237,37 @@ class NodeLease:
     # -- threads -------------------------------------------------------------------------
     def start(self) -> None:
         self._stop.clear()
+        gen = self._gen
         for name, target in (("heartbeat", self._heartbeat), ("listener", self._listen)):
-            thread = threading.Thread(target=target, name=f"lineup-node-{name}", daemon=True)
+            thread = threading.Thread(
+                target=target, args=(gen,), name=f"lineup-node-{name}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
 
     def stop(self) -> None:
-        """Stop the threads and close their connections (the lease lapses unless the
-        caller deletes it: `leave`)."""
+        """Stop the threads and close every connection of the node (the lease lapses
+        unless the caller gave it up: `leave`); `register` and `start` begin again."""
         self._stop.set()
         self._out_ready.set()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=5)
         self._threads.clear()
-        for conn in (self._listener, self._control):
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    conn.close()
+        with self._conns_lock:
+            self._gen += 1  # a thread still connecting (join timed out) keeps nothing
+            conns, self._conns = self._conns, set()
+        for conn in conns:
+            with contextlib.suppress(Exception):
+                conn.close()
         self._listener = self._control = None
+
+    def close(self) -> None:
+        """Stop for good: a registration still running elsewhere (a rejoin racing the
+        runtime's close) keeps no connection."""
+        with self._conns_lock:
+            self._closed = True
+        self.stop()
 
     def leave(self) -> None:
         """Give the lease up at a clean close: another node takes the sessions over at its
@@ -245,44 +285,45 @@ class NodeLease:
             self._outgoing.extend(payloads)
         self._out_ready.set()
 
-    def _heartbeat(self) -> None:
+    def _heartbeat(self, gen: int) -> None:
         period = self.lease_s / 4
         next_beat = 0.0
-        while not self._stop.is_set():
+        while not self._stop.is_set() and gen == self._gen:
+            conn = self._control
             try:
-                if self._control is None or self._control.closed or self._control.broken:
-                    self._control = self._connect()
-                self._send_outgoing()
+                if not self._usable(conn):
+                    conn = self._control = self._open(gen)
+                self._send_outgoing(conn)
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + period
-                    if not self._beat():
+                    if not self._beat(conn):
                         self.lost = True
                         self.on_lost()
                         return
-                    taken = self._take_over()
+                    taken = self._take_over(conn)
                     if taken:
                         self.on_taken(taken)
             except Exception as exc:  # the database is away: the lease decides
                 log.debug("node heartbeat: %s", exc)
-                with contextlib.suppress(Exception):
-                    if self._control is not None:
-                        self._control.close()
-                self._control = None
+                if conn is not None:
+                    self._drop(conn)
+                if self._control is conn:
+                    self._control = None
                 self._stop.wait(min(period, 0.25))
                 continue
             self._out_ready.wait(max(0.0, next_beat - time.monotonic()))
             self._out_ready.clear()
 
-    def _send_outgoing(self) -> None:
+    def _send_outgoing(self, conn: Any) -> None:
         with self._out_lock:
             out, self._outgoing = self._outgoing, []
         if out:
-            self._control.execute(
+            conn.execute(
                 "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (self.channel, out)
             )
 
-    def _beat(self) -> bool:
-        row = self._control.execute(
+    def _beat(self, conn: Any) -> bool:
+        row = conn.execute(
             "UPDATE nodes SET lease_until = now() + make_interval(secs => %s) "
             "WHERE node_id=%s AND epoch=%s RETURNING "
             "(SELECT count(*) FROM nodes WHERE lease_until > now() AND node_id <> %s)",
@@ -293,10 +334,9 @@ class NodeLease:
         self.alone = int(row[0]) == 0
         return True
 
-    def _take_over(self) -> list[str]:
+    def _take_over(self, conn: Any) -> list[str]:
         """Delete the rows of nodes whose lease lapsed (waiting for any transaction of
         theirs in flight) and take their sessions: the ids taken."""
-        conn = self._control
         with conn.transaction():
             conn.execute(
                 "DELETE FROM nodes WHERE lease_until < now() AND node_id <> %s", (self.node_id,)
@@ -311,17 +351,18 @@ class NodeLease:
             log.warning("node %s took over %d App sessions", self.node_id, len(taken))
         return taken
 
-    def _listen(self) -> None:
+    def _listen(self, gen: int) -> None:
         poll_s = min(1.0, self.lease_s / 2)
-        while not self._stop.is_set():
+        listener: Any = None
+        while not self._stop.is_set() and gen == self._gen:
             try:
-                if self._listener is None or self._listener.closed or self._listener.broken:
-                    self._listener = self._connect()
-                    self._listener.execute(f'LISTEN "{self.channel}"')
+                if not self._usable(listener):
+                    listener = self._listener = self._open(gen)
+                    listener.execute(f'LISTEN "{self.channel}"')
                     self.on_wake([])  # what was sent while nobody listened: polled
-                got = [n.payload for n in self._listener.notifies(timeout=poll_s, stop_after=1)]
+                got = [n.payload for n in listener.notifies(timeout=poll_s, stop_after=1)]
                 with contextlib.suppress(Exception):  # whatever else arrived with it
-                    got += [n.payload for n in self._listener.notifies(timeout=0)]
+                    got += [n.payload for n in listener.notifies(timeout=0)]
                 if any(p.startswith("n:") and p[2:] != self.node_id for p in got):
                     self.alone = False  # a node joined: tell it what it may wait for
                 # nothing heard: the polling tick, while another node could have sent
@@ -330,8 +371,9 @@ class NodeLease:
                     self.on_wake(got)
             except Exception as exc:
                 log.debug("node listener: %s", exc)
-                with contextlib.suppress(Exception):
-                    if self._listener is not None:
-                        self._listener.close()
-                self._listener = None
+                if listener is not None:
+                    self._drop(listener)
+                if self._listener is listener:
+                    self._listener = None
+                listener = None
                 self._stop.wait(0.25)

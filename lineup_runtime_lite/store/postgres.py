@@ -989,7 +989,7 @@ class PostgresStore:
         node = getattr(self, "node", None)
         if node is not None:
             node.leave()
-            node.stop()
+            node.close()
         with self._lock:
             for conn in (self._main, self._reader):
                 if conn is not None:

@@ -4,6 +4,7 @@ as `Runtime` (a thin wrapper over it), and no thread hop for an asyncio caller."
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,31 @@ def test_open_refuses_bad_options_with_usage_invalid(trust: TrustStore) -> None:
         return "opened"
 
     assert asyncio.run(go()) == "usage_invalid"
+
+
+def test_waiters_told_to_retry_leave_no_unretrieved_exception(trust: TrustStore) -> None:
+    """`fail_waiters` (a node that lost its lease) tells every in-process waiter to retry; a
+    waiter whose caller already went (it failed on its own) is not logged by asyncio as
+    "Future exception was never retrieved", and one still waiting gets the error."""
+
+    async def go() -> tuple[list[str], LineupError]:
+        art = await AsyncRuntime.open(":memory:", trust=trust, clock=VirtualClock())
+        logged: list[str] = []
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, ctx: logged.append(str(ctx.get("message"))))
+        try:
+            engine = art._engine
+            gone = engine._wait_final("gone")
+            waiting = engine._wait_final("waiting")
+            engine.fail_waiters("stopped")
+            del gone
+            gc.collect()
+            with pytest.raises(LineupError) as exc:
+                await waiting
+            return logged, exc.value
+        finally:
+            await art.close()
+
+    logged, exc = asyncio.run(go())
+    assert logged == []
+    assert exc.code == "store_unavailable" and "retry" in (exc.hint or "")

@@ -203,6 +203,45 @@ def test_the_lease_is_judged_by_the_database_clock_and_renewed(pg_url: str) -> N
         store.close()
 
 
+def test_a_registration_racing_the_close_keeps_no_connection(pg_url: str) -> None:
+    """A node registering again (after its lease was lost) while its runtime closes: the
+    connection that registration opens is closed, not left to the garbage collector (CI saw
+    a `psycopg.Connection ... deleted while still open` from this race)."""
+    store = PostgresStore(pg_url, node_id="racer", lease_s=LEASE_S)
+    node = store.node
+    node.start()
+    connect = node._connect
+    entered, gate = threading.Event(), threading.Event()
+    opened: list[Any] = []
+
+    def slow_connect() -> Any:
+        entered.set()
+        gate.wait(10)
+        conn = connect()
+        opened.append(conn)
+        return conn
+
+    node._connect = slow_connect
+    out: dict[str, BaseException] = {}
+
+    def rejoin() -> None:
+        try:
+            store.rejoin()
+        except BaseException as exc:
+            out["exc"] = exc
+
+    thread = threading.Thread(target=rejoin)
+    thread.start()
+    assert entered.wait(10)  # the registration is connecting now
+    store.close()
+    gate.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    exc = out.get("exc")
+    assert isinstance(exc, LineupError) and exc.code == "store_unavailable", exc
+    assert len(opened) == 1 and opened[0].closed  # closed by the node, not by gc
+
+
 def test_a_node_whose_lease_was_taken_writes_nothing_and_registers_again(
     two_nodes: tuple[Runtime, Runtime], pg_url: str
 ) -> None:
