@@ -129,6 +129,7 @@ class AsyncRuntime:
         self._thread_id = 0
         self._fired_ms = -1  # the runtime-clock time the last `tick()` fired at
         self._rejoining = False
+        self._closing = False  # `close` began: a lease lost now starts no rejoin
         self._rejoin_task: asyncio.Future[None] | None = None
         self._make_engine: Callable[[], Engine]
 
@@ -381,7 +382,7 @@ class AsyncRuntime:
         """This node lost its lease (stopped, partitioned, starved): it stops — its
         workers, drivers and waiters go, it can write nothing more — and registers again
         with a new epoch, recovering whatever sessions are still its."""
-        if self._closed or self._rejoining:
+        if self._closed or self._closing or self._rejoining:
             return
         self._rejoining = True
         self._rejoin_task = asyncio.ensure_future(self._rejoin())
@@ -397,7 +398,7 @@ class AsyncRuntime:
             await old.close()
         except Exception as exc:  # what stopping left is the next engine's to recover
             log.warning("stopping after the lease was lost: %s", exc)
-        while not self._closed:
+        while not (self._closed or self._closing):
             try:
                 await asyncio.to_thread(old.store.rejoin)  # type: ignore[attr-defined]
                 self._engine = self._make_engine()
@@ -407,7 +408,7 @@ class AsyncRuntime:
                 log.warning("registering again: %s", exc.message)
                 await asyncio.sleep(0.25)
         self._rejoining = False
-        if not self._closed:
+        if not (self._closed or self._closing):
             self._join_nodes()
             self._arm()
 
@@ -877,6 +878,7 @@ class AsyncRuntime:
         """Stop workers, close the database and release its lock."""
         if self._closed:
             return
+        self._closing = True
         try:
             if self._timer is not None:
                 self._timer.cancel()

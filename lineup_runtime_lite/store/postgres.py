@@ -504,8 +504,12 @@ class PostgresStore:
         import psycopg
 
         conn = psycopg.connect(self._url, autocommit=True, connect_timeout=10)
-        if self.schema is not None:
-            conn.execute(f'SET search_path TO "{self.schema}"')
+        try:
+            if self.schema is not None:
+                conn.execute(f'SET search_path TO "{self.schema}"')
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     # -- connection ----------------------------------------------------------------------
@@ -561,10 +565,15 @@ class PostgresStore:
             )
         except psycopg.Error as exc:
             raise self._mapped(exc) from None
-        self._reader = _PgConnection(conn)
-        if self.schema is not None:
-            self._reader.execute(f'SET search_path TO "{self.schema}"')
-        return self._reader
+        reader = _PgConnection(conn)
+        try:
+            if self.schema is not None:
+                reader.execute(f'SET search_path TO "{self.schema}"')
+        except BaseException:
+            conn.close()
+            raise
+        self._reader = reader
+        return reader
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:

@@ -242,6 +242,39 @@ def test_a_registration_racing_the_close_keeps_no_connection(pg_url: str) -> Non
     assert len(opened) == 1 and opened[0].closed  # closed by the node, not by gc
 
 
+def test_a_lease_lost_while_the_runtime_closes_starts_no_rejoin(
+    pg_url: str, tmp_path: Path, trust: TrustStore
+) -> None:
+    """Stopping the engine can meet the lost lease (its last write is refused): a runtime
+    that is closing does not register again behind its own close."""
+    from lineup_runtime_lite import AsyncRuntime
+
+    async def go() -> tuple[bool, list[str]]:
+        art = await AsyncRuntime.open(
+            pg_url, trust=trust, apps_dir=tmp_path / "apps", node_id="closing", node_lease_s=1
+        )
+        engine_close = art._engine.close
+
+        async def close_meeting_the_loss() -> None:
+            art._lease_lost()  # what the store's refused write calls, through the loop
+            await engine_close()
+
+        art._engine.close = close_meeting_the_loss  # type: ignore[method-assign]
+        await art.close()
+        await asyncio.sleep(0)
+        return art._rejoin_task is None, live(pg_url)
+
+    no_rejoin, nodes_left = asyncio.run(go())
+    assert no_rejoin
+    assert nodes_left == []  # the clean close gave the lease up, nothing registered since
+
+
+def live(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT node_id FROM nodes WHERE lease_until > now()").fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def test_a_node_whose_lease_was_taken_writes_nothing_and_registers_again(
     two_nodes: tuple[Runtime, Runtime], pg_url: str
 ) -> None:
