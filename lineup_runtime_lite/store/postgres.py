@@ -503,7 +503,10 @@ class PostgresStore:
         """A new autocommit connection on the runtime's schema (the node's threads')."""
         import psycopg
 
-        conn = psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+        return self._on_schema(psycopg.connect(self._url, autocommit=True, connect_timeout=10))
+
+    def _on_schema(self, conn: Any) -> Any:
+        """`conn` with the runtime's schema as its search path (closed if that fails)."""
         try:
             if self.schema is not None:
                 conn.execute(f'SET search_path TO "{self.schema}"')
@@ -565,15 +568,8 @@ class PostgresStore:
             )
         except psycopg.Error as exc:
             raise self._mapped(exc) from None
-        reader = _PgConnection(conn)
-        try:
-            if self.schema is not None:
-                reader.execute(f'SET search_path TO "{self.schema}"')
-        except BaseException:
-            conn.close()
-            raise
-        self._reader = reader
-        return reader
+        self._reader = _PgConnection(self._on_schema(conn))
+        return self._reader
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
