@@ -371,11 +371,11 @@ class AsyncRuntime:
         node.start()
 
     def _woken(self, payloads: list[str]) -> None:
-        if not self._closed and not self._rejoining:
+        if not (self._closed or self._closing or self._rejoining):
             self._engine.on_wake(payloads)
 
     def _taken(self, session_ids: list[str]) -> None:
-        if not self._closed and not self._rejoining:
+        if not (self._closed or self._closing or self._rejoining):
             self._engine.spawn(self._engine.take_over(session_ids))
 
     def _lease_lost(self) -> None:

@@ -462,6 +462,10 @@ class PostgresStore:
         self._owner: int | None = None
         self._lock = threading.Lock()
         self._reader: _PgConnection | None = None
+        #: Set by `close`: no connection is opened after it (a read racing the close
+        #: would keep one nobody closes); `_conn_lock` orders the reader's replacement.
+        self._closed = False
+        self._conn_lock = threading.Lock()
         self._retired_trips = 0
         self._main = self._connect()
         self.db = _Router(self)
@@ -552,6 +556,7 @@ class PostgresStore:
             return
         with contextlib.suppress(Exception):
             main.conn.close()
+        self._refuse_if_closed()
         self._main = self._connect()
         self._retired_trips += main.round_trips  # the count goes on across connections
 
@@ -562,14 +567,31 @@ class PostgresStore:
             return reader
         import psycopg
 
+        self._refuse_if_closed()
         try:
             conn = psycopg.connect(
                 self._url, autocommit=True, row_factory=_rows, connect_timeout=10
             )
         except psycopg.Error as exc:
             raise self._mapped(exc) from None
-        self._reader = _PgConnection(self._on_schema(conn))
-        return self._reader
+        fresh = _PgConnection(self._on_schema(conn))
+        with self._conn_lock:
+            kept = not self._closed
+            if kept:
+                self._reader = fresh
+        if kept:
+            return fresh
+        conn.close()  # the store closed while it connected
+        raise self._closed_error()
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise self._closed_error()
+
+    def _closed_error(self) -> LineupError:
+        return LineupError(
+            "store_unavailable", f"the store on {self.path} is closed", hint="open it again"
+        )
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -991,6 +1013,8 @@ class PostgresStore:
     def close(self) -> None:
         """Close the connections (after any batch in flight), which releases the runtime's
         lock."""
+        with self._conn_lock:
+            self._closed = True
         node = getattr(self, "node", None)
         if node is not None:
             node.leave()

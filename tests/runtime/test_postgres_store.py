@@ -132,6 +132,39 @@ def test_a_lost_connection_before_commit_is_store_unavailable_and_changes_nothin
         store.close()
 
 
+def test_a_read_racing_the_close_keeps_no_connection(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread that opens the reader while the store closes (a wake-up read in flight)
+    closes what it opened and is refused; after the close, reads and writes connect no
+    more (each is `store_unavailable`), so nothing is left open for the garbage collector."""
+    store = PostgresStore(pg_url)
+    opened: list[Any] = []
+    real_connect = psycopg.connect
+
+    def connect_while_closing(*args: Any, **kwargs: Any) -> Any:
+        conn = real_connect(*args, **kwargs)
+        opened.append(conn)
+        store.close()  # the close lands while this read is connecting
+        return conn
+
+    monkeypatch.setattr(psycopg, "connect", connect_while_closing)
+    with pytest.raises(LineupError) as exc:
+        store.db.execute("SELECT 1")  # not the writer: the reader is opened
+    assert exc.value.code == "store_unavailable" and "closed" in exc.value.message
+    assert len(opened) == 1 and opened[0].closed
+    monkeypatch.setattr(psycopg, "connect", real_connect)
+    for use in (
+        lambda: store.db.execute("SELECT 1"),
+        lambda: store.batch([lambda facts: None]),
+    ):
+        with pytest.raises(LineupError) as exc:
+            use()
+        assert exc.value.code == "store_unavailable"
+    assert store._reader is None or store._reader.conn.closed
+    assert store._main.conn.closed
+
+
 def test_the_password_is_redacted_and_warned_about(
     pg_server: PgServer, caplog: pytest.LogCaptureFixture
 ) -> None:
