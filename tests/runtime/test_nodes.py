@@ -269,6 +269,35 @@ def test_a_lease_lost_while_the_runtime_closes_starts_no_rejoin(
     assert nodes_left == []  # the clean close gave the lease up, nothing registered since
 
 
+def test_wake_ups_and_takeovers_reaching_a_closing_runtime_start_nothing(
+    pg_url: str, tmp_path: Path, trust: TrustStore
+) -> None:
+    """While the engine stops, a notification or a takeover the node's threads hand the
+    loop starts no work (no read or write behind the close)."""
+    from lineup_runtime_lite import AsyncRuntime
+
+    async def go() -> list[str]:
+        art = await AsyncRuntime.open(
+            pg_url, trust=trust, apps_dir=tmp_path / "apps", node_id="closing", node_lease_s=1
+        )
+        engine = art._engine
+        started: list[str] = []
+        engine.on_wake = lambda payloads: started.append("wake")  # type: ignore[method-assign]
+        engine.take_over = lambda ids: started.append("take")  # type: ignore[method-assign,assignment,return-value]
+        engine_close = engine.close
+
+        async def close_meeting_them() -> None:
+            art._woken([])  # what the listener and heartbeat call, through the loop
+            art._taken(["s1"])
+            await engine_close()
+
+        engine.close = close_meeting_them  # type: ignore[method-assign]
+        await art.close()
+        return started
+
+    assert asyncio.run(go()) == []
+
+
 def live(url: str) -> list[str]:
     with psycopg.connect(url) as conn:
         rows = conn.execute("SELECT node_id FROM nodes WHERE lease_until > now()").fetchall()
