@@ -10,6 +10,7 @@ from typing import Any
 
 from lineup_runtime_lite.core.port import Facts
 from lineup_runtime_lite.store.database import Database
+from lineup_sdk.errors import LineupError
 
 __all__ = ["MAX_BATCH", "GroupCommit"]
 
@@ -37,6 +38,8 @@ class GroupCommit:
         self._thread: ThreadPoolExecutor | None = None
         if store.off_loop:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="lineup-store")
+        #: Set by `close`: a step submitted or still queued then is refused, not run.
+        self._closed = False
         #: How many batches and steps were committed (for the benchmarks and tests).
         self.batches = 0
         self.steps = 0
@@ -65,6 +68,12 @@ class GroupCommit:
             self._handle.cancel()  # when called early, the scheduled flush has nothing left
             self._handle = None
         if not self._queue:
+            return
+        if self._closed:
+            queued, self._queue = self._queue, []
+            for _, fut in queued:
+                if not fut.done():
+                    fut.set_exception(_stopped())
             return
         if self._thread is not None:
             self._flush_off_loop()
@@ -116,7 +125,9 @@ class GroupCommit:
             self._handle = asyncio.get_running_loop().call_soon(self._flush)
 
     def close(self) -> None:
-        """Stop the store thread (after the batch in flight, if any)."""
+        """Stop the store thread (after the batch in flight, if any); steps still queued
+        and any submitted later are refused (`store_unavailable`)."""
+        self._closed = True
         if self._thread is not None:
             self._thread.shutdown(wait=True)
 
@@ -130,6 +141,14 @@ class GroupCommit:
                 fut.set_exception(out)
             else:
                 fut.set_result(out)
+
+
+def _stopped() -> LineupError:
+    return LineupError(
+        "store_unavailable",
+        "the runtime stopped before this step was written; nothing of it was kept",
+        hint="retry the same call_id (it replays once the runtime answers again)",
+    )
 
 
 class _Ticket:

@@ -137,6 +137,36 @@ def test_a_failed_commit_leaves_the_whole_batch_unapplied(tmp_path: Path, mode: 
         store.close()
 
 
+@pytest.mark.parametrize("off_loop", [False, True], ids=["on-loop", "store-thread"])
+def test_steps_queued_at_or_submitted_after_the_close_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, off_loop: bool
+) -> None:
+    """A runtime stopping (a clean close, or a node that lost its lease and registers
+    again) refuses the steps it has not written: `store_unavailable`, nothing kept — never
+    the store thread's `RuntimeError` nor a step left waiting for good."""
+    store = Store(tmp_path / "rt.db")
+    monkeypatch.setattr(store, "off_loop", off_loop)  # the PostgreSQL store's batch thread
+    try:
+        before = store.dump()
+
+        async def go() -> list[BaseException | None]:
+            gc = GroupCommit(store)
+            queued = gc.submit(_writes(1))  # its flush is due in the next loop turn
+            gc.close()
+            later = gc.submit(_writes(2))
+            futures = [queued._fut, later._fut]
+            for _ in range(3):  # a few loop turns: each is answered, none waits for good
+                await asyncio.sleep(0)
+            assert all(f.done() for f in futures)
+            return [f.exception() for f in futures]
+
+        out = asyncio.run(go())
+        assert [e.code for e in out if isinstance(e, LineupError)] == ["store_unavailable"] * 2
+        assert store.dump() == before
+    finally:
+        store.close()
+
+
 def test_guards_make_a_stale_decision_lose(tmp_path: Path) -> None:
     """A decision computed from facts read before another one committed loses its race."""
     store = Store(":memory:")

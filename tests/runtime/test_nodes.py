@@ -298,6 +298,49 @@ def test_wake_ups_and_takeovers_reaching_a_closing_runtime_start_nothing(
     assert asyncio.run(go()) == []
 
 
+def test_a_call_while_the_node_registers_again_is_store_unavailable_then_answered(
+    pg_url: str, tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    """Between stopping (its engine closed) and registering again, a node refuses a call
+    with `store_unavailable` — nothing written, retry the same call_id — never an
+    internal error; once registered again the same call_id is answered."""
+    from lineup_runtime_lite import AsyncRuntime
+
+    async def go() -> tuple[LineupError, dict[str, Any]]:
+        art = await AsyncRuntime.open(
+            pg_url, trust=trust, apps_dir=tmp_path / "apps", node_id="n1", node_lease_s=1
+        )
+        registering, go_on = threading.Event(), threading.Event()
+        try:
+            await art.install(todo_bundle)
+            store = art._engine.store
+            assert isinstance(store, PostgresStore)
+            rejoin = store.rejoin
+
+            def slow_rejoin() -> None:
+                registering.set()
+                go_on.wait(30)  # bounds a broken test only
+                rejoin()
+
+            store.rejoin = slow_rejoin  # type: ignore[method-assign]
+            art._lease_lost()
+            while not registering.is_set():
+                await asyncio.sleep(0.01)
+            with pytest.raises(LineupError) as refused:
+                await art.call("r1", "conv", "todo.add", {"title": "milk"})
+            go_on.set()
+            while art._rejoining:
+                await asyncio.sleep(0.01)
+            return refused.value, await art.call("r1", "conv", "todo.add", {"title": "milk"})
+        finally:
+            go_on.set()
+            await art.close()
+
+    refused, answered = asyncio.run(go())
+    assert refused.code == "store_unavailable", refused
+    assert answered["stage"] == "accepted"  # nothing of the refused one was kept
+
+
 def live(url: str) -> list[str]:
     with psycopg.connect(url) as conn:
         rows = conn.execute("SELECT node_id FROM nodes WHERE lease_until > now()").fetchall()
