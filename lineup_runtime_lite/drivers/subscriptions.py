@@ -100,6 +100,9 @@ class SubscriptionHub:
     def __init__(self) -> None:
         self._subs: dict[tuple[str, str], dict[int, _Subscription]] = {}
         self._next = 0
+        #: Removed subscriptions whose listener is still running (one that unsubscribes
+        #: itself, as a client resyncing does): `pending` waits for them too.
+        self._leaving: list[_Subscription] = []
 
     def add(self, key: tuple[str, str], listener: Listener, first: Snapshot) -> int:
         """Register and queue the current snapshot as the first frame."""
@@ -116,6 +119,9 @@ class SubscriptionHub:
         sub = subs.pop(token, None)
         if sub is not None:
             sub.close()
+            self._leaving = [s for s in self._leaving if not s.drained()]
+            if not sub.drained():
+                self._leaving.append(sub)
         if not subs:
             del self._subs[key]
 
@@ -140,11 +146,9 @@ class SubscriptionHub:
     def pending(self) -> list[_Subscription]:
         """Subscriptions whose listeners still have frames to deliver (except the one
         whose listener is calling: it cannot wait for itself). Any thread."""
+        live = [s for subs in list(self._subs.values()) for s in list(subs.values())]
         return [
-            s
-            for subs in list(self._subs.values())
-            for s in list(subs.values())
-            if not s.drained() and not s.delivering_here()
+            s for s in live + list(self._leaving) if not s.drained() and not s.delivering_here()
         ]
 
     def close(self) -> None:
@@ -153,6 +157,7 @@ class SubscriptionHub:
             for sub in subs.values():
                 sub.close()
         self._subs.clear()
+        self._leaving = []
 
     def __len__(self) -> int:
         return sum(len(subs) for subs in self._subs.values())

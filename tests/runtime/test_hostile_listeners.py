@@ -106,6 +106,33 @@ def test_frames_arrive_in_order_and_settle_waits_for_them(probe: Runtime) -> Non
     ]
 
 
+def test_settle_waits_for_a_listener_that_unsubscribed_itself(probe: Runtime) -> None:
+    """A listener that drops its own subscription and goes on (a client resyncing after a
+    revision gap: unsubscribe, get, subscribe again) is still waited for by `settle()`."""
+    ready(probe)
+    surface = probe.surface("conv", "probe")
+    unsubscribed, proceed = threading.Event(), threading.Event()
+    got: list[int] = []
+    unsubscribe: list[Any] = []
+
+    def listener(kind: str, snap: Snapshot) -> None:
+        if kind == "session_data.changed":
+            unsubscribe[0]()
+            unsubscribed.set()
+            assert proceed.wait(timeout=30)  # bounds a broken test only
+            got.append(surface.get().revision)
+
+    unsubscribe.append(surface.subscribe(listener))
+    write(probe, "conv", 0)
+    assert unsubscribed.wait(timeout=30)
+    assert len(probe._core.subs) == 0  # removed, while its listener still runs
+    assert len(probe._core.subs.pending()) == 1  # and still waited for
+    proceed.set()
+    probe.settle()
+    assert got == [1]
+    assert probe._core.subs.pending() == []
+
+
 def test_a_failing_listener_keeps_its_later_frames(probe: Runtime) -> None:
     ready(probe)
     got: list[int] = []
