@@ -49,7 +49,12 @@ def test_without_the_web_extra_the_hint_says_what_to_install(
     init_project(tmp_path / "todo", template="todo")
     code, _, err = run_cli(["dev", str(tmp_path / "todo"), "--no-open"], capsys)
     assert code == 2
-    assert "usage_invalid" in err and 'pip install "lineup-sdk[web]"' in err
+    from lineup_sdk import __version__
+
+    # install lines that work before the distribution is on an index: a checkout, a wheel
+    assert "usage_invalid" in err and 'pip install ".[web]"' in err
+    assert f'pip install "lineup_sdk-{__version__}-py3-none-any.whl[web]"' in err
+    assert "lineup-sdk[" not in err
 
 
 @pytest.mark.parametrize(

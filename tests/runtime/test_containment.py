@@ -548,7 +548,7 @@ LIVE_CAPABILITY_GAP = (
     "live capability and delivery id in process memory (gc) and reads and overwrites X's "
     "session data; per-delivery capabilities (lineup_runtime_lite/drivers/delivery.py:_Grant) only "
     'narrow this to the in-flight window. `isolation="session"` closes it (a worker per '
-    "App session); under the default the limit is stated in the README's Security model"
+    "App session); under the default the limit is stated in the security model guide"
 )
 
 

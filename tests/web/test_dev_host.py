@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-SCREENSHOT = Path(__file__).parent / "dev-host.png"
+SCREENSHOT = Path(__file__).parents[2] / "docs" / "images" / "dev-host.png"
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
