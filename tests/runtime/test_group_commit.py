@@ -400,3 +400,17 @@ def test_on_a_file_runtime_nothing_is_sent_before_the_commit_that_records_it(
         again = rt.call("a1", "conv", "probe.append", {"item": "x"})
         assert again["result"] == before.revision + 1
         assert rt.surface("conv", "probe").get().data == {"items": ["x"]}
+
+
+def test_a_step_on_the_store_thread_may_ask_about_session_workers(
+    trust: TrustStore, probe_bundle: Path, tmp_path: Path
+) -> None:
+    """Accepting a call asks whether its session's worker is idle (to send it right after
+    the COMMIT); on a file that step runs on the store thread, where no event loop runs,
+    so the worker pool's bookkeeping must not need one (`isolation="session"`)."""
+    with Runtime.open(tmp_path / "rt.db", trust=trust, isolation="session") as rt:
+        rt.install(probe_bundle)
+        ready(rt)
+        assert rt.call("e1", "conv", "probe.echo", {"text": "x"})["result"] == "x"
+        many = rt.call_many([(f"m{i}", "conv", "probe.echo", {"text": str(i)}) for i in range(3)])
+        assert [m["stage"] for m in many] == ["result"] * 3 or all("stage" in m for m in many)
