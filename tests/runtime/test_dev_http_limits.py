@@ -82,7 +82,7 @@ def test_a_surface_bridge_outlives_the_head_and_body_timers(dev: DevServer) -> N
 
     binding = dev.host.surface_token(_instance(dev))
     host, port = address(dev.urls.surface_origin)
-    with connect(f"ws://{host}:{port}/_lineup/bridge?token={binding.token}") as ws:
+    with connect(f"ws://{host}:{port}/_lineup/bridge?token={binding.token}", origin="null") as ws:  # type: ignore[arg-type]
         started = time.monotonic()
         while time.monotonic() - started < 1.0:  # several head and body timeouts
             time.sleep(0.05)
