@@ -248,11 +248,14 @@ def host_app(dev: DevHost, ports: Ports, mcp_app: Any | None) -> Any:
             await send({"type": "websocket.close", "code": 1008})  # no bridge here
             return
         refused = misplaced(scope)
+        if mcp_app is not None and (path == "/mcp" or path.startswith("/mcp/")):
+            if refused is not None and refused.status_code == 421:
+                await refused(scope, receive, send)  # on `localhost`: the name is wrong
+                return
+            await mcp_app(scope, receive, send)  # bearer token, Host and Origin: as serve
+            return
         if refused is not None:
             await refused(scope, receive, send)
-            return
-        if mcp_app is not None and (path == "/mcp" or path.startswith("/mcp/")):
-            await mcp_app(scope, receive, send)  # bearer token, Host and Origin: as serve
             return
         if scope["type"] == "http":
             request = Request(scope, receive)
