@@ -56,6 +56,8 @@ class BridgeLimits:
     Attributes:
         frames: Answers and frames queued for a client, at most (one more closes it, 1008).
         wire_bytes: Their encoded size, at most (whichever bound comes first).
+        all_wire_bytes: The encoded size queued for all bridges of the Host together (the
+            bridge that passes it is closed, 1008): many unread bridges stay bounded too.
         subscriptions: Bridge subscriptions at once (`limit_exceeded` beyond).
         close_grace_s: How long a closed client has to read its close frame before its
             connection is dropped.
@@ -63,6 +65,7 @@ class BridgeLimits:
 
     frames: int = 64
     wire_bytes: int = 16 * 1024 * 1024
+    all_wire_bytes: int = 24 * 1024 * 1024
     subscriptions: int = 16
     close_grace_s: float = 10.0
 
@@ -114,6 +117,8 @@ class DevHost:
     rebuild: Callable[[], Path] | None = None
     faults: bool = False
     bridge_limits: BridgeLimits = field(default_factory=BridgeLimits)
+    #: What every bridge has queued, encoded (kept by the bridges, on the server's loop).
+    bridge_bytes: int = 0
     host_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     _bindings: dict[str, Binding] = field(default_factory=dict)
     _by_instance: dict[str, Binding] = field(default_factory=dict)

@@ -417,7 +417,13 @@ class _SurfaceBridge:
             return
         self.queue.append(text)
         self.queued_bytes += len(text)  # json.dumps is ASCII: characters are bytes
-        if len(self.queue) > self.limits.frames or self.queued_bytes > self.limits.wire_bytes:
+        self.dev.bridge_bytes += len(text)
+        limits = self.limits
+        if (
+            len(self.queue) > limits.frames
+            or self.queued_bytes > limits.wire_bytes
+            or self.dev.bridge_bytes > limits.all_wire_bytes
+        ):
             self._close(1008)  # the client stopped reading
             return
         self.wake.set()
@@ -425,9 +431,13 @@ class _SurfaceBridge:
     def _close(self, code: int) -> None:
         if self.closing is None:
             self.closing = code
-        self.queue.clear()
-        self.queued_bytes = 0
+        self._drop_queue()
         self.closed.set()
+
+    def _drop_queue(self) -> None:
+        self.queue.clear()
+        self.dev.bridge_bytes -= self.queued_bytes
+        self.queued_bytes = 0
 
     async def _send_loop(self) -> None:
         while self.closing is None:
@@ -437,6 +447,7 @@ class _SurfaceBridge:
                 continue
             text = self.queue.popleft()
             self.queued_bytes -= len(text)
+            self.dev.bridge_bytes -= len(text)
             await self.ws.send_text(text)
 
     async def _receive_loop(self) -> None:
@@ -459,7 +470,7 @@ class _SurfaceBridge:
             for task in tasks:
                 task.cancel()
             self.dev.detach(self.conn)
-            self.queue.clear()
+            self._drop_queue()
             for off in list(self.unsubscribe.values()):
                 await anyio.to_thread.run_sync(off)
             self.unsubscribe.clear()

@@ -127,6 +127,70 @@ def test_a_client_that_stops_reading_is_closed_1008_and_its_queue_dropped(
         assert len(_ask(fresh, {"id": 1, "op": "get"})["result"]["data"]["blob"]) == 800 * 1024
 
 
+@pytest.mark.parametrize(
+    ("limits", "size", "gets"),
+    [
+        ({"frames": 1 << 30, "wire_bytes": 4 << 20}, 800 * 1024, 40),
+        ({"frames": 8, "wire_bytes": 1 << 30}, 8 * 1024, 3000),
+    ],
+    ids=["bytes", "frames"],
+)
+def test_each_bound_alone_closes_an_unread_bridge(
+    dev: DevServer, limits: dict[str, int], size: int, gets: int
+) -> None:
+    # catches: either half of the per-bridge bound dropped from `_SurfaceBridge._enqueue`
+    from lineup_runtime_lite.web import BridgeLimits
+
+    dev.host.bridge_limits = BridgeLimits(all_wire_bytes=1 << 40, **limits)
+    binding = dev.host.surface_token(_instance(dev, size=size))
+    host, port = address(dev.urls.surface_origin)
+    ws = RawWebSocket(host, port, f"/_lineup/bridge?token={binding.token}")
+    try:
+        assert poll(lambda: dev.host._connections, within_s=10)
+        for i in range(1, gets + 1):
+            ws.send_text(json.dumps({"id": i, "op": "get"}))
+        assert poll(lambda: not dev.host._connections, within_s=30)
+        answers = 0
+        while True:
+            opcode, payload = ws.frame()
+            if opcode == 8:
+                break
+            answers += 1
+        assert int.from_bytes(payload[:2], "big") == 1008
+        assert answers < gets
+    finally:
+        ws.close()
+
+
+def test_many_unread_bridges_share_one_bound(dev: DevServer) -> None:
+    # catches: the `all_wire_bytes` check dropped from `_SurfaceBridge._enqueue`
+    from lineup_runtime_lite.web import BridgeLimits
+
+    dev.host.bridge_limits = BridgeLimits(wire_bytes=1 << 30, all_wire_bytes=8 << 20)
+    binding = dev.host.surface_token(_instance(dev, size=800 * 1024))
+    host, port = address(dev.urls.surface_origin)
+    clients = [RawWebSocket(host, port, f"/_lineup/bridge?token={binding.token}") for _ in "ab"]
+    try:
+        assert poll(lambda: len(dev.host._connections) == 2, within_s=10)
+        for ws in clients:
+            for i in range(1, 41):  # 32 MB each, never read meanwhile
+                ws.send_text(json.dumps({"id": i, "op": "get"}))
+        assert poll(lambda: not dev.host._connections, within_s=30)
+        for ws in clients:
+            answers = 0
+            while True:
+                opcode, payload = ws.frame()
+                if opcode == 8:
+                    break
+                answers += 1
+            assert int.from_bytes(payload[:2], "big") == 1008
+            assert answers < 40
+        assert dev.host.bridge_bytes == 0  # every queue dropped, nothing counted twice
+    finally:
+        for ws in clients:
+            ws.close()
+
+
 def test_a_client_that_reads_gets_every_answer(dev: DevServer) -> None:
     binding = dev.host.surface_token(_instance(dev, size=200 * 1024))
     with _connect(dev, binding.token) as ws:
