@@ -67,8 +67,9 @@ def _bridge_url(dev: DevServer, token: str) -> str:
 
 def _connect(dev: DevServer, token: str, **kw: Any) -> Any:
     from websockets.sync.client import connect
+    from websockets.typing import Origin
 
-    return connect(_bridge_url(dev, token), origin="null", **kw)  # type: ignore[arg-type]
+    return connect(_bridge_url(dev, token), origin=Origin("null"), **kw)
 
 
 def _ask(ws: Any, msg: dict[str, Any]) -> dict[str, Any]:
@@ -287,18 +288,18 @@ def test_the_bridge_accepts_only_a_sandboxed_frame_or_its_own_origin(
 ) -> None:
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
+    from websockets.typing import Origin
 
     binding = dev.host.surface_token(_instance(dev))
     _, port = address(dev.urls.surface_origin)
-    given = {"own": dev.urls.surface_origin, "host": dev.urls.host_origin}.get(origin or "", origin)
-    if given is not None:
-        given = given.format(s=port)
+    named = {"own": dev.urls.surface_origin, "host": dev.urls.host_origin}.get(origin or "", origin)
+    given = Origin(named.format(s=port)) if named is not None else None
     if accepted:
-        with connect(_bridge_url(dev, binding.token), origin=given) as ws:  # type: ignore[arg-type]
+        with connect(_bridge_url(dev, binding.token), origin=given) as ws:
             assert _ask(ws, {"id": 1, "op": "get"})["result"]["revision"] == 1
         return
     with pytest.raises(InvalidStatus) as refused:
-        connect(_bridge_url(dev, binding.token), origin=given)  # type: ignore[arg-type]
+        connect(_bridge_url(dev, binding.token), origin=given)
     assert refused.value.response.status_code == 403
 
 
@@ -469,6 +470,7 @@ def test_a_malformed_surface_token_is_refused_like_a_wrong_one(dev: DevServer, b
 
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
+    from websockets.typing import Origin
 
     origin = dev.urls.surface_origin
     for path in (f"/s/{quote(bad)}/index.html", f"/_lineup/app?token={quote(bad)}"):
@@ -476,5 +478,5 @@ def test_a_malformed_surface_token_is_refused_like_a_wrong_one(dev: DevServer, b
         assert status in (401, 403), (path, status, body)
         assert "Traceback" not in body
     with pytest.raises(InvalidStatus) as refused:
-        connect(_bridge_url(dev, quote(bad)), origin="null")  # type: ignore[arg-type]
+        connect(_bridge_url(dev, quote(bad)), origin=Origin("null"))
     assert refused.value.response.status_code in (401, 403)
