@@ -456,6 +456,9 @@ class _SurfaceBridge:
                 text = await self.ws.receive_text()
                 if self.closing is None:
                     await self._handle(text)
+                    # let the sender drain what this answered: a burst of cheap requests
+                    # from a client that reads must not look like one that does not
+                    await asyncio.sleep(0)
 
     async def run(self) -> None:
         self.dev.attach(self.conn)

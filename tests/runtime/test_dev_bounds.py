@@ -210,6 +210,15 @@ def test_at_most_16_subscriptions_per_bridge(dev: DevServer) -> None:
         assert refused["error"]["code"] == "limit_exceeded", refused
         refused = _ask(ws, {"id": 18, "op": "subscribe", "what": "operations"})
         assert refused["error"]["code"] == "limit_exceeded", refused
+        # a flood of subscribes: each refused, none adds a listener
+        for i in range(1000, 3000):
+            ws.send(json.dumps({"id": i, "op": "subscribe"}))
+        codes = set()
+        while len(codes) < 2000:
+            answer = json.loads(ws.recv(timeout=10))
+            if "error" in answer:
+                assert answer["error"]["code"] == "limit_exceeded"
+                codes.add(answer["id"])
         # the same id twice would leak the first: refused
         again = _ask(ws, {"id": 3, "op": "subscribe"})
         assert again["error"]["code"] == "usage_invalid", again
