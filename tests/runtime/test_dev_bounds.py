@@ -213,7 +213,7 @@ def test_at_most_16_subscriptions_per_bridge(dev: DevServer) -> None:
         # a flood of subscribes: each refused, none adds a listener
         for i in range(1000, 3000):
             ws.send(json.dumps({"id": i, "op": "subscribe"}))
-        codes = set()
+        codes: set[int] = set()
         while len(codes) < 2000:
             answer = json.loads(ws.recv(timeout=10))
             if "error" in answer:
