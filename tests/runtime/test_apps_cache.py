@@ -75,17 +75,18 @@ def test_the_runtime_writes_explicit_modes_whatever_the_umask(
 ) -> None:
     apps = tmp_path / "new" / "apps"
     with _open(tmp_path / "rt.db", apps, trust) as rt:
-        rt.install(probe_bundle)
-        assert _echo(rt, "a")["kind"] == "result"
-    assert stat.S_IMODE(apps.stat().st_mode) == 0o700
-    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700
-    modes = _modes(apps / "probe")
-    for name, mode in modes.items():
-        path = apps / "probe" / name
-        if path.is_dir():
-            assert mode == 0o700, (name, oct(mode))
-        else:
-            assert mode in (0o600, 0o644), (name, oct(mode))
+        rt.install(probe_bundle)  # as written, before any check could tighten them
+        assert stat.S_IMODE(apps.stat().st_mode) == 0o700
+        assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o700
+        for name, mode in _modes(apps / "probe").items():
+            path = apps / "probe" / name
+            if path.is_dir():
+                assert mode == 0o700, (name, oct(mode))
+            else:
+                assert mode in (0o600, 0o644), (name, oct(mode))
+        assert _echo(rt, "a")["kind"] == "result"  # a worker reads what the runtime wrote
+    for name, mode in _modes(apps).items():
+        assert not mode & (stat.S_IWGRP | stat.S_IWOTH), (name, oct(mode))
 
 
 def test_a_group_writable_folder_of_its_own_is_tightened_then_used(

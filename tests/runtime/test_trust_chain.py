@@ -217,6 +217,10 @@ def test_the_verification_runs_once_per_process_off_the_loop_and_again_for_a_new
         assert _add(rt, "one")["kind"] == "result"
         assert _add(rt, "two")["kind"] == "result"  # another worker: the folder check only
         assert len(threads) == 1 and threads[0] != rt._art._thread_id, threads
+        _set(pg_url, "todo", key_id=OTHER.key_id)  # the row changed after the verification
+        _refused(_add(rt, "edited"))
+        assert len(threads) == 1  # the cached verification, the row compared again
+        _set(pg_url, "todo", key_id=rt_key.key_id)
         trust.revoke(rt_key.key_id)  # a new trust store: verified again, and refused
         final = _add(rt, "three")
         _refused(final)
