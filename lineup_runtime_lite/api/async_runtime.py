@@ -26,7 +26,7 @@ from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import MoveSession
 from lineup_runtime_lite.core.messages import error_body, reject
 from lineup_runtime_lite.core.rows import RegistryEntry
-from lineup_runtime_lite.drivers.appcache import prepare_apps_dir
+from lineup_runtime_lite.drivers.appcache import check_database_file, prepare_apps_dir
 from lineup_runtime_lite.drivers.install import (
     InstalledApp,
     InstallResult,
@@ -186,6 +186,10 @@ class AsyncRuntime:
             host: The Host simulator (default: `HostSimulator(policy="auto")`).
             apps_dir: Where installed apps are unpacked (default: next to the database
                 file; for PostgreSQL, `$XDG_CACHE_HOME/lineup/apps/<manifest sha256>`).
+                It belongs to the runtime's user (SPEC 16.1): made 0700, folders others
+                may write tightened, anything of another uid or a symlink refused, every
+                folder above it root's or the user's. One cache per uid: runtimes of one
+                user may share it, another user's runtime needs its own.
             db_schema: PostgreSQL only: keep the tables in this schema (created when
                 missing, dropped at close): `lineup run`/`test`/`dev`'s private schema.
             node_id: PostgreSQL only: this runtime's id among the nodes of the database
@@ -231,7 +235,8 @@ class AsyncRuntime:
         Raises:
             LineupError: `usage_invalid` for a bad option, `trust_store_invalid`,
                 `runtime_locked`, `store_corrupt`, `store_unavailable`,
-                `store_schema_unsupported`.
+                `store_schema_unsupported`, `install_tampered` (the apps folder, or a
+                folder above it, is another user's or others may write it).
         """
         from lineup_build.trust import TrustStore
         from lineup_sdk.sandbox import check_mode
@@ -305,6 +310,8 @@ class AsyncRuntime:
                 shutil.rmtree(rt._tmp, ignore_errors=True)
             raise
         try:
+            if not (in_memory or postgres):  # its rows name the code to run (SPEC 16.1)
+                check_database_file(Path(db_path))
             try:  # 0700, the runtime user's own, its ancestors safe (SPEC 16.1)
                 prepare_apps_dir(apps)
             except OSError as exc:
@@ -502,9 +509,10 @@ class AsyncRuntime:
                 app = recorded_app(engine.apps_dir, bundle, row, scope, version)
                 if not os.path.lexists(app.root):  # the cache was emptied: unpack again
                     bundle = None
-            if bundle is None:
+            if bundle is None:  # the bytes read here (the store's reader), checked off the loop
+                data = store.load_bundle(key[0])
                 bundle = await asyncio.to_thread(
-                    verify_recorded, store, engine.apps_dir, trust, row, scope, version
+                    verify_recorded, data, engine.apps_dir, trust, row, scope, version
                 )
                 self._verified[(bundle.digest, key[1])] = bundle
                 app = recorded_app(engine.apps_dir, bundle, row, scope, version)

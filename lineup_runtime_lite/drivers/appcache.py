@@ -25,6 +25,7 @@ from lineup_sdk.errors import LineupError
 __all__ = [
     "FOLDER_MODE",
     "check_ancestors",
+    "check_database_file",
     "check_own",
     "check_tree",
     "make_folder",
@@ -38,11 +39,19 @@ _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 
 def _refused(what: str, path: Path, why: str) -> LineupError:
+    if what == "database":
+        hint = (
+            f"{path} names the code the runtime runs: it must be the runtime's user's own "
+            "and writable by that user only (chown or chmod go-w it, or use a database of "
+            "your own)"
+        )
+    else:
+        hint = (
+            f"remove {path} (the runtime unpacks the app again from its bundle); the apps "
+            "cache belongs to the runtime's user: one cache per uid"
+        )
     return LineupError(
-        "install_tampered",
-        f"{what}: {path} {why}; the runtime does not use it",
-        hint=f"remove {path} (the runtime unpacks the app again from its bundle); the apps "
-        "cache belongs to the runtime's user: one cache per uid",
+        "install_tampered", f"{what}: {path} {why}; the runtime does not use it", hint=hint
     )
 
 
@@ -68,6 +77,23 @@ def check_own(path: Path, what: str) -> None:
     except OSError:
         raise _refused(what, path, "is missing") from None
     _own(path, st, what)
+
+
+def check_database_file(path: Path) -> None:
+    """An SQLite database file (resolved: a link to it is followed, as its lock does) and
+    its `-wal` and `-shm` beside it are the runtime user's own, others' write bits cleared:
+    manifests and key ids come from its rows.
+
+    Raises:
+        LineupError: `install_tampered` naming the file.
+    """
+    real = Path(os.path.realpath(path))
+    for file in (real, real.with_name(real.name + "-wal"), real.with_name(real.name + "-shm")):
+        try:
+            st = file.lstat()
+        except FileNotFoundError:
+            continue
+        _own(file, st, "database")
 
 
 def make_folder(path: Path) -> None:

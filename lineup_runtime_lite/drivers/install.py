@@ -308,13 +308,19 @@ def installed_row(store: Database, scope: str, version: str) -> dict[str, Any]:
 
 
 def verify_recorded(
-    store: Database, apps_dir: Path, trust: Any, row: Mapping[str, Any], scope: str, version: str
+    data: bytes | None,
+    apps_dir: Path,
+    trust: Any,
+    row: Mapping[str, Any],
+    scope: str,
+    version: str,
 ) -> RecordedBundle:
-    """Verify the bundle the database records for `row` exactly as `install` does (with
-    this node's trust store), check that the row agrees with it (`recorded_app`), and only
-    then unpack it into `<apps_dir>/<its manifest sha256>` when that folder does not exist
-    (unpack-then-rename). Blocking: the runtime runs it off its event loop, once per
-    process per manifest and trust store.
+    """Verify the bundle bytes the database records for `row` (`data`, from
+    `Database.load_bundle`) exactly as `install` does (with this node's trust store), check
+    that the row agrees with them (`recorded_app`), and only then unpack them into
+    `<apps_dir>/<manifest sha256>` when that folder does not exist (unpack-then-rename).
+    Blocking: the runtime runs it off its event loop, once per process per manifest and
+    trust store.
 
     Raises:
         LineupError: the verification's code (`untrusted_key`, `key_revoked`,
@@ -324,7 +330,6 @@ def verify_recorded(
     from lineup_build.verify import verify_bundle
 
     digest = str(row["manifest_sha256"])
-    data = store.load_bundle(digest)
     if data is None:
         raise UntrustedRecord(f"the database records no bundle for manifest {digest}")
     tmp = Path(tempfile.mkdtemp(prefix=".verify.", dir=apps_dir))

@@ -183,3 +183,27 @@ def test_ancestors_own_are_tightened_and_sticky_ones_accepted(
         pass
     assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
     assert stat.S_IMODE(mine.stat().st_mode) == 0o755
+
+
+def test_an_sqlite_database_of_another_uid_is_refused(tmp_path: Path, trust: TrustStore) -> None:
+    """On SQLite the manifest and key id come from the database's rows: the file is the
+    runtime user's own, as its apps folder is."""
+    db = tmp_path / "rt.db"
+    _open(db, tmp_path / "apps", trust).close()
+    os.chown(db, NOBODY, NOBODY)
+    with pytest.raises(LineupError) as exc:
+        _open(db, tmp_path / "apps", trust)
+    assert exc.value.code == "install_tampered"
+    assert str(db) in (exc.value.hint or "")
+
+
+def test_an_sqlite_database_others_may_write_is_tightened(
+    tmp_path: Path, trust: TrustStore
+) -> None:
+    db = tmp_path / "rt.db"
+    _open(db, tmp_path / "apps", trust).close()
+    db.chmod(0o666)
+    with _open(db, tmp_path / "apps", trust):
+        for path in tmp_path.glob("rt.db*"):
+            if path.is_file():
+                assert not path.stat().st_mode & 0o022, (path, oct(path.stat().st_mode))
