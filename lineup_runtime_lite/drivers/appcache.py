@@ -203,6 +203,14 @@ def check_tree(
     """
     try:
         st = root.lstat()
+    except FileNotFoundError:
+        if not hashes:  # nothing planted in it; a worker start reports it missing
+            return
+        raise LineupError(
+            "install_tampered",
+            f"{what}: its install folder {root} is missing",
+            hint="reinstall the app from its bundle",
+        ) from None
     except OSError:
         raise LineupError(
             "install_tampered",

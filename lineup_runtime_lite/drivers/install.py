@@ -441,5 +441,7 @@ def check_folder(app: InstalledApp, apps_dir: Path, *, hashes: bool = True) -> N
     from lineup_runtime_lite.drivers.appcache import check_own, check_tree
 
     for folder in _between(apps_dir, app.root):
+        if not os.path.lexists(folder):
+            break  # so is the install folder: `check_tree` says what that means
         check_own(folder, app.label)
     check_tree(app.label, app.root, app.files(), hashes=hashes)
