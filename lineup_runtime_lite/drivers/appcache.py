@@ -63,7 +63,12 @@ def _own(path: Path, st: os.stat_result, what: str) -> None:
     if st.st_uid != os.geteuid():
         raise _refused(what, path, f"belongs to uid {st.st_uid}, not to the runtime's user")
     if st.st_mode & _OTHERS_WRITE:
-        os.chmod(path, stat.S_IMODE(st.st_mode) & ~_OTHERS_WRITE, follow_symlinks=False)
+        try:
+            os.chmod(path, stat.S_IMODE(st.st_mode) & ~_OTHERS_WRITE, follow_symlinks=False)
+        except OSError as exc:
+            raise _refused(
+                what, path, f"is writable by others and cannot be tightened ({exc.strerror})"
+            ) from None
 
 
 def check_own(path: Path, what: str) -> None:
@@ -93,6 +98,8 @@ def check_database_file(path: Path) -> None:
             st = file.lstat()
         except FileNotFoundError:
             continue
+        except OSError as exc:
+            raise _refused("database", file, f"cannot be read ({exc.strerror})") from None
         _own(file, st, "database")
 
 
@@ -118,8 +125,7 @@ def check_ancestors(path: Path) -> None:
         if st.st_uid == 0 and sticky:
             continue  # /tmp: nobody removes or renames what is not theirs
         if st.st_uid == uid:
-            if st.st_mode & _OTHERS_WRITE:
-                os.chmod(folder, stat.S_IMODE(st.st_mode) & ~_OTHERS_WRITE)
+            _own(folder, st, "apps folder")
             continue
         if st.st_uid != 0:
             raise _refused(
@@ -162,12 +168,18 @@ def _unlisted(what: str, root: Path, listed: set[str]) -> None:
     pending = [(root, "")]
     while pending:
         folder, prefix = pending.pop()
-        with os.scandir(folder) as entries:
-            found = sorted(entries, key=lambda e: e.name)
+        try:
+            with os.scandir(folder) as entries:
+                found = sorted(entries, key=lambda e: e.name)
+        except OSError as exc:
+            raise _refused(what, Path(folder), f"cannot be read ({exc.strerror})") from None
         for entry in found:
             rel = prefix + entry.name
             path = Path(entry.path)
-            st = entry.stat(follow_symlinks=False)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError as exc:
+                raise _refused(what, path, f"cannot be read ({exc.strerror})") from None
             _own(path, st, what)
             if stat.S_ISDIR(st.st_mode):
                 if rel not in folders:
