@@ -262,6 +262,12 @@ CODES: dict[str, tuple[str, str]] = {
         "The call's params are over the runtime's limit (default 1 MiB of canonical JSON).",
         "Send less per call, or open the runtime with a larger `max_params_bytes`.",
     ),
+    "limit_exceeded": (
+        "A per-connection limit was reached: e.g. more than 16 subscriptions on one Surface "
+        "bridge of `lineup dev`.",
+        "Unsubscribe what is no longer needed; the Surface SDK already shares one bridge "
+        "subscription per kind among all its listeners.",
+    ),
     "call_id_conflict": (
         "A call_id was reused with a different conversation, method or params.",
         "Use a fresh call_id for a new call.",

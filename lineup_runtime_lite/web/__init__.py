@@ -22,7 +22,13 @@ except ModuleNotFoundError:
         exit_code=2,
     ) from None
 
-from lineup_runtime_lite.web._devhost import FAULTS_ENV, Binding, DevHost, faults_enabled
+from lineup_runtime_lite.web._devhost import (
+    FAULTS_ENV,
+    Binding,
+    BridgeLimits,
+    DevHost,
+    faults_enabled,
+)
 from lineup_runtime_lite.web._origins import COOKIE, host_app, surface_app, web_asset
 from lineup_runtime_lite.web._server import DEFAULT_PORT, DevUrls, bind_free, serve_dev
 from lineup_runtime_lite.web._session import DevSession, dev_db, mcp_app, open_dev
@@ -33,6 +39,7 @@ __all__ = [
     "DEFAULT_PORT",
     "FAULTS_ENV",
     "Binding",
+    "BridgeLimits",
     "DevHost",
     "DevSession",
     "DevUrls",
