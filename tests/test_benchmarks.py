@@ -21,7 +21,7 @@ from tests.pg_kit import pg_bindir
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("bench_*.py"))
 #: The benchmarks that start a PostgreSQL server of their own.
-NEEDS_POSTGRES = {"bench_postgres", "bench_nodes"}
+NEEDS_POSTGRES = {"bench_postgres", "bench_nodes", "bench_trust"}
 #: Seconds one smoke run may take on a loaded 2-core machine.
 TIMEOUT_S = 300
 
