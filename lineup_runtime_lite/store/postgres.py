@@ -46,10 +46,14 @@ if TYPE_CHECKING:
 __all__ = [
     "PostgresStore",
     "check_no_live_runtime",
+    "check_schema_name",
+    "check_url",
     "drop_schema",
+    "has_password",
     "is_postgres_url",
     "private_schema",
     "redact_url",
+    "scrub",
 ]
 
 log = logging.getLogger("lineup.runtime")
@@ -153,6 +157,11 @@ def _password(url: str) -> str | None:
     for value in _query_passwords(url):
         return unquote(value)
     return None
+
+
+def has_password(url: str) -> bool:
+    """Whether the URL carries a password (in its authority or as `?password=`)."""
+    return bool(_password(url))
 
 
 def _secrets(url: str) -> list[str]:
