@@ -182,3 +182,11 @@ def test_a_schema_name_is_checked_in_full_and_never_postgres_own(
 def test_a_usable_schema_name_passes() -> None:
     for name in ("abc", "_x", "lineup_run_3f2a", "a" * 63, "pgx", "p_g"):
         assert check_schema_name(name) == name
+
+
+def test_a_message_is_scrubbed_of_every_spelling_of_the_password() -> None:
+    from lineup_runtime_lite.store.postgres import scrub
+
+    url = _url(1, "s3cr%40et%C3%A9")
+    text = "libpq said: s3cr%40et%C3%A9 / s3cr@eté / s3cr%40et%C3%A9 again"
+    assert "s3cr" not in scrub(text, url) and scrub(text, url).count("***") == 3
