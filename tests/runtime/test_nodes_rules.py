@@ -241,7 +241,8 @@ def test_a_call_waiting_on_a_non_owner_is_woken_by_the_final_s_notification(
             msg = n2.call("x1", "conv", "probe.echo", {"text": "via-n2"})
             took = time.monotonic() - started
             assert msg["stage"] == "result" and msg["result"] == "via-n2", msg
-            assert "c:x1" in heard, heard
+            # the notification may land just after a poll answered the call (under load)
+            until(lambda: "c:x1" in heard, timeout=5, what="n2 told of the final")
             print(f"call through a non-owner answered in {took:.3f} s")
         finally:
             n2.close()
