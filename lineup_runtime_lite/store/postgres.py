@@ -78,14 +78,19 @@ def private_schema(command: str) -> str:
     return f"lineup_{command}_{secrets.token_hex(6)}"
 
 
-def _admin(url: str, shown: str) -> psycopg.Connection[Any]:
+@contextlib.contextmanager
+def _admin(url: str, shown: str) -> Iterator[psycopg.Connection[Any]]:
+    """An autocommit connection for one administrative step; a database error in it is
+    `store_unavailable` (the password scrubbed), never psycopg's own."""
     import psycopg
 
     check_url(url)
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            yield conn
     except psycopg.Error as exc:
-        raise LineupError("store_unavailable", f"{shown}: {scrub(str(exc).strip(), url)}") from None
+        text = scrub(str(exc).strip().partition("\n")[0] or type(exc).__name__, url)
+        raise LineupError("store_unavailable", f"{shown}: {text}; nothing was changed") from None
 
 
 def check_no_live_runtime(url: str) -> None:
