@@ -96,11 +96,11 @@ class Injector:
 class _CountingConnection(sqlite3.Connection):
     injector: Injector
 
-    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         self.injector.statement(sql)
         return super().execute(sql, *args)
 
-    def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+    def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
         self.injector.statement(sql)
         return super().executemany(sql, *args)
 
@@ -131,7 +131,8 @@ def injecting(monkeypatch: pytest.MonkeyPatch, engine: str) -> Iterator[Injector
 
         def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
             kwargs.setdefault("factory", counting)
-            return real_connect(*args, **kwargs)
+            conn: sqlite3.Connection = real_connect(*args, **kwargs)
+            return conn
 
         monkeypatch.setattr(sqlite3, "connect", connect)
     yield injector
