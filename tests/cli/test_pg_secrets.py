@@ -190,3 +190,23 @@ def test_a_message_is_scrubbed_of_every_spelling_of_the_password() -> None:
     url = _url(1, "s3cr%40et%C3%A9")
     text = "libpq said: s3cr%40et%C3%A9 / s3cr@eté / s3cr%40et%C3%A9 again"
     assert "s3cr" not in scrub(text, url) and scrub(text, url).count("***") == 3
+
+
+def test_lineup_serve_warns_about_a_password_in_its_db_argument(
+    focus: Path, pg_server: PgServer
+) -> None:
+    """`lineup serve` on stdio with its input closed: it starts, warns, serves nothing and
+    ends."""
+    url = fresh_database(pg_server).replace("postgres@", "postgres:s3cr3t-pw@")
+    argv = ["serve", str(focus), "--db", url]
+    proc = subprocess.run(
+        [sys.executable, "-c", "from lineup_build.cli import main; main()", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    said = proc.stdout + proc.stderr
+    assert "process list" in proc.stderr and "LINEUP_DB" in proc.stderr, said
+    assert "s3cr3t-pw" not in said

@@ -18,6 +18,9 @@ from lineup_build.trust import TrustStore
 from tests.cli_kit import run_cli
 from tests.faults.statements import KINDS, injecting
 
+pytestmark = pytest.mark.slow  # handed out first under pytest-xdist
+
+
 #: Statements per kind an error is injected at.
 POINTS = 3
 #: What an injected error may be answered with: the store's codes, or a scenario whose

@@ -26,6 +26,9 @@ from lineup_runtime_lite.store.postgres import PostgresStore
 from tests.faults.harness import ROOT
 from tests.pg_kit import PgServer, fresh_database
 
+pytestmark = pytest.mark.slow  # handed out first under pytest-xdist
+
+
 DRIVER = Path(__file__).with_name("race_driver.py")
 ROUNDS = 20
 

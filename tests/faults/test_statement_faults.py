@@ -27,6 +27,9 @@ from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.faults.statements import KINDS, Injector, injecting
 
+pytestmark = pytest.mark.slow  # handed out first under pytest-xdist
+
+
 #: The codes an injected database error may surface as.
 STABLE = {"store_unavailable", "runtime_locked"}
 LEASE_S = 1.0
