@@ -210,9 +210,8 @@ def test_a_call_waiting_on_a_non_owner_is_woken_by_the_final_s_notification(
     pg_url: str, tmp_path: Path, trust: TrustStore, probe_bundle: Path
 ) -> None:
     """n2 takes a call for n1's session and waits; n1 commits the final and tells n2
-    (`c:<call_id>`), which answers at once instead of at its next poll (1 s with a 2 s
-    lease). One-line break caught: `SqlFacts._add_receipt` without
-    `self._told(f"c:{call_id}")`."""
+    (`c:<call_id>`), which answers at once instead of at its next poll (1 s). One-line
+    break caught: `SqlFacts._add_receipt` without `self._told(f"c:{call_id}")`."""
 
     def node(name: str) -> Runtime:
         return Runtime.open(
@@ -222,7 +221,7 @@ def test_a_call_waiting_on_a_non_owner_is_woken_by_the_final_s_notification(
             host=HostSimulator("auto"),
             apps_dir=tmp_path / f"apps-{name}",
             node_id=name,
-            node_lease_s=2.0,
+            node_lease_s=5.0,
         )
 
     n1 = node("n1")
@@ -242,13 +241,18 @@ def test_a_call_waiting_on_a_non_owner_is_woken_by_the_final_s_notification(
                 wake(payloads)
 
             lease.on_wake = spy
-            started = time.monotonic()
-            msg = n2.call("x1", "conv", "probe.echo", {"text": "via-n2"})
-            took = time.monotonic() - started
-            assert msg["stage"] == "result" and msg["result"] == "via-n2", msg
+            for i in range(3):  # a node starved past its lease looks gone: then polling
+                started = time.monotonic()
+                msg = n2.call(f"x{i}", "conv", "probe.echo", {"text": "via-n2"})
+                took = time.monotonic() - started
+                assert msg["stage"] == "result" and msg["result"] == "via-n2", msg
+                print(f"call through a non-owner answered in {took:.3f} s")
             # the notification may land just after a poll answered the call (under load)
-            until(lambda: "c:x1" in heard, timeout=5, what="n2 told of the final")
-            print(f"call through a non-owner answered in {took:.3f} s")
+            until(
+                lambda: any(p.startswith("c:x") for p in heard),
+                timeout=5,
+                what="n2 told of a final",
+            )
         finally:
             n2.close()
     finally:
