@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +18,11 @@ __all__ = [
     "SharedOpt",
     "checked_isolation",
     "db_target",
+    "warn_db_password",
 ]
+
+#: The environment variable `--db` defaults to: a URL there stays out of the process list.
+DB_ENV = "LINEUP_DB"
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]
 SandboxOpt = Annotated[
@@ -40,9 +46,12 @@ DbOpt = Annotated[
     str | None,
     typer.Option(
         "--db",
+        envvar="LINEUP_DB",
+        show_envvar=True,
         help="Runtime state: an SQLite FILE, or a PostgreSQL database postgresql://user@host/db "
         "(the postgres extra; run, test and dev keep their tables in a private schema "
-        "dropped at the end).",
+        "dropped at the end). Keep a password out of it: PGPASSWORD, ~/.pgpass, or the "
+        "whole URL in LINEUP_DB.",
     ),
 ]
 SharedOpt = Annotated[
@@ -69,11 +78,43 @@ def checked_isolation(value: str | None) -> str:
     return check_isolation(DEFAULT_ISOLATION if value is None else value)
 
 
-def db_target(value: str | None) -> str | Path | None:
-    """`--db` as the runtime opens it: a `postgresql://` URL as given, anything else a file
+def db_target(value: str | None, command: str = "") -> str | Path | None:
+    """`--db` as the runtime opens it: a `postgresql://` URL as given (warned about when it
+    carries a password on the command line: `warn_db_password`), anything else a file
     path (a URL must not pass through `Path`, which folds its `//`)."""
     from lineup_runtime_lite.store.postgres import is_postgres_url
 
     if value is None or is_postgres_url(value):
+        warn_db_password(value, command)
         return value
     return Path(value)
+
+
+def _from_command_line(value: str) -> bool:
+    """Whether `--db` was given on the command line (not taken from `LINEUP_DB`)."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        source = ctx.get_parameter_source("db")
+        if source is not None:
+            return source == click.core.ParameterSource.COMMANDLINE
+    return os.environ.get(DB_ENV) != value
+
+
+def warn_db_password(value: str | None, command: str) -> None:
+    """SPEC 16.2: a password in a `--db` argument is visible to every local user in the
+    process list before any code runs; say so on stderr at start (the URL redacted)."""
+    from lineup_runtime_lite.store.postgres import has_password, is_postgres_url, redact_url
+
+    if value is None or not is_postgres_url(value) or not has_password(value):
+        return
+    if not _from_command_line(value):
+        return
+    who = f"lineup {command}: " if command else "lineup: "
+    sys.stderr.write(
+        f"{who}warning: the --db URL {redact_url(value)} holds a password, which every local "
+        "user can read in the process list; prefer PGPASSWORD or ~/.pgpass (libpq reads "
+        f"them), or give the whole URL in the environment variable {DB_ENV}\n"
+    )
+    sys.stderr.flush()

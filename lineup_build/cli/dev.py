@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
 
         session = start_dev(
             project,
-            db=db_target(db),
+            db=db_target(db, "dev"),
             shared=shared,
             policy=host,
             sandbox=sandbox,

@@ -159,7 +159,7 @@ def register(app: typer.Typer) -> None:
         plan = load_scenario(scenario) if scenario is not None else None
         sim = open_simulation(
             target,
-            db=db_target(db),
+            db=db_target(db, "run"),
             shared=shared,
             trust=trust,
             policy=host,

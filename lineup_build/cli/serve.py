@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from lineup_build.cli._common import TRUST_HELP, trust_store_path
-from lineup_build.cli._options import IsolationOpt, checked_isolation
+from lineup_build.cli._options import IsolationOpt, checked_isolation, warn_db_password
 from lineup_sdk.errors import LineupError
 
 #: A fixed bearer token for `--http` (otherwise a fresh one each start).
@@ -54,10 +54,13 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--db",
+                envvar="LINEUP_DB",
+                show_envvar=True,
                 help="Runtime state: calls, receipts, sessions: an SQLite FILE (default: "
                 "<first folder>/.lineup/serve.db; only bundles: "
                 "$XDG_STATE_HOME/lineup/serve.db) or a PostgreSQL database "
-                "postgresql://user@host/db (the postgres extra).",
+                "postgresql://user@host/db (the postgres extra). Keep a password out of "
+                "it: PGPASSWORD, ~/.pgpass, or the whole URL in LINEUP_DB.",
             ),
         ] = None,
         http: Annotated[
@@ -147,6 +150,7 @@ def register(app: typer.Typer) -> None:
 
         state: str | Path
         if is_postgres_url(db):
+            warn_db_password(db, "serve")
             state = str(db)
         else:
             state = (

@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
                 exit_code=2,
             )
         report = run_suite(
-            cases, sandbox=sandbox, isolation=isolation, db=db_target(db), shared=shared
+            cases, sandbox=sandbox, isolation=isolation, db=db_target(db, "test"), shared=shared
         )
         if junit is not None:
             junit.write_text(junit_xml(report, root=cwd), "utf-8")

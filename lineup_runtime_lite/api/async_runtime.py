@@ -51,6 +51,7 @@ from lineup_runtime_lite.store.nodes import (
     default_node_id,
 )
 from lineup_runtime_lite.store.postgres import is_postgres_url
+from lineup_runtime_lite.store.sqlite import StoreRace
 from lineup_runtime_lite.validation.checks import Checked, validator_for
 from lineup_runtime_lite.validation.params import (
     DEFAULT_MAX_PARAMS_BYTES,
@@ -115,6 +116,9 @@ MIN_PROCESSES, MAX_PROCESSES = 16, 32768
 
 #: The most messages one `outbox.fetch` returns.
 MAX_FETCH = 1000
+#: How often `install` decides again after another node's install of the same version
+#: got there first (SPEC 16.1: the two converge, `installed` and `unchanged`).
+_INSTALL_TRIES = 3
 
 Prepared = tuple[Envelope, RegistryEntry | None, Checked | None]
 
@@ -578,13 +582,19 @@ class AsyncRuntime:
     # -- apps ----------------------------------------------------------------------------
     def _install_verified(self, verified: Any, dev_build: bool) -> InstallResult:
         self._check_open()
-        result = install_verified(
-            self._engine.store,
-            self._engine.apps_dir,
-            verified,
-            self.clock.now_ms(),
-            dev_build=dev_build,
-        )
+        for attempt in range(_INSTALL_TRIES):
+            try:
+                result = install_verified(
+                    self._engine.store,
+                    self._engine.apps_dir,
+                    verified,
+                    self.clock.now_ms(),
+                    dev_build=dev_build,
+                )
+                break
+            except StoreRace:  # another node installed it first: decide again on its facts
+                if attempt == _INSTALL_TRIES - 1:
+                    raise
         self._engine.load_registry()
         return result
 

@@ -185,41 +185,52 @@ class NodeLease:
     def register(self) -> int:
         """Register (again) and return the new epoch.
 
-        A row with this id whose lease is live is another process with this id, unless its
-        connections are gone (its advisory lock is free: it died); this waits for its lease
-        at most one lease length, then refuses (`runtime_locked`)."""
+        Whoever registers replaces exactly the row it saw (none, or one of a given epoch:
+        `_claim`), so of two processes registering one id at the same moment one writes
+        its row and the other finds it there: never a raw unique-key error, never both
+        (SPEC 16.1). The id's advisory lock says whether the row it saw can be replaced at
+        once: a process that takes the lock is the only live one with this id, so a live
+        row there was left by one that died. Without the lock (another live process holds
+        it), this waits at most one lease length — a restart whose old process is stopped
+        or shutting down — and then registers only where no live row stands; otherwise, or
+        when another registration wrote first, it is refused (`runtime_locked`)."""
+        import psycopg
+
         if not self._usable(self._control):
             self._control = self._open(self._gen)
         conn = self._control
         deadline = time.monotonic() + self.lease_s
+        trust_lock = True  # until another registration is seen to have written first
         while True:
-            got = conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key,)).fetchone()[0]
-            row = conn.execute(
-                "SELECT lease_until > now() FROM nodes WHERE node_id=%s", (self.node_id,)
-            ).fetchone()
-            if got or row is None or not row[0]:
-                break
-            if time.monotonic() >= deadline:
+            try:
+                got = conn.execute("SELECT pg_try_advisory_lock(%s)", (self._key,)).fetchone()[0]
+                row = conn.execute(
+                    "SELECT epoch, lease_until > now() FROM nodes WHERE node_id=%s",
+                    (self.node_id,),
+                ).fetchone()
+                late = time.monotonic() >= deadline
+                if (got and trust_lock) or (late and (row is None or not row[1])):
+                    epoch = self._claim(conn, None if row is None else int(row[0]))
+                    if epoch is not None:
+                        break
+                    trust_lock = False
+            except (
+                psycopg.IntegrityError,
+                psycopg.errors.TransactionRollback,
+                psycopg.errors.SerializationFailure,
+                psycopg.errors.DeadlockDetected,
+            ):
+                trust_lock = False  # another registration at the same moment: look again
+                if time.monotonic() >= deadline:
+                    raise
+                continue
+            if late:
                 raise LineupError(
                     "runtime_locked",
                     f"node {self.node_id!r} is already running on {self._shown}",
                     hint="stop it, or give this node another --node-id (LINEUP_NODE_ID)",
                 )
             time.sleep(0.05)
-        with conn.transaction():
-            conn.execute("DELETE FROM nodes WHERE node_id=%s", (self.node_id,))
-            (epoch,) = conn.execute(
-                "INSERT INTO nodes (node_id, epoch, lease_until) VALUES "
-                "(%s, txid_current(), now() + make_interval(secs => %s)) RETURNING epoch",
-                (self.node_id, self.lease_s),
-            ).fetchone()
-            # sessions of no node (a database one runtime served before nodes): adopted
-            conn.execute(
-                "INSERT INTO owners (app_session_id, node_id) SELECT app_session_id, %s "
-                "FROM app_sessions WHERE app_session_id NOT IN (SELECT app_session_id "
-                "FROM owners) ON CONFLICT DO NOTHING",
-                (self.node_id,),
-            )
         # the nodes there learn at once that finals need telling (`alone`)
         conn.execute("SELECT pg_notify(%s, %s)", (self.channel, f"n:{self.node_id}"))
         self.epoch = int(epoch)
@@ -227,11 +238,48 @@ class NodeLease:
         self._take_over(conn)  # lapsed nodes' sessions: recovered with this node's own
         return self.epoch
 
+    def _claim(self, conn: Any, seen: int | None) -> int | None:
+        """Write this node's row in place of the one seen (`seen`: its epoch, or None for
+        no row) and return the new epoch; None when another registration changed the row
+        meanwhile (its row stands)."""
+        with conn.transaction():
+            row = conn.execute(
+                "INSERT INTO nodes (node_id, epoch, lease_until) VALUES "
+                "(%s, txid_current(), now() + make_interval(secs => %s)) "
+                "ON CONFLICT (node_id) DO UPDATE SET epoch=excluded.epoch, "
+                "lease_until=excluded.lease_until, registered=now() "
+                "WHERE nodes.epoch = %s RETURNING epoch",
+                (self.node_id, self.lease_s, seen),
+            ).fetchone()
+            if row is None:
+                return None
+            # sessions of no node (a database one runtime served before nodes): adopted
+            conn.execute(
+                "INSERT INTO owners (app_session_id, node_id) SELECT app_session_id, %s "
+                "FROM app_sessions WHERE app_session_id NOT IN (SELECT app_session_id "
+                "FROM owners) ON CONFLICT DO NOTHING",
+                (self.node_id,),
+            )
+        return int(row[0])
+
     def owned(self) -> set[str]:
-        """The App sessions this node owns now."""
-        rows = self._control.execute(
-            "SELECT app_session_id FROM owners WHERE node_id=%s", (self.node_id,)
-        ).fetchall()
+        """The App sessions this node owns now.
+
+        Raises:
+            LineupError: `store_unavailable` when the database fails (never psycopg's own).
+        """
+        import psycopg
+
+        try:
+            rows = self._control.execute(
+                "SELECT app_session_id FROM owners WHERE node_id=%s", (self.node_id,)
+            ).fetchall()
+        except psycopg.Error as exc:
+            raise LineupError(
+                "store_unavailable",
+                f"{self._shown}: reading node {self.node_id!r}'s App sessions failed "
+                f"({type(exc).__name__}); nothing was changed",
+            ) from None
         return {str(r[0]) for r in rows}
 
     # -- threads -------------------------------------------------------------------------

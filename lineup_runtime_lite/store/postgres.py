@@ -22,7 +22,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote
 
 from lineup_runtime_lite.core.port import LostRace, reads_of
 from lineup_runtime_lite.store import faults
@@ -41,7 +41,7 @@ from lineup_runtime_lite.store.schema import (
     SCHEMA_VERSION,
     pg_schema,
 )
-from lineup_runtime_lite.store.sqlite import store_error
+from lineup_runtime_lite.store.sqlite import StoreRace, store_error
 from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
 
@@ -51,10 +51,14 @@ if TYPE_CHECKING:
 __all__ = [
     "PostgresStore",
     "check_no_live_runtime",
+    "check_schema_name",
+    "check_url",
     "drop_schema",
+    "has_password",
     "is_postgres_url",
     "private_schema",
     "redact_url",
+    "scrub",
 ]
 
 log = logging.getLogger("lineup.runtime")
@@ -66,7 +70,7 @@ _MIGRATE_LOCK = 0x4C494E455550_4D47
 #: fails (`store_unavailable`, nothing changed) instead of holding the runtime up for good;
 #: a URL may set its own (`?options=-c%20lock_timeout%3D…`).
 LOCK_TIMEOUT_S = 10.0
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _SCHEMES = ("postgresql://", "postgres://")
 INSTALL_HINT = (
     'install the PostgreSQL store: pip install ".[postgres]" in a LineUp checkout, or '
@@ -79,16 +83,19 @@ def private_schema(command: str) -> str:
     return f"lineup_{command}_{secrets.token_hex(6)}"
 
 
-def _admin(url: str, secret: str | None, shown: str) -> psycopg.Connection[Any]:
+@contextlib.contextmanager
+def _admin(url: str, shown: str) -> Iterator[psycopg.Connection[Any]]:
+    """An autocommit connection for one administrative step; a database error in it is
+    `store_unavailable` (the password scrubbed), never psycopg's own."""
     import psycopg
 
+    check_url(url)
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            yield conn
     except psycopg.Error as exc:
-        text = str(exc).strip()
-        if secret:
-            text = text.replace(secret, "***")
-        raise LineupError("store_unavailable", f"{shown}: {text}") from None
+        text = scrub(str(exc).strip().partition("\n")[0] or type(exc).__name__, url)
+        raise LineupError("store_unavailable", f"{shown}: {text}; nothing was changed") from None
 
 
 def check_no_live_runtime(url: str) -> None:
@@ -96,7 +103,7 @@ def check_no_live_runtime(url: str) -> None:
     `--shared` (SPEC 15): `runtime_locked`."""
     _installed()
     shown = redact_url(url)
-    with _admin(url, _password(url), shown) as conn:
+    with _admin(url, shown) as conn:
         live = live_nodes(conn)
     if live:
         raise LineupError(
@@ -108,9 +115,8 @@ def check_no_live_runtime(url: str) -> None:
 
 def drop_schema(url: str, schema: str) -> None:
     """Drop a private schema and everything in it (the end of a `lineup run`)."""
-    if not _SCHEMA_NAME.match(schema):
-        raise LineupError("usage_invalid", f"{schema!r} is not a usable schema name")
-    with _admin(url, _password(url), redact_url(url)) as conn:
+    check_schema_name(schema)
+    with _admin(url, redact_url(url)) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
@@ -130,35 +136,141 @@ def is_postgres_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(_SCHEMES)
 
 
+def _userinfo(url: str) -> tuple[str, str | None, str]:
+    """The user, the password (None when there is none) and what follows them, as the URL
+    spells them: up to the last `@` before the query, so a password holding a raw `@`, `/`
+    or `:` is taken whole (libpq would cut it short; `check_url` refuses that)."""
+    rest = url.partition("://")[2]
+    query = rest.find("?")
+    at = (rest if query < 0 else rest[:query]).rfind("@")
+    if at < 0:
+        return "", None, rest
+    user, colon, password = rest[:at].partition(":")
+    return user, (password if colon else None), rest[at + 1 :]
+
+
+def _query_passwords(url: str) -> list[str]:
+    """The `password=` values of the URL's query, as written."""
+    _, _, query = url.partition("?")
+    return [
+        value
+        for key, _, value in (pair.partition("=") for pair in query.split("&"))
+        if key == "password" and value
+    ]
+
+
 def _password(url: str) -> str | None:
-    with contextlib.suppress(ValueError):
-        parts = urlsplit(url)
-        if parts.password is not None:
-            return unquote(parts.password)
-        for pair in parts.query.split("&"):
-            key, _, value = pair.partition("=")
-            if key == "password" and value:
-                return unquote(value)
+    """The password as libpq reads it (percent-escapes decoded), or None."""
+    _, password, _ = _userinfo(url)
+    if password:
+        return unquote(password)
+    for value in _query_passwords(url):
+        return unquote(value)
     return None
 
 
+def has_password(url: str) -> bool:
+    """Whether the URL carries a password (in its authority or as `?password=`)."""
+    return bool(_password(url))
+
+
+def _secrets(url: str) -> list[str]:
+    """Every spelling of the URL's password a message could carry (as written, decoded,
+    encoded again, and as libpq parsed it), longest first."""
+    raw = [p for p in (_userinfo(url)[1], *_query_passwords(url)) if p]
+    found: set[str] = set()
+    for text in raw:
+        found |= {text, unquote(text), quote(unquote(text), safe="")}
+    with contextlib.suppress(Exception):
+        from psycopg.conninfo import conninfo_to_dict
+
+        parsed = conninfo_to_dict(url).get("password")
+        if parsed:
+            found.add(str(parsed))
+    return sorted((s for s in found if s), key=len, reverse=True)
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` with every spelling of `url`'s password replaced by `***`."""
+    for secret in _secrets(url):
+        text = text.replace(secret, "***")
+    return text
+
+
 def redact_url(url: str) -> str:
-    """`url` with any password (in the authority or as `?password=`) shown as `***`."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://***"
-    netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        name = user.partition(":")[0]
-        netloc = f"{name}:***@{host}"
-    query = "&".join(
+    """`url` with any password (in the authority or as `?password=`) shown as `***`,
+    whatever its characters."""
+    scheme, sep, _ = url.partition("://")
+    user, password, after = _userinfo(url)
+    shown = f"{scheme}{sep}{user}:***@{after}" if password is not None else url
+    if "?" not in shown:
+        return shown
+    head, _, query = shown.partition("?")
+    pairs = [
         "password=***" if pair.partition("=")[0] == "password" else pair
-        for pair in parts.query.split("&")
-        if pair
-    )
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        for pair in query.split("&")
+    ]
+    return f"{head}?{'&'.join(pairs)}"
+
+
+def check_url(url: str) -> None:
+    """A URL libpq can read, whose password libpq reads as written (SPEC 16.2).
+
+    Raises:
+        LineupError: `usage_invalid` (the URL shown redacted, the password nowhere) for a
+            bad percent-escape, an unknown option, or a password holding a raw `@` or `/`.
+    """
+    from psycopg.conninfo import conninfo_to_dict
+
+    shown = redact_url(url)
+    encode = "percent-encode it: % as %25, @ as %40, / as %2F, : as %3A"
+    try:
+        parsed = conninfo_to_dict(url)
+    except Exception as exc:  # libpq's parse error quotes what it could not read
+        text = str(exc).strip()
+        if "percent-encoded" in text:
+            why = "it holds a % that is not followed by two hex digits"
+            hint = f"a literal % in the URL (in a password, say) must be written %25; {encode}"
+        elif "query parameter" in text:
+            name = text.partition('"')[2].rpartition('"')[0]
+            why = f"libpq knows no option {scrub(name, url)!r}"
+            hint = "see libpq's connection parameters for the options a URL may carry"
+        else:
+            why = f"libpq cannot read it ({scrub(text, url)})"
+            hint = encode
+        raise LineupError(
+            "usage_invalid", f"the PostgreSQL URL {shown} is not usable: {why}", hint=hint
+        ) from None
+    _, password, _ = _userinfo(url)
+    if password is not None and parsed.get("password") != unquote(password):
+        raise LineupError(
+            "usage_invalid",
+            f"the PostgreSQL URL {shown} is not usable: its password holds a character a "
+            "URL must percent-encode",
+            hint=f"{encode}; or leave the password out and use PGPASSWORD or ~/.pgpass",
+        )
+
+
+def check_schema_name(schema: str) -> str:
+    """A schema name the runtime may create and drop (SPEC 16.3, "Names"): lower-case
+    letters, digits and `_`, at most 63, not starting with a digit, matched in full, and
+    not PostgreSQL's own (`pg_*`).
+
+    Raises:
+        LineupError: `usage_invalid`.
+    """
+    if (
+        not isinstance(schema, str)
+        or _SCHEMA_NAME.fullmatch(schema) is None
+        or schema.startswith("pg_")
+    ):
+        raise LineupError(
+            "usage_invalid",
+            f"{schema!r} is not a usable schema name",
+            hint="lower-case letters, digits and _ (at most 63, not starting with a digit, "
+            "not pg_...)",
+        )
+    return schema
 
 
 class _Row(tuple[Any, ...]):
@@ -388,10 +500,23 @@ class _Router:
         return store._reading()
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        return self._target().execute(sql, args)
+        target = self._target()
+        if target is self._store._main:  # a transaction's: it rolls back and maps
+            return target.execute(sql, args)
+        try:
+            return target.execute(sql, args)
+        except Exception as exc:  # a read of its own: the stable error, never psycopg's
+            raise self._store._read_failed(exc) from None
 
     def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
-        self._target().executemany(sql, seq)
+        target = self._target()
+        if target is self._store._main:
+            target.executemany(sql, seq)
+            return
+        try:
+            target.executemany(sql, seq)
+        except Exception as exc:
+            raise self._store._read_failed(exc) from None
 
     @property
     def in_transaction(self) -> bool:
@@ -454,8 +579,9 @@ class PostgresStore:
         lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         _installed()
-        if schema is not None and not _SCHEMA_NAME.match(schema):
-            raise LineupError("usage_invalid", f"{schema!r} is not a usable schema name")
+        check_url(url)
+        if schema is not None:
+            check_schema_name(schema)
         self._url = url
         self._secret = _password(url)
         #: What every message and listing shows: the URL with its password redacted.
@@ -681,8 +807,7 @@ class PostgresStore:
             else "whether it committed is not known: nothing it decided was done, and the "
             "runtime re-drives it from the facts"
         )
-        if self._secret:
-            lost = lost.replace(self._secret, "***")
+        lost = scrub(lost, self._url)
         raise LineupError(
             "store_unavailable",
             f"{self.path}: the connection was lost during COMMIT ({lost}); {said}",
@@ -738,15 +863,28 @@ class PostgresStore:
         exception itself for a programming error."""
         import psycopg
 
+        if isinstance(
+            exc,
+            psycopg.IntegrityError
+            | psycopg.errors.TransactionRollback
+            | psycopg.errors.SerializationFailure
+            | psycopg.errors.DeadlockDetected,
+        ):  # another node's write first (a key, a serialization failure, a deadlock)
+            text = scrub(str(exc).strip().partition("\n")[0] or type(exc).__name__, self._url)
+            return StoreRace(self.path, text)
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-            text = str(exc).strip() or type(exc).__name__
-            if self._secret:
-                text = text.replace(self._secret, "***").replace(quote(self._secret), "***")
+            text = scrub(str(exc).strip() or type(exc).__name__, self._url)
             return LineupError("store_unavailable", f"{self.path}: {text}; nothing was changed")
         if isinstance(exc, psycopg.Error):
             return exc
         mapped = store_error(exc, self.path)  # the fault points' emulated disk errors
         return mapped if mapped is not None else exc
+
+    def _read_failed(self, exc: Exception) -> BaseException:
+        """What a failed statement outside a transaction raises: its stable error."""
+        if self._is_database_error(exc):
+            return self._mapped(exc)
+        return exc
 
     def _is_database_error(self, exc: BaseException) -> bool:
         import sqlite3

@@ -17,7 +17,7 @@ from lineup_runtime_lite.store.facts import LostRace, SqlFacts
 from lineup_runtime_lite.store.schema import _MIGRATIONS, _SCHEMA, SCHEMA_VERSION
 from lineup_sdk.errors import LineupError
 
-__all__ = ["LostRace", "Store", "store_error"]
+__all__ = ["LostRace", "Store", "StoreRace", "store_error"]
 
 T = TypeVar("T")
 
@@ -29,6 +29,19 @@ _FULL_CHECK_ENV = "LINEUP_STORE_FULL_CHECK"
 _BTREE_PAGE_TYPES = frozenset({b"\x02", b"\x05", b"\x0a", b"\x0d"})
 
 
+class StoreRace(LineupError):
+    """A write another writer's got ahead of (a key it wrote first, a serialization
+    failure, a deadlock): rolled back, nothing changed. `store_unavailable` to whoever
+    does not retry it; a caller that decides again on the facts (`install`) retries."""
+
+    def __init__(self, path: str, text: str) -> None:
+        super().__init__(
+            "store_unavailable",
+            f"{path}: another write got there first ({text}); nothing was changed",
+            hint="retry: the next attempt decides on what the other write left",
+        )
+
+
 def store_error(exc: BaseException, path: str) -> LineupError | None:
     """The stable error for a database failure, or None for a programming error.
 
@@ -37,6 +50,8 @@ def store_error(exc: BaseException, path: str) -> LineupError | None:
     """
     text = str(exc)
     low = text.lower()
+    if isinstance(exc, sqlite3.IntegrityError):  # a row there already: no other writer
+        return StoreRace(path, text)  # on SQLite, but the same decision as on PostgreSQL
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
         if "not a database" in low or "malformed" in low or "corrupt" in low:
             return LineupError(
@@ -63,7 +78,12 @@ class _Router:
     writer connection for the thread that holds the store's write lock (a batch on the
     store thread, a transaction on the loop), the reader connection (WAL: committed facts
     only) for every other read, so a read on the event loop never waits for a batch in
-    flight, nor sees what it has not committed yet (SPEC 5.6)."""
+    flight, nor sees what it has not committed yet (SPEC 5.6).
+
+    A statement failing outside a transaction (a read of its own: `apps()`,
+    `outbox.fetch`, recovery's reads) is answered with the stable error at once, never the
+    raw `sqlite3` one. Inside a transaction it is raised as is: the transaction or batch
+    rolls back and maps it."""
 
     __slots__ = ("_store",)
 
@@ -77,11 +97,29 @@ class _Router:
             return store.db
         return reader
 
+    def _failed(self, db: sqlite3.Connection, exc: sqlite3.Error) -> BaseException:
+        mapped = None if db.in_transaction else store_error(exc, self._store.path)
+        return exc if mapped is None else mapped
+
     def execute(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return self._target().execute(sql, args)
+        db = self._target()
+        try:
+            return db.execute(sql, args)
+        except sqlite3.Error as exc:
+            failed = self._failed(db, exc)
+            if failed is exc:
+                raise
+            raise failed from None
 
     def executemany(self, sql: str, seq: Any) -> sqlite3.Cursor:
-        return self._target().executemany(sql, seq)
+        db = self._target()
+        try:
+            return db.executemany(sql, seq)
+        except sqlite3.Error as exc:
+            failed = self._failed(db, exc)
+            if failed is exc:
+                raise
+            raise failed from None
 
     @property
     def in_transaction(self) -> bool:
@@ -444,15 +482,14 @@ class Store:
 
     def dump(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every table (tests compare dumps before and after a failed commit)."""
-        db = self._router
         tables = [
             r[0]
-            for r in db.execute(
+            for r in self.all(
                 "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
                 "ORDER BY name"
             )
         ]
-        return {t: [tuple(r) for r in db.execute(f"SELECT * FROM {t}")] for t in tables}
+        return {t: [tuple(r) for r in self.all(f"SELECT * FROM {t}")] for t in tables}
 
     def close(self) -> None:
         """Mark the close clean (the next open skips the whole-file check), close the
