@@ -113,7 +113,7 @@ def migration(path: Path, scratch: Path) -> float:
     shutil.copyfile(path, copy)
     con = sqlite3.connect(copy, isolation_level=None)
     for stmt in _V4_INDEXES:
-        con.execute(f"DROP INDEX {stmt.split()[2]}")
+        con.execute(f"DROP INDEX {stmt.split(' ON ')[0].split()[-1]}")
     con.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
     con.execute("VACUUM")
     con.close()

@@ -73,8 +73,8 @@ def store_error(exc: BaseException, path: str) -> LineupError | None:
     return None
 
 
-class _Router:
-    """The connection `SqlFacts` and the store's reads see (as PostgreSQL's `_Router`): the
+class _SqliteRouter:
+    """The connection `SqlFacts` and the store's reads see (as PostgreSQL's router): the
     writer connection for the thread that holds the store's write lock (a batch on the
     store thread, a transaction on the loop), the reader connection (WAL: committed facts
     only) for every other read, so a read on the event loop never waits for a batch in
@@ -148,7 +148,7 @@ class Store:
         #: Whether `GroupCommit` runs batches on a store thread: a file's are (its fsync
         #: never blocks the loop); `:memory:` has no fsync to wait for.
         self.off_loop = False
-        self._router = _Router(self)
+        self._router = _SqliteRouter(self)
         #: How many transactions committed; a caller that sees an exception compares it
         #: with its own count to tell "rolled back" from "committed, then failed".
         self.commits = 0

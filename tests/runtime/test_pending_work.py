@@ -301,7 +301,7 @@ def test_postgres_moves_a_schema_3_database_to_4(pg_url: str) -> None:
     from lineup_sdk.errors import LineupError
 
     assert SCHEMA_VERSION == 4
-    names = [stmt.split()[2] for stmt in _V4_INDEXES]
+    names = [stmt.split(" ON ")[0].split()[-1] for stmt in _V4_INDEXES]
     store = open_database(pg_url, node_id="n1")
     try:
         with store.transaction(fault_points=False) as db:
