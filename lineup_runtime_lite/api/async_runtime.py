@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock, format_ts
-from lineup_runtime_lite.api.engine import Engine, input_problems
+from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import MoveSession
 from lineup_runtime_lite.core.messages import error_body, reject
@@ -636,10 +636,12 @@ class AsyncRuntime:
 
     # -- calls ---------------------------------------------------------------------------
     def _prepare(
-        self, call_id: Any, conversation_id: Any, method: Any, params: Any
+        self, call_id: Any, conversation_id: Any, method: Any, params: Any, pooled: bool = True
     ) -> dict[str, Any] | Prepared:
         """The pure part of a call (any thread): the envelope and the input schema.
-        Returns the rejection to answer, or what the engine needs to go on."""
+        Returns the rejection to answer, or what the engine needs to go on. With `pooled`
+        False, an input schema that is not plain is left unchecked (problems None) for the
+        caller to await from the validator pool."""
         self._check_open()
         checked = check_envelope(
             call_id, conversation_id, method, params, max_bytes=self._max_params_bytes
@@ -653,7 +655,7 @@ class AsyncRuntime:
         tool = registry.get(checked.method)
         problems = (
             input_problems(tool, checked.params, self._engine.validators)
-            if tool is not None
+            if tool is not None and (pooled or validator_for(tool.input_schema).plain)
             else None
         )
         return checked, tool, problems
@@ -690,9 +692,16 @@ class AsyncRuntime:
         if self._inline(method, params):
             prepared = self._prepare(call_id, conversation_id, method, params)
         else:
+            # the envelope (and a plain schema) off this loop; a schema that is not plain
+            # waits its app's turn in the validator pool, holding no thread (SPEC 16.4)
             prepared = await asyncio.get_running_loop().run_in_executor(
-                None, self._prepare, call_id, conversation_id, method, params
+                None, self._prepare, call_id, conversation_id, method, params, False
             )
+            if isinstance(prepared, tuple) and prepared[1] is not None and prepared[2] is None:
+                env, tool, _ = prepared
+                assert tool is not None
+                problems = await ainput_problems(tool, env.params, self._engine.validators)
+                prepared = (env, tool, problems)
         if not isinstance(prepared, tuple):
             return prepared
         return await self._accept(prepared)
