@@ -103,6 +103,8 @@ MIN_PROCESSES, MAX_PROCESSES = 16, 32768
 MAX_FETCH = 1000
 
 Prepared = tuple[Envelope, RegistryEntry | None, Checked | None]
+#: What `mark_call` takes as a mark.
+_MARK = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 class AsyncRuntime:
@@ -744,6 +746,32 @@ class AsyncRuntime:
             "conversation_id": found[1],
             "messages": facts.messages(call_id),
         }
+
+    async def mark_call(self, call_id: str, mark: str) -> None:
+        """Keep `mark` with an accepted call, in the state beside it (an embedder's note
+        that survives restarts: `lineup serve` marks the calls that created MCP tasks).
+
+        Raises:
+            LineupError: `usage_invalid` for a mark that is not a short snake_case name or a
+                call_id the runtime never accepted.
+        """
+        self._check_open()
+        if not _MARK.fullmatch(mark):
+            raise LineupError("usage_invalid", f"a call mark must match {_MARK.pattern}")
+        if self._engine.facts.call_summary(call_id) is None:
+            raise LineupError("usage_invalid", f"no accepted call {call_id!r} to mark")
+        with self._engine.store.transaction():
+            self._engine.facts.set_meta(f"call_mark:{mark}:{call_id}", "1")
+
+    async def call_marked(self, call_id: str, mark: str) -> bool:
+        """Whether `mark_call(call_id, mark)` was done (in this or an earlier process)."""
+        self._check_open()
+        return self._engine.facts.meta_value(f"call_mark:{mark}:{call_id}") is not None
+
+    async def marked_calls(self, mark: str) -> list[str]:
+        """The call_ids `mark_call` marked with `mark`, in no particular order."""
+        self._check_open()
+        return self._engine.facts.meta_keys(f"call_mark:{mark}:")
 
     async def settle(self) -> None:
         """Wait until background work (activations, deliveries) and Surface listeners
