@@ -227,7 +227,24 @@ class Bridge:
     def serves(self, method: str) -> bool:
         """Whether a method belongs to an app this server serves (its scope is the part
         before the first dot)."""
-        return self.scopes is None or method.split(".", 1)[0] in self.scopes
+        return self.serves_scope(method.split(".", 1)[0])
+
+    def serves_scope(self, scope: str) -> bool:
+        """Whether this server serves the app `scope`."""
+        return self.scopes is None or scope in self.scopes
+
+    def served_apps(self) -> list[dict[str, Any]]:
+        """Each installed app this server serves: `scope`, `version` (current) and `tools`
+        (how many tools it lists), by scope."""
+        counts: dict[str, int] = {}
+        for t in self.tools.values():
+            scope = t.method.split(".", 1)[0]
+            counts[scope] = counts.get(scope, 0) + 1
+        return [
+            {"scope": a["scope"], "version": a["version"], "tools": counts.get(a["scope"], 0)}
+            for a in self.rt.apps()
+            if self.serves_scope(a["scope"])
+        ]
 
     async def own_call(self, call_id: str, meta: Any) -> dict[str, Any] | None:
         """The record of a call of an app served here, made in the conversation a request
