@@ -19,7 +19,7 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.serve import Bridge, ServeOptions
-from tests.runtime.serve_kit import advance, open_runtime, raw_session
+from tests.runtime.serve_kit import advance, memory_session, open_runtime, raw_session
 from tests.runtime.test_serve_tasks import ModernClient, modern_session
 
 CALL_ID = "io.lineup/call_id"
@@ -242,5 +242,44 @@ def test_an_app_not_served_is_neither_listed_nor_callable_nor_found_and_still_ru
             await advance(clock, 1 * MIN)
             record = rt.call_record("t-p")
             assert record is not None and record["messages"][-1]["kind"] == "result"
+
+    _run(tmp_path, trust, [pomodoro_bundle, todo_bundle], main)
+
+
+async def _ignore(progress: float, total: float | None, message: str | None) -> None:
+    return None
+
+
+@pytest.mark.parametrize(("style", "other"), [("dashed", "todo.add"), ("dotted", "todo-add")])
+def test_tools_call_takes_the_other_spelling_of_a_listed_name(
+    tmp_path: Path,
+    trust: TrustStore,
+    pomodoro_bundle: Path,
+    todo_bundle: Path,
+    style: str,
+    other: str,
+) -> None:
+    """Round 3 left this out (only a timeouts test noticed): the mapping is one-to-one,
+    so `tools/call` takes either spelling — plain, as a 2025-11-25 task, and through the
+    2026-07-28 extension."""
+    options = ServeOptions(tool_names=style, heartbeat_s=0.05, poll_s=0.01, max_wait_s=0)
+    start = "pomodoro.start" if style == "dashed" else "pomodoro-start"
+
+    async def main(rt: Runtime, clock: VirtualClock) -> None:
+        bridge = Bridge(rt, options)
+        assert other not in bridge.tools  # not the listed spelling
+        async with memory_session(bridge) as s:
+            added = await s.call_tool(other, {"title": "tea"}, progress_callback=_ignore)
+            assert not added.is_error, added
+            assert added.structured_content is not None
+            assert added.structured_content["item"]["title"] == "tea"
+        async with raw_session(bridge) as raw:
+            call = {"name": start, "arguments": {"minutes": 1}, "task": {}, "_meta": _meta("s1")}
+            created = (await raw.request("tools/call", call))["result"]
+            assert created["task"]["taskId"] == "s1"
+        async with modern_session(bridge) as c:
+            call = {"name": start, "arguments": {"minutes": 1}, "_meta": _meta("s2", "c2")}
+            created = (await c.request("tools/call", call))["result"]
+            assert created["resultType"] == "task" and created["taskId"] == "s2"
 
     _run(tmp_path, trust, [pomodoro_bundle, todo_bundle], main)
