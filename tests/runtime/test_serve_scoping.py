@@ -77,11 +77,12 @@ def test_extension_tasks_answer_only_opted_in_tasks_of_the_asking_conversation(
             assert created["result"]["resultType"] == "task"
             await _modern_started(c, "t-a", "conv-a")
             # another conversation: not found, whatever it sends
-            for method, extra in (
+            extras: list[tuple[str, dict[str, Any]]] = [
                 ("tasks/get", {}),
                 ("tasks/cancel", {}),
                 ("tasks/update", {"inputResponses": {}}),
-            ):
+            ]
+            for method, extra in extras:
                 other = await c.request(
                     method, {"taskId": "t-a", **extra, "_meta": _meta(None, "conv-b")}
                 )
