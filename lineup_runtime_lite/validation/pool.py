@@ -32,10 +32,13 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DEFAULT_BUDGET_S", "DEFAULT_SIZE", "OverBudget", "ValidatorPool"]
+__all__ = ["DEFAULT_BUDGET_S", "DEFAULT_SIZE", "DEFAULT_SPARES", "OverBudget", "ValidatorPool"]
 
 DEFAULT_BUDGET_S = 1.0
 DEFAULT_SIZE = 2
+#: Warm processes kept ready beyond the working ones (under a flood of budget-long values
+#: every value ends with its process killed: one spare per lane keeps the churn ahead).
+DEFAULT_SPARES = 2
 _HEAD = struct.Struct(">I")
 #: A child that does not say it is ready within this long is given up (start-up, not budget).
 _START_S = 60.0
@@ -145,9 +148,15 @@ class ValidatorPool:
     Args:
         budget_s: Real time one value may take in its validator process.
         size: How many processes validate at once (more values wait their turn).
+        spares: How many warm processes stand ready to replace a killed one.
     """
 
-    def __init__(self, budget_s: float = DEFAULT_BUDGET_S, size: int = DEFAULT_SIZE) -> None:
+    def __init__(
+        self,
+        budget_s: float = DEFAULT_BUDGET_S,
+        size: int = DEFAULT_SIZE,
+        spares: int = DEFAULT_SPARES,
+    ) -> None:
         self.budget_s = budget_s
         self.size = size
         self._cond = threading.Condition(threading.Lock())
@@ -155,7 +164,8 @@ class ValidatorPool:
         self._served: dict[str, int] = {}  # scope -> the turn it was last served on
         self._turn = 0
         self._schemas: OrderedDict[str, Any] = OrderedDict()
-        self._spare: _Child | None = None
+        self.spares = spares
+        self._spares: list[_Child] = []
         self._live: set[_Child] = set()
         self._threads: list[threading.Thread] = []
         self._closed = False
@@ -299,7 +309,7 @@ class ValidatorPool:
         with self._cond:
             if self._closed:
                 raise OverBudget(self.budget_s, "the runtime is closing")
-            spare, self._spare = self._spare, None
+            spare = self._spares.pop(0) if self._spares else None
             self._cond.notify_all()  # the spare keeper starts the next one
         if spare is not None:
             if spare.proc.poll() is None:
@@ -347,7 +357,7 @@ class ValidatorPool:
         """Keep one warm process ready, every remembered schema compiled into it."""
         while True:
             with self._cond:
-                while not self._closed and self._spare is not None:
+                while not self._closed and len(self._spares) >= self.spares:
                     self._cond.wait()
                 if self._closed:
                     return
@@ -370,7 +380,8 @@ class ValidatorPool:
                 if self._closed:
                     keep = False
                 else:
-                    self._spare, keep = child, True
+                    self._spares.append(child)
+                    keep = True
                     self._cond.notify_all()
             if not keep:
                 self._drop(child)
@@ -379,8 +390,8 @@ class ValidatorPool:
     def _drop(self, child: _Child) -> None:
         with self._cond:
             self._live.discard(child)
-            if self._spare is child:
-                self._spare = None
+            if child in self._spares:
+                self._spares.remove(child)
         child.kill()
 
     def processes(self) -> list[int]:
@@ -391,7 +402,7 @@ class ValidatorPool:
     def spare_pid(self) -> int | None:
         """The pid of the warm spare, when one stands ready."""
         with self._cond:
-            return self._spare.proc.pid if self._spare is not None else None
+            return self._spares[0].proc.pid if self._spares else None
 
     def close(self) -> None:
         """Kill every validator process (busy ones end their value as over budget; values
@@ -401,13 +412,13 @@ class ValidatorPool:
             waiting = [job for q in self._queues.values() for job in q]
             self._queues.clear()
             live = set(self._live)
-            spare, self._spare = self._spare, None
+            spares, self._spares = self._spares, []
             self._cond.notify_all()
         for job in waiting:
             job.done(None, OverBudget(self.budget_s, "the runtime is closing"))
         for child in live:  # a busy lane sees the pipe close and drops its process
             child.proc.kill()
-        if spare is not None:
+        for spare in spares:
             self._drop(spare)
         for thread in self._threads:  # each ends at once now (its process is gone)
             if thread is not threading.current_thread():
