@@ -304,17 +304,19 @@ class ValidatorPool:
                 job.done(problems, None)
 
     def _take_process(self) -> _Child:
-        """The warm spare when one stands ready (a new one starts behind it), else a new
+        """A warm spare when one stands ready (a new one starts behind it), else a new
         process started here."""
-        with self._cond:
-            if self._closed:
-                raise OverBudget(self.budget_s, "the runtime is closing")
-            spare = self._spares.pop(0) if self._spares else None
-            self._cond.notify_all()  # the spare keeper starts the next one
-        if spare is not None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    raise OverBudget(self.budget_s, "the runtime is closing")
+                spare = self._spares.pop(0) if self._spares else None
+                self._cond.notify_all()  # the spare keeper starts the next one
+            if spare is None:
+                break
             if spare.proc.poll() is None:
                 return spare
-            self._drop(spare)  # killed while it waited
+            self._drop(spare)  # killed while it waited: the next one
         child = _Child()
         with self._cond:
             self._live.add(child)
@@ -400,9 +402,14 @@ class ValidatorPool:
             return [c.proc.pid for c in self._live]
 
     def spare_pid(self) -> int | None:
-        """The pid of the warm spare, when one stands ready."""
+        """The pid of the next warm spare, when one stands ready."""
         with self._cond:
             return self._spares[0].proc.pid if self._spares else None
+
+    def spare_pids(self) -> list[int]:
+        """The pids of every warm spare standing ready."""
+        with self._cond:
+            return [c.proc.pid for c in self._spares]
 
     def close(self) -> None:
         """Kill every validator process (busy ones end their value as over budget; values

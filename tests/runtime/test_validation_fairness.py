@@ -85,7 +85,8 @@ async def _spare(pool: ValidatorPool, not_pid: int | None = None) -> int:
 async def _busy_pids(pool: ValidatorPool, n: int) -> list[int]:
     """The pids of `n` working (not spare) validator processes, once that many run."""
     for _ in range(600):
-        busy = [p for p in pool.processes() if p != pool.spare_pid()]
+        spares = pool.spare_pids()
+        busy = [p for p in pool.processes() if p not in spares]
         if len(busy) >= n:
             return busy
         await asyncio.sleep(0.02)
