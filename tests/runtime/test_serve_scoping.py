@@ -284,3 +284,32 @@ def test_tools_call_takes_the_other_spelling_of_a_listed_name(
             assert created["resultType"] == "task" and created["taskId"] == "s2"
 
     _run(tmp_path, trust, [pomodoro_bundle, todo_bundle], main)
+
+
+def test_the_task_mark_is_kept_with_the_call_across_a_restart_on_each_engine(
+    db_target: str, trust: TrustStore, todo_bundle: Path
+) -> None:
+    from lineup_sdk.errors import LineupError
+
+    rt = Runtime.open(db_target, trust=trust, clock=VirtualClock())
+    try:
+        rt.install(todo_bundle)
+        rt.call("c1", "conv", "todo.add", {"title": "a"})
+        rt.call("c2", "conv", "todo.add", {"title": "b"})
+        rt.mark_call("c1", "mcp_task")
+        with pytest.raises(LineupError) as unknown:
+            rt.mark_call("never", "mcp_task")
+        assert unknown.value.code == "usage_invalid"
+        with pytest.raises(LineupError) as bad:
+            rt.mark_call("c2", "Not A Mark")
+        assert bad.value.code == "usage_invalid"
+        rt.settle()
+    finally:
+        rt.close()
+    rt = Runtime.open(db_target, trust=trust, clock=VirtualClock())
+    try:
+        assert rt.call_marked("c1", "mcp_task") and not rt.call_marked("c2", "mcp_task")
+        assert rt.marked_calls("mcp_task") == ["c1"]
+        assert rt.marked_calls("other") == []
+    finally:
+        rt.close()
