@@ -261,3 +261,49 @@ def test_allow_remote_warns_answers_loopback_and_the_allowed_hosts(
             ):
                 got = client.post(loopback, json=init, headers={**headers, "Host": name})
                 assert got.status_code == status, (name, got.status_code, got.text)
+
+
+def test_lineup_dev_serves_only_its_project_over_mcp(apps: Path, tmp_path: Path) -> None:
+    """An app installed earlier into the state `lineup dev` is given is not on its `/mcp`."""
+    import re
+
+    db = tmp_path / "dev.db"
+
+    async def install_both(s: ClientSession) -> None:
+        assert await _names(s) == BOTH
+
+    _stdio_session(apps, tmp_path / "serve.txt", ["todo", "focus", "--db", str(db)], install_both)
+    proc = subprocess.Popen(
+        [*LINEUP, "dev", "todo", "--db", str(db), "--no-open", "--port", "0"],
+        cwd=apps,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        found = None
+        said = []
+        for line in proc.stderr:
+            said.append(line)
+            found = re.search(r"MCP: (\S+)\s+\(Authorization: Bearer (\S+)\)", line)
+            if found:
+                break
+        assert found, "".join(said)
+        url, token = found.group(1), found.group(2)
+
+        async def listed() -> set[str]:
+            async with http_session(url, token) as s:
+                return await _names(s)
+
+        assert anyio.run(listed) == TODO_ONLY
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
