@@ -11,7 +11,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Version", "bump_kind", "is_major_bump", "next_major", "parse_version"]
+__all__ = [
+    "Version",
+    "bump_kind",
+    "compare_versions",
+    "is_major_bump",
+    "next_major",
+    "parse_version",
+]
 
 _SEMVER = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
@@ -55,6 +62,10 @@ def parse_version(text: object) -> Version | None:
     """The version `text` names, or None when it is not a SemVer 2.0 string."""
     if not isinstance(text, str) or len(text) > 64:
         return None
+    return _parse(text)
+
+
+def _parse(text: str) -> Version | None:
     m = _SEMVER.match(text)
     if m is None:
         return None
@@ -62,6 +73,21 @@ def parse_version(text: object) -> Version | None:
     return Version(
         int(major), int(minor), int(patch), tuple(pre.split(".")) if pre else (), build or ""
     )
+
+
+def compare_versions(a: str, b: str) -> int:
+    """-1, 0 or 1 as `a` comes before, level with or after `b` by SemVer precedence (build
+    metadata ignored: `1.0.0+dev.abc` is level with `1.0.0`). The one home of version order:
+    the runtime's downgrade refusal and the breaking-change gate both read it.
+
+    Raises:
+        ValueError: `a` or `b` is not a SemVer 2.0 string.
+    """
+    va, vb = _parse(a), _parse(b)
+    if va is None or vb is None:
+        raise ValueError(f"not a semantic version: {a if va is None else b!r}")
+    ka, kb = va.precedence(), vb.precedence()
+    return (ka > kb) - (ka < kb)
 
 
 def is_major_bump(old: Version, new: Version) -> bool:

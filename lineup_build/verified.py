@@ -59,7 +59,10 @@ class VerifiedBundle:
             LineupError: `file_hash_mismatch` if the archive changed since verification,
                 `unsafe_path` if `target` holds a symlink where a folder should be.
         """
-        target.mkdir(parents=True, exist_ok=True)
+        if not target.is_dir():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.mkdir(mode=0o700)
+            target.chmod(0o700)
         root = target.resolve()
         buf = bytearray(CHUNK)
         with open(self.path, "rb", buffering=0) as fh:
@@ -73,7 +76,9 @@ def _folder_for(root: Path, path: str) -> Path:
         folder = folder / part
         if folder.is_symlink():
             raise LineupError("unsafe_path", f"{folder} is a symlink; refusing to extract")
-        folder.mkdir(exist_ok=True)
+        if not folder.is_dir():  # 0700 whatever the umask (SPEC 16.1)
+            folder.mkdir(mode=0o700)
+            folder.chmod(0o700)
     return folder
 
 
@@ -87,6 +92,7 @@ def _extract_one(fh: BinaryIO, root: Path, f: FileSlice, buf: bytearray) -> None
     written = 0
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
+        os.fchmod(fd, 0o644)  # the umask aside (SPEC 16.1)
         with os.fdopen(fd, "wb") as out:
             for chunk in iter_entry_chunks(fh, f.offset, f.size, buf):
                 digest.update(chunk)

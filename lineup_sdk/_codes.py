@@ -1,4 +1,5 @@
-"""Every stable error and diagnostic code, with its meaning and fix (the README table)."""
+"""Every stable error and diagnostic code, with its meaning and fix (the error reference,
+`docs/reference/errors.md`, is generated from it)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ CODES: dict[str, tuple[str, str]] = {
     "config_invalid": (
         "`lineup.toml` (or `pyproject.toml`'s `[tool.lineup]`) is missing, unparsable, or a "
         "field is invalid.",
-        "Fix the named key in lineup.toml (see the README's lineup.toml section).",
+        "Fix the named key in lineup.toml (see the project and manifest reference).",
     ),
     "entry_import_failed": (
         "The entry module could not be imported from the staged bundle files.",
@@ -259,6 +260,12 @@ CODES: dict[str, tuple[str, str]] = {
         "The call's params are over the runtime's limit (default 1 MiB of canonical JSON).",
         "Send less per call, or open the runtime with a larger `max_params_bytes`.",
     ),
+    "limit_exceeded": (
+        "A per-connection limit was reached: e.g. more than 16 subscriptions on one Surface "
+        "bridge of `lineup dev`.",
+        "Unsubscribe what is no longer needed; the Surface SDK already shares one bridge "
+        "subscription per kind among all its listeners.",
+    ),
     "call_id_conflict": (
         "A call_id was reused with a different conversation, method or params.",
         "Use a fresh call_id for a new call.",
@@ -338,7 +345,7 @@ CODES: dict[str, tuple[str, str]] = {
     # --- simulation (SPEC 5.8) ---
     "scenario_invalid": (
         "A scenario file is malformed; the message names the step.",
-        "Fix the named step (see the README's scenario format).",
+        "Fix the named step (see the scenario format reference).",
     ),
     "expectation_failed": (
         "A scenario step's messages did not match its `expect` list.",

@@ -1,5 +1,5 @@
 """The stable error and diagnostic codes, public: `CODES` maps each code to its meaning and
-fix (the README's error table). Never rename or reuse a code; add a new one."""
+fix (the error reference, `docs/reference/errors.md`). Never rename or reuse a code; add a new one."""
 
 from __future__ import annotations
 

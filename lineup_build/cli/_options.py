@@ -33,7 +33,7 @@ IsolationOpt = Annotated[
         "--isolation",
         help="app: one worker per app version; session: one per App session, so one "
         "conversation's code never shares a process with another's (default: the "
-        "runtime's; see the README's Security model).",
+        "runtime's; see the security model guide).",
     ),
 ]
 DbOpt = Annotated[

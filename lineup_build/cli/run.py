@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
             raise LineupError(
                 "usage_invalid",
                 "no --scenario and no terminal for the interactive prompt",
-                hint="pass --scenario FILE (see the README's scenario format)",
+                hint="pass --scenario FILE (see the scenario format reference)",
                 exit_code=2,
             )
         from lineup_sdk.sandbox import check_mode, describe

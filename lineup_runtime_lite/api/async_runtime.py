@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -25,7 +26,19 @@ from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import MoveSession
 from lineup_runtime_lite.core.messages import error_body, reject
 from lineup_runtime_lite.core.rows import RegistryEntry
-from lineup_runtime_lite.drivers.install import InstallResult, install_verified
+from lineup_runtime_lite.drivers.appcache import check_database_file, prepare_apps_dir
+from lineup_runtime_lite.drivers.install import (
+    InstalledApp,
+    InstallResult,
+    RecordedBundle,
+    check_folder,
+    check_trusted,
+    install_verified,
+    installed_row,
+    local_app,
+    recorded_app,
+    verify_recorded,
+)
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.processes.worker import WorkerOptions
 from lineup_runtime_lite.store import faults
@@ -124,6 +137,8 @@ class AsyncRuntime:
         self._tmp: Path | None = None
         self._trust_path: Path | None = None
         self._trust_stamp: tuple[int, int, int] | None = None
+        #: Recorded bundles this process verified, by (manifest sha256, trust stamp).
+        self._verified: dict[tuple[str, str], RecordedBundle] = {}
         self._sandbox_mode = "best_effort"
         self._max_params_bytes = DEFAULT_MAX_PARAMS_BYTES
         self._closed = False
@@ -173,6 +188,10 @@ class AsyncRuntime:
             host: The Host simulator (default: `HostSimulator(policy="auto")`).
             apps_dir: Where installed apps are unpacked (default: next to the database
                 file; for PostgreSQL, `$XDG_CACHE_HOME/lineup/apps/<manifest sha256>`).
+                It belongs to the runtime's user (SPEC 16.1): made 0700, folders others
+                may write tightened, anything of another uid or a symlink refused, every
+                folder above it root's or the user's. One cache per uid: runtimes of one
+                user may share it, another user's runtime needs its own.
             db_schema: PostgreSQL only: keep the tables in this schema (created when
                 missing, dropped at close): `lineup run`/`test`/`dev`'s private schema.
             node_id: PostgreSQL only: this runtime's id among the nodes of the database
@@ -218,7 +237,8 @@ class AsyncRuntime:
         Raises:
             LineupError: `usage_invalid` for a bad option, `trust_store_invalid`,
                 `runtime_locked`, `store_corrupt`, `store_unavailable`,
-                `store_schema_unsupported`.
+                `store_schema_unsupported`, `install_tampered` (the apps folder, or a
+                folder above it, is another user's or others may write it).
         """
         from lineup_build.trust import TrustStore
         from lineup_sdk.sandbox import check_mode
@@ -292,8 +312,10 @@ class AsyncRuntime:
                 shutil.rmtree(rt._tmp, ignore_errors=True)
             raise
         try:
-            try:
-                apps.mkdir(parents=True, exist_ok=True)
+            if not (in_memory or postgres):  # its rows name the code to run (SPEC 16.1)
+                check_database_file(Path(db_path))
+            try:  # 0700, the runtime user's own, its ancestors safe (SPEC 16.1)
+                prepare_apps_dir(apps)
             except OSError as exc:
                 raise LineupError(
                     "store_unavailable", f"cannot create the apps folder {apps}: {exc.strerror}"
@@ -466,25 +488,50 @@ class AsyncRuntime:
                 self._trust_stamp = stamp
         return self.trust
 
-    def _check_app(self, scope: str, version: str) -> None:
-        from lineup_runtime_lite.drivers.install import check_installed, unpack_from_store
+    async def _installed(self, scope: str, version: str) -> tuple[InstalledApp, Any]:
+        """An installed version as this node may run it, and the trust store it was
+        checked with. On a store that keeps bundles (PostgreSQL) the database is untrusted
+        input (SPEC 16.1): the recorded bundle is verified with this node's trust store —
+        once per process per (manifest sha256, trust-store stamp), off the event loop —
+        and the row must agree with it; the folder is `<apps_dir>/<manifest sha256>`.
 
+        Raises:
+            LineupError: the verification's code, `UntrustedRecord`, or the key's
+                (`key_revoked`, `untrusted_key`, `scope_not_allowed`, ...).
+        """
         engine, trust = self._engine, self._current_trust()
-        unpack_from_store(engine.store, engine.apps_dir, trust, scope, version)
-        check_installed(engine.store, engine.apps_dir, trust, scope, version)
+        store = engine.store
+        if not store.keeps_bundles:
+            app = local_app(store, engine.apps_dir, scope, version)
+        else:
+            row = installed_row(store, scope, version)
+            key = (str(row["manifest_sha256"]), _trust_fingerprint(trust))
+            bundle = self._verified.get(key)
+            if bundle is not None:  # verified in this process: the row must still agree
+                app = recorded_app(engine.apps_dir, bundle, row, scope, version)
+                if not os.path.lexists(app.root):  # the cache was emptied: unpack again
+                    bundle = None
+            if bundle is None:  # the bytes read here (the store's reader), checked off the loop
+                data = store.load_bundle(key[0])
+                bundle = await asyncio.to_thread(
+                    verify_recorded, data, engine.apps_dir, trust, row, scope, version
+                )
+                self._verified[(bundle.digest, key[1])] = bundle
+                app = recorded_app(engine.apps_dir, bundle, row, scope, version)
+        check_trusted(app, trust)
+        return app, trust
 
-    def _check_trust(self, scope: str, version: str) -> None:
+    async def _check_app(self, scope: str, version: str) -> InstalledApp:
+        """Before a worker starts: the app as `_installed` gives it, its folder holding
+        exactly the manifest's files (hashes too), the runtime user's own."""
+        app, _ = await self._installed(scope, version)
+        check_folder(app, self._engine.apps_dir)
+        return app
+
+    async def _check_trust(self, scope: str, version: str) -> None:
         """At every activation: the key still trusted for the app, nothing planted."""
-        from lineup_runtime_lite.drivers.install import (
-            check_no_strays,
-            check_trusted,
-            unpack_from_store,
-        )
-
-        trust = self._current_trust()
-        unpack_from_store(self._engine.store, self._engine.apps_dir, trust, scope, version)
-        check_trusted(self._engine.store, trust, scope, version)
-        check_no_strays(self._engine.store, self._engine.apps_dir, scope, version)
+        app, _ = await self._installed(scope, version)
+        check_folder(app, self._engine.apps_dir, hashes=False)
 
     def worker_log(self, scope: str, version: str) -> Path:
         """The worker log of an installed app version (where its stdout, stderr and the
@@ -1104,6 +1151,11 @@ def _cache_apps() -> Path:
 def _absolute(path: str | os.PathLike[str]) -> Path:
     """`path` against today's working folder, normalised (`..` folded, links kept)."""
     return Path(os.path.abspath(path))
+
+
+def _trust_fingerprint(trust: Any) -> str:
+    """What changes when a trust store's keys, scopes, permissions or revocations do."""
+    return hashlib.sha256(trust.dumps().encode("utf-8")).hexdigest()
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

@@ -27,7 +27,7 @@ from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.activation import ActivationDriver
 from lineup_runtime_lite.drivers.commit import GroupCommit
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
-from lineup_runtime_lite.drivers.install import load_tools
+from lineup_runtime_lite.drivers.install import InstalledApp, load_tools
 from lineup_runtime_lite.drivers.intents import HostRelay
 from lineup_runtime_lite.drivers.subscriptions import SubscriptionHub
 from lineup_runtime_lite.drivers.timers import Timers
@@ -70,8 +70,8 @@ class Engine:
         *,
         activation_timeout_s: float,
         host_intent: Callable[[dict[str, Any]], Awaitable[None]] | None,
-        check_app: Callable[[str, str], None],
-        check_trust: Callable[[str, str], None],
+        check_app: Callable[[str, str], Awaitable[InstalledApp]],
+        check_trust: Callable[[str, str], Awaitable[None]],
         worker_options: WorkerOptions,
         handlers: dict[str, CatalogHandler] | None = None,
         validation_budget_s: float = DEFAULT_BUDGET_S,

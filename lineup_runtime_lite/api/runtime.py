@@ -171,7 +171,8 @@ class Runtime:
         Raises:
             LineupError: `usage_invalid` for a bad option, `trust_store_invalid`,
                 `runtime_locked`, `store_corrupt`, `store_unavailable`,
-                `store_schema_unsupported`.
+                `store_schema_unsupported`, `install_tampered` (the apps folder, or a
+                folder above it, is another user's or others may write it).
         """
         rt = Runtime()
         rt._thread.start()

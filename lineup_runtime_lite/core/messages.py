@@ -56,7 +56,7 @@ def fingerprint(conversation_id: str, method: str, params: Any) -> str:
 def error_body(
     code: str, message: str, *, hint: str | None = None, details: Any = None
 ) -> dict[str, Any]:
-    """An `error` object; documented codes get their README hint by default."""
+    """An `error` object; documented codes get their documented fix as hint by default."""
     out: dict[str, Any] = {"code": code, "message": message}
     if hint is None and code in CODES:
         hint = CODES[code][1]

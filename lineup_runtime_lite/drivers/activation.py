@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.drivers import steps
+from lineup_runtime_lite.drivers.install import UntrustedRecord
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.workers import WorkerPool, failure_cause
 from lineup_runtime_lite.processes.worker import WorkerError
@@ -24,7 +25,7 @@ class ActivationDriver:
         shell: Shell,
         pool: WorkerPool,
         handlers: dict[str, CatalogHandler],
-        check_trust: Callable[[str, str], None],
+        check_trust: Callable[[str, str], Awaitable[None]],
     ) -> None:
         self.shell = shell
         self.pool = pool
@@ -65,9 +66,10 @@ class ActivationDriver:
             await self.advance(act_id)
             return
         try:  # at every activation: the key, its scopes and `allow` now; nothing planted
-            self.check_trust(session.scope, session.version)
-        except LineupError as exc:
-            reason = "worker_failed" if exc.code == "install_tampered" else "app_untrusted"
+            await self.check_trust(session.scope, session.version)
+        except LineupError as exc:  # a folder's problem, or the app's trust chain's
+            folder = exc.code == "install_tampered" and not isinstance(exc, UntrustedRecord)
+            reason = "worker_failed" if folder else "app_untrusted"
             await self.end(act_id, "failed", reason, cause=exc.code)
             return
         tools = self.shell.tools_of(session.scope, session.version)
@@ -85,7 +87,8 @@ class ActivationDriver:
                 await self.end(act_id, "failed", reason, cause=cause)
                 return
             except LineupError as exc:
-                await self.end(act_id, "failed", "worker_failed", cause=exc.code)
+                reason = "app_untrusted" if isinstance(exc, UntrustedRecord) else "worker_failed"
+                await self.end(act_id, "failed", reason, cause=exc.code)
                 return
         await self.advance(act_id, worker_up=True)
 

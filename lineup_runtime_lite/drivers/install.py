@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -11,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lineup_build import semver
 from lineup_build.model import Manifest
 from lineup_runtime_lite.core.rows import RegistryEntry
+from lineup_runtime_lite.drivers.appcache import make_folder
 from lineup_runtime_lite.store.database import Database
 from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
 from lineup_sdk.errors import LineupError
@@ -22,29 +25,34 @@ if TYPE_CHECKING:
 
 __all__ = [
     "InstallResult",
+    "InstalledApp",
+    "RecordedBundle",
+    "UntrustedRecord",
+    "check_folder",
+    "check_trusted",
     "compare_versions",
+    "dev_version",
     "folder_name",
     "install_folder",
     "install_verified",
     "installed_model",
+    "installed_row",
     "load_tools",
-    "unpack_from_store",
+    "local_app",
+    "recorded_app",
+    "verify_recorded",
 ]
 
 
-def _semver_key(version: str) -> tuple[Any, ...]:
-    core, _, pre = version.split("+", 1)[0].partition("-")
-    nums = tuple(int(x) for x in core.split("."))
-    if not pre:
-        return (*nums, 1, ())
-    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
-    return (*nums, 0, ids)
-
-
 def compare_versions(a: str, b: str) -> int:
-    """-1, 0 or 1 by Semantic Versioning precedence."""
-    ka, kb = _semver_key(a), _semver_key(b)
-    return (ka > kb) - (ka < kb)
+    """-1, 0 or 1 by Semantic Versioning precedence (`lineup_build.semver`)."""
+    return semver.compare_versions(a, b)
+
+
+def dev_version(version: str, digest: str) -> str:
+    """The version a dev build installs as beside another build of `version`:
+    `<version>+dev.<first 12 hex of its manifest sha256>` (`.dev.` after build metadata)."""
+    return f"{version}{'.' if '+' in version else '+'}dev.{digest[:12]}"
 
 
 def load_tools(
@@ -167,7 +175,7 @@ def install_verified(
     facts = store.facts
     same = facts.version_row(scope, version)
     if dev_build and same is not None and same["manifest_sha256"] != digest:
-        version = f"{version}{'.' if '+' in version else '+'}dev.{digest[:12]}"
+        version = dev_version(version, digest)
         same = facts.version_row(scope, version)
     if same is not None:
         if same["manifest_sha256"] != digest:
@@ -195,7 +203,9 @@ def install_verified(
     target = apps_dir / folder
     shared = store.keeps_bundles and target.exists()  # the cache has it (checked before use)
     if same is None and not shared:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.parent.exists():  # a scope's folder (SQLite): 0700, the umask aside
+            with contextlib.suppress(FileExistsError):
+                make_folder(target.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", dir=target.parent))
         try:
             bundle.extract_to(tmp)
@@ -242,141 +252,196 @@ def installed_model(store: Database, scope: str, version: str) -> Manifest:
     return model
 
 
-def check_trusted(store: Database, trust: Any, scope: str, version: str) -> None:
+class UntrustedRecord(LineupError):
+    """What the database says about an app version is not what its signer signed (SPEC
+    16.1): `install_tampered`, and an activation it stops fails with `app_untrusted`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            "install_tampered",
+            message,
+            hint="someone with write access to the database changed the app's record; "
+            "install the app's bundle again from a source you trust",
+        )
+
+
+@dataclass(frozen=True)
+class RecordedBundle:
+    """An app version's bundle as the database records it, verified by this node with its
+    own trust store: everything here comes from the signed bytes."""
+
+    manifest_bytes: bytes
+    digest: str
+    key_id: str
+    model: Manifest
+
+
+@dataclass(frozen=True)
+class InstalledApp:
+    """An installed version as a worker starts it: its folder (never read from the
+    database on PostgreSQL) and its manifest (the verified one there)."""
+
+    scope: str
+    version: str
+    root: Path
+    model: Manifest
+    key_id: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.scope} {self.version}"
+
+    def files(self) -> list[tuple[str, int, str]]:
+        return [(e.path, e.size, e.sha256) for e in self.model.files]
+
+
+def installed_row(store: Database, scope: str, version: str) -> dict[str, Any]:
+    """The `app_versions` row of an installed version.
+
+    Raises:
+        LineupError: `install_tampered` when it is not installed.
+    """
+    row = store.facts.version_row(scope, version)
+    if row is None:
+        raise LineupError("install_tampered", f"{scope} {version} is not installed")
+    return row
+
+
+def verify_recorded(
+    data: bytes | None,
+    apps_dir: Path,
+    trust: Any,
+    row: Mapping[str, Any],
+    scope: str,
+    version: str,
+) -> RecordedBundle:
+    """Verify the bundle bytes the database records for `row` (`data`, from
+    `Database.load_bundle`) exactly as `install` does (with this node's trust store), check
+    that the row agrees with them (`recorded_app`), and only then unpack them into
+    `<apps_dir>/<manifest sha256>` when that folder does not exist (unpack-then-rename).
+    Blocking: the runtime runs it off its event loop, once per process per manifest and
+    trust store.
+
+    Raises:
+        LineupError: the verification's code (`untrusted_key`, `key_revoked`,
+            `signature_invalid`, ...); `UntrustedRecord` when no bundle is recorded or it
+            is another build.
+    """
+    from lineup_build.verify import verify_bundle
+
+    digest = str(row["manifest_sha256"])
+    if data is None:
+        raise UntrustedRecord(f"the database records no bundle for manifest {digest}")
+    tmp = Path(tempfile.mkdtemp(prefix=".verify.", dir=apps_dir))
+    try:
+        path = tmp / "bundle.lineup"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        verified = verify_bundle(path, trust)
+        signed = hashlib.sha256(verified.manifest_bytes).hexdigest()
+        if signed != digest:
+            raise UntrustedRecord(f"the bundle recorded for manifest {digest} is another build")
+        bundle = RecordedBundle(verified.manifest_bytes, signed, verified.key_id, verified.model)
+        root = recorded_app(apps_dir, bundle, row, scope, version).root
+        if not os.path.lexists(root):
+            verified.extract_to(tmp / "files")
+            try:
+                os.rename(tmp / "files", root)
+            except OSError:  # another runtime of this cache unpacked it meanwhile
+                if not os.path.lexists(root):
+                    raise
+        return bundle
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def recorded_app(
+    apps_dir: Path, bundle: RecordedBundle, row: Mapping[str, Any], scope: str, version: str
+) -> InstalledApp:
+    """The installed version a verified bundle makes, once the database's row agrees with
+    it: the signed manifest's scope is `scope` and its version `version` (a dev build's:
+    plus `+dev.<sha12>`), and the row's manifest, hash, key id and folder are the signed
+    ones. The folder is `<apps_dir>/<manifest sha256>`, computed here.
+
+    Raises:
+        UntrustedRecord: the row disagrees with the signed bundle.
+    """
+    app = bundle.model.app
+    label = f"{scope} {version}"
+    if app.scope != scope:
+        raise UntrustedRecord(f"{label}: the database points at a bundle of {app.scope}")
+    if version not in (app.version, dev_version(app.version, bundle.digest)):
+        raise UntrustedRecord(f"{label}: the signed manifest's version is {app.version}")
+    for column, signed in (
+        ("manifest_sha256", bundle.digest),
+        ("manifest", bundle.manifest_bytes),
+        ("key_id", bundle.key_id),
+        ("dir", bundle.digest),
+    ):
+        value = row[column]
+        if (bytes(value) if column == "manifest" else str(value)) != signed:
+            raise UntrustedRecord(f"{label}: the database's {column} is not the signed one")
+    return InstalledApp(scope, version, apps_dir / bundle.digest, bundle.model, bundle.key_id)
+
+
+def local_app(store: Database, apps_dir: Path, scope: str, version: str) -> InstalledApp:
+    """An installed version of a store that keeps no bundles (SQLite: the database file
+    and the apps folder are the runtime user's own): manifest, key id and folder from its
+    row; its files are checked against that manifest before use."""
+    row = installed_row(store, scope, version)
+    return InstalledApp(
+        scope,
+        version,
+        install_folder(apps_dir, row),
+        installed_model(store, scope, version),
+        str(row["key_id"]),
+    )
+
+
+def check_trusted(app: InstalledApp, trust: Any) -> None:
     """The installed app's key is still trusted for its scope and its permissions.
 
     Raises:
         LineupError: `key_revoked`, `untrusted_key`, `scope_not_allowed`,
-            `permission_not_allowed`, or `install_tampered` when it is not installed.
+            `permission_not_allowed`.
     """
-    row = store.facts.version_row(scope, version)
-    model = store.facts.manifest(scope, version)
-    if row is None or model is None:
-        raise LineupError("install_tampered", f"{scope} {version} is not installed")
-    trust.lookup(row["key_id"]).check_manifest(model)
-
-
-def _unlisted(root: Path, listed: set[str]) -> str | None:
-    """The first file or folder under `root` that the manifest does not account for."""
-    folders = {p.rsplit("/", 1)[0] for p in listed if "/" in p}
-    folders |= {f.rsplit("/", i)[0] for f in folders for i in range(1, f.count("/") + 1)}
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel = os.path.relpath(dirpath, root)
-        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-        for name in sorted(dirnames):
-            if prefix + name not in folders:
-                return prefix + name + "/"
-        for name in sorted(filenames):
-            if prefix + name not in listed:
-                return prefix + name
-    return None
+    trust.lookup(app.key_id).check_manifest(app.model)
 
 
 def folder_name(scope: str, version: str) -> str:
-    """An installed version's folder as the database stores it: relative to the apps
+    """An installed version's folder as the SQLite store records it: relative to the apps
     folder (SPEC 13.1), so a database and its apps folder can move together."""
     return f"{scope}/{version}"
 
 
 def install_folder(apps_dir: Path, row: Any) -> Path:
-    """Where an installed version's files are, from its `app_versions` row (a row an
-    older runtime wrote with an absolute folder still names that folder)."""
+    """Where an installed version's files are on SQLite, from its `app_versions` row (a
+    row an older runtime wrote with an absolute folder still names that folder)."""
     return apps_dir / str(row["dir"])
 
 
-def unpack_from_store(
-    store: Database, apps_dir: Path, trust: Any, scope: str, version: str
-) -> None:
-    """On a node whose cache lacks an installed version (a store that keeps bundles: a new
-    machine, an emptied cache), unpack the bundle recorded at install: verified again with
-    this node's trust store, its manifest the one installed, unpack-then-rename. Every file
-    is then checked against the manifest before a worker starts (`check_installed`).
-
-    Raises:
-        LineupError: the verification's code (`untrusted_key`, `key_revoked`, ...) when this
-            node's trust store refuses the app; `install_tampered` when the recorded bundle
-            is missing or is not the installed manifest's.
-    """
-    row = store.facts.version_row(scope, version)
-    if row is None or not store.keeps_bundles:
-        return
-    root = install_folder(apps_dir, row)
-    if root.exists():
-        return
-    from lineup_build.verify import verify_bundle
-
-    data = store.load_bundle(str(row["manifest_sha256"]))
-    if data is None:
-        raise LineupError(
-            "install_tampered",
-            f"{scope} {version}: its bundle is not in the database and not in {root}",
-            hint="install the app's bundle again",
-        )
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+def _between(apps_dir: Path, root: Path) -> list[Path]:
+    """The folders strictly between the apps folder and an install folder inside it."""
     try:
-        (tmp / "bundle.lineup").write_bytes(data)
-        verified = verify_bundle(tmp / "bundle.lineup", trust)
-        if hashlib.sha256(verified.manifest_bytes).hexdigest() != row["manifest_sha256"]:
-            raise LineupError(
-                "install_tampered", f"{scope} {version}: the recorded bundle is another build"
-            )
-        verified.extract_to(tmp / "files")
-        if not root.exists():  # another runtime of this cache may have won
-            (tmp / "files").rename(root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        parts = root.relative_to(apps_dir).parts
+    except ValueError:  # an older runtime's absolute folder: its own business
+        return []
+    return [apps_dir.joinpath(*parts[:i]) for i in range(1, len(parts))]
 
 
-def check_no_strays(store: Database, apps_dir: Path, scope: str, version: str) -> None:
-    """The install folder holds nothing the manifest does not list (cheap: no hashing).
+def check_folder(app: InstalledApp, apps_dir: Path, *, hashes: bool = True) -> None:
+    """The install folder holds exactly the manifest's files (with `hashes`: their sizes
+    and hashes too), every folder and file the runtime user's, none a link; folders others
+    may write are tightened first (SPEC 16.1).
 
     Raises:
         LineupError: `install_tampered`.
     """
-    row = store.facts.version_row(scope, version)
-    if row is None:
-        raise LineupError("install_tampered", f"{scope} {version} is not installed")
-    listed = {e.path for e in installed_model(store, scope, version).files}
-    stray = _unlisted(install_folder(apps_dir, row), listed)
-    if stray is not None:
-        raise LineupError(
-            "install_tampered",
-            f"{scope} {version}: {stray} is in the install folder but not in the manifest",
-            hint="something planted a file or bytecode there; reinstall the app from its bundle",
-        )
+    from lineup_runtime_lite.drivers.appcache import check_own, check_tree
 
-
-def check_installed(store: Database, apps_dir: Path, trust: Any, scope: str, version: str) -> None:
-    """Before loading an installed app: its folder holds exactly the manifest's files, with
-    their hashes, and its key is still trusted for it.
-
-    Raises:
-        LineupError: `install_tampered`, `key_revoked`, `untrusted_key`,
-            `scope_not_allowed` or `permission_not_allowed`.
-    """
-    check_trusted(store, trust, scope, version)
-    check_no_strays(store, apps_dir, scope, version)
-    row = store.facts.version_row(scope, version)
-    assert row is not None
-    manifest = installed_model(store, scope, version)
-    root = install_folder(apps_dir, row)
-    for entry in manifest.files:
-        path = root / entry.path
-        try:
-            if path.is_symlink():
-                raise OSError("symlink")
-            digest = hashlib.sha256()
-            size = 0
-            with open(path, "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    digest.update(chunk)
-                    size += len(chunk)
-        except OSError:
-            raise LineupError(
-                "install_tampered", f"{scope} {version}: {entry.path} is missing or unreadable"
-            ) from None
-        if size != entry.size or digest.hexdigest() != entry.sha256:
-            raise LineupError(
-                "install_tampered", f"{scope} {version}: {entry.path} changed since install"
-            )
+    for folder in _between(apps_dir, app.root):
+        if not os.path.lexists(folder):
+            break  # so is the install folder: `check_tree` says what that means
+        check_own(folder, app.label)
+    check_tree(app.label, app.root, app.files(), hashes=hashes)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
-from lineup_runtime_lite.drivers.install import install_folder
+from lineup_runtime_lite.drivers.install import InstalledApp
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.processes.worker import Worker, WorkerError, WorkerOptions
 from lineup_sdk.sandbox import SharedMemory
@@ -57,7 +57,7 @@ class WorkerPool:
         shell: Shell,
         logs_dir: Path,
         options: WorkerOptions,
-        check_app: Callable[[str, str], None],
+        check_app: Callable[[str, str], Awaitable[InstalledApp]],
         on_session_request: Callable[[Worker, dict[str, Any]], Awaitable[dict[str, Any]]],
         *,
         shared_memory: SharedMemory | None = None,
@@ -176,22 +176,18 @@ class WorkerPool:
             elif worker is not None:  # a recycled worker: its whole tree goes first
                 await worker.kill()
                 del self.workers[key]
-            self.check_app(scope, version)
-            row = self.shell.facts.version_row(scope, version)
-            assert row is not None
-            manifest = self.shell.facts.manifest(scope, version)
-            assert manifest is not None
+            app = await self.check_app(scope, version)  # the folder and manifest to use
             last: WorkerError | None = None
             for _ in range(WORKER_START_TRIES):
                 worker = self.port(
                     scope,
                     version,
-                    install_folder(self.shell.apps_dir, row),
-                    manifest.app.entry,
+                    app.root,
+                    app.model.app.entry,
                     self.log_path(scope, version),
                     self.on_session_request,
                     options=self.options,
-                    network=manifest.app.network,
+                    network=app.model.app.network,
                     shared_memory=self.shared_memory,
                 )
                 try:

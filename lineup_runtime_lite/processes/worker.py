@@ -79,8 +79,10 @@ class _LogPipe(asyncio.Protocol):
     """The worker's stdout and stderr, appended to its log file up to a byte budget."""
 
     def __init__(self, path: Path, max_bytes: int) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[bytes] | None = open(path, "ab")  # noqa: SIM115 - closed on EOF
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the umask aside
+        self._fh: IO[bytes] | None = open(  # noqa: SIM115 - closed on EOF
+            path, "ab", opener=lambda name, flags: os.open(name, flags, 0o600)
+        )
         self._left = max(0, max_bytes - self._fh.tell())
         self._noted = False
 

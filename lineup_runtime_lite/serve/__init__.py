@@ -1,8 +1,10 @@
 """`lineup serve`: the Agent Inventory of a `Runtime` as a Model Context Protocol server
-(SPEC 10). Needs the optional extra: `pip install "lineup-sdk[mcp]"`."""
+(SPEC 10). Needs the optional `mcp` extra: `pip install ".[mcp]"` in a checkout, or the
+wheel with `[mcp]`."""
 
 from __future__ import annotations
 
+from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
 
 try:
@@ -11,7 +13,8 @@ except ModuleNotFoundError:
     raise LineupError(
         "usage_invalid",
         "lineup serve needs the MCP SDK, which is not installed",
-        hint='pip install "lineup-sdk[mcp]"',
+        hint=f'install the mcp extra: pip install ".[mcp]" in a LineUp checkout, or '
+        f'pip install "lineup_sdk-{__version__}-py3-none-any.whl[mcp]" beside the wheel',
         exit_code=2,
     ) from None
 

@@ -37,6 +37,7 @@ from lineup_runtime_lite.store.nodes import (
 )
 from lineup_runtime_lite.store.schema import SCHEMA_VERSION, pg_schema
 from lineup_runtime_lite.store.sqlite import store_error
+from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
@@ -62,7 +63,10 @@ _MIGRATE_LOCK = 0x4C494E455550_4D47
 LOCK_TIMEOUT_S = 10.0
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SCHEMES = ("postgresql://", "postgres://")
-INSTALL_HINT = "install the PostgreSQL store: pip install 'lineup-sdk[postgres]'"
+INSTALL_HINT = (
+    'install the PostgreSQL store: pip install ".[postgres]" in a LineUp checkout, or '
+    f'pip install "lineup_sdk-{__version__}-py3-none-any.whl[postgres]" beside the wheel'
+)
 
 
 def private_schema(command: str) -> str:

@@ -1,10 +1,12 @@
 """The Surface side of a MiniApp (SPEC 14): the Surface SDK (`sdk.js`, shipped in this
-package) and the web dev Host behind `lineup dev`. Needs the optional extra:
-`pip install "lineup-sdk[web]"` (starlette and uvicorn, as the `mcp` extra, plus
-`websockets`, without which uvicorn answers a WebSocket upgrade with 404)."""
+package) and the web dev Host behind `lineup dev`. Needs the optional `web` extra
+(starlette and uvicorn, as the `mcp` extra, plus `websockets`, without which uvicorn answers
+a WebSocket upgrade with 404): `pip install ".[web]"` in a checkout, or the wheel with
+`[web]`."""
 
 from __future__ import annotations
 
+from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
 
 try:
@@ -15,11 +17,18 @@ except ModuleNotFoundError:
     raise LineupError(
         "usage_invalid",
         "lineup dev needs the web extra (starlette, uvicorn, websockets), which is not installed",
-        hint='pip install "lineup-sdk[web]"',
+        hint=f'install the web extra: pip install ".[web]" in a LineUp checkout, or '
+        f'pip install "lineup_sdk-{__version__}-py3-none-any.whl[web]" beside the wheel',
         exit_code=2,
     ) from None
 
-from lineup_runtime_lite.web._devhost import FAULTS_ENV, Binding, DevHost, faults_enabled
+from lineup_runtime_lite.web._devhost import (
+    FAULTS_ENV,
+    Binding,
+    BridgeLimits,
+    DevHost,
+    faults_enabled,
+)
 from lineup_runtime_lite.web._origins import COOKIE, host_app, surface_app, web_asset
 from lineup_runtime_lite.web._server import DEFAULT_PORT, DevUrls, bind_free, serve_dev
 from lineup_runtime_lite.web._session import DevSession, dev_db, mcp_app, open_dev
@@ -30,6 +39,7 @@ __all__ = [
     "DEFAULT_PORT",
     "FAULTS_ENV",
     "Binding",
+    "BridgeLimits",
     "DevHost",
     "DevSession",
     "DevUrls",

@@ -10,6 +10,7 @@ import logging
 import os
 import secrets
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +21,20 @@ from lineup_sdk.errors import LineupError
 if TYPE_CHECKING:
     from lineup_runtime_lite.api.runtime import Runtime
 
-__all__ = ["FAULTS_ENV", "Binding", "DevHost", "faults_enabled"]
+__all__ = ["FAULTS_ENV", "Binding", "BridgeLimits", "DevHost", "faults_enabled"]
 
 log = logging.getLogger("lineup.dev")
 
 #: The test-only fault seam (drop a frame, close a bridge) is off unless this is `1`.
 FAULTS_ENV = "LINEUP_DEV_FAULTS"
+
+#: Entries the timeline keeps per conversation (build entries count as one more).
+TIMELINE_PER_CONVERSATION = 1_000
+#: Page loads remembered per instance, so a repeated `ready` of one load is ignored.
+LOADS_REMEMBERED = 16
+
+#: A token longer than this (characters) is refused unread.
+MAX_TOKEN = 1024
 
 #: Panel buttons → the Host lifecycle event each sends (`close` only unloads the Surface).
 PANEL_EVENTS = {
@@ -38,6 +47,27 @@ PANEL_EVENTS = {
 def faults_enabled(env: dict[str, str] | None = None) -> bool:
     """Whether `LINEUP_DEV_FAULTS=1` turned the fault seam on."""
     return (env if env is not None else os.environ).get(FAULTS_ENV) == "1"
+
+
+@dataclass(frozen=True)
+class BridgeLimits:
+    """What one Surface bridge may hold (SPEC 16.3).
+
+    Attributes:
+        frames: Answers and frames queued for a client, at most (one more closes it, 1008).
+        wire_bytes: Their encoded size, at most (whichever bound comes first).
+        all_wire_bytes: The encoded size queued for all bridges of the Host together (the
+            bridge that passes it is closed, 1008): many unread bridges stay bounded too.
+        subscriptions: Bridge subscriptions at once (`limit_exceeded` beyond).
+        close_grace_s: How long a closed client has to read its close frame before its
+            connection is dropped.
+    """
+
+    frames: int = 64
+    wire_bytes: int = 16 * 1024 * 1024
+    all_wire_bytes: int = 24 * 1024 * 1024
+    subscriptions: int = 16
+    close_grace_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +89,8 @@ class Connection:
         self.drop_changed = 0
         self.close_requested: Callable[[], None] | None = None
         self.operation_subs: set[int] = set()
+        #: The page load of a client that names none: this bridge.
+        self.load = secrets.token_hex(8)
 
 
 @dataclass
@@ -75,6 +107,7 @@ class DevHost:
         rebuild: Builds the project again and returns the new bundle (the CLI's builder);
             None: no rebuild on edit.
         faults: The test-only fault seam (`LINEUP_DEV_FAULTS=1`).
+        bridge_limits: The bounds of each Surface bridge.
     """
 
     rt: Runtime
@@ -83,11 +116,18 @@ class DevHost:
     policy: str = "manual"
     rebuild: Callable[[], Path] | None = None
     faults: bool = False
+    bridge_limits: BridgeLimits = field(default_factory=BridgeLimits)
+    #: What every bridge has queued, encoded (kept by the bridges, on the server's loop).
+    bridge_bytes: int = 0
     host_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     _bindings: dict[str, Binding] = field(default_factory=dict)
     _by_instance: dict[str, Binding] = field(default_factory=dict)
     _connections: set[Connection] = field(default_factory=set)
-    _timeline: list[dict[str, Any]] = field(default_factory=list)
+    #: conversation (None: build entries) -> its last entries, as (sequence, entry)
+    _timeline: dict[str | None, deque[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
+    _timeline_next: int = 0
+    #: instance -> the page loads whose `ready` counted
+    _loads: dict[str, deque[str]] = field(default_factory=dict)
     _outbox_seen: int = 0
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _call_ids: Any = field(default_factory=lambda: itertools.count(1))
@@ -117,7 +157,9 @@ class DevHost:
         raise LineupError("usage_invalid", f"no instance {instance!r}")
 
     def binding(self, token: str) -> Binding | None:
-        """The instance a Surface token grants, or None."""
+        """The instance a Surface token grants, or None (a malformed token too)."""
+        if len(token) > MAX_TOKEN:
+            return None
         with self._lock:
             return self._bindings.get(token)
 
@@ -153,8 +195,14 @@ class DevHost:
         for s in self.rt.sessions():
             conversations.setdefault(s["conversation_id"], []).append(s)
         with self._lock:
-            timeline = self._timeline[since:]
-            total = len(self._timeline)
+            timeline = [
+                entry
+                for _, entry in sorted(
+                    (e for q in self._timeline.values() for e in q if e[0] >= since),
+                    key=lambda e: e[0],
+                )
+            ]
+            total = self._timeline_next
         return {
             "conversations": [
                 {"conversation_id": c, "instances": v} for c, v in conversations.items()
@@ -167,8 +215,14 @@ class DevHost:
         }
 
     def _note(self, entry: dict[str, Any]) -> None:
+        """Add a timeline entry; a conversation keeps its last 1,000 (SPEC 16.3)."""
         with self._lock:
-            self._timeline.append(entry)
+            key = entry.get("conversation_id")
+            kept = self._timeline.get(key)
+            if kept is None:
+                kept = self._timeline[key] = deque(maxlen=TIMELINE_PER_CONVERSATION)
+            kept.append((self._timeline_next, entry))
+            self._timeline_next += 1
 
     def poll(self) -> bool:
         """Move new outbox messages into the timeline; True when there were any (then
@@ -178,7 +232,7 @@ class DevHost:
             fresh = messages[self._outbox_seen :]
             self._outbox_seen = len(messages)
             for m in fresh:
-                self._timeline.append({**m, "source": "agent"})
+                self._note({**m, "source": "agent"})
         if fresh:
             self.operations_changed()
         return bool(fresh)
@@ -208,9 +262,17 @@ class DevHost:
         binding = self.surface_token(instance)
         return self._event(PANEL_EVENTS[button], binding)
 
-    def ready(self, binding: Binding) -> bool:
-        """`sdk.host.ready()`: the Host (this server, not the Surface) emits
-        `surface_loaded` for the instance, then, on the `auto` policy, confirms it."""
+    def ready(self, binding: Binding, load: str) -> bool:
+        """`sdk.host.ready()` of one page load of the instance: the Host (this server, not
+        the Surface) emits `surface_loaded` for the instance, then, on the `auto` policy,
+        confirms it. A repeat within one load is ignored (False, no timeline entry)."""
+        with self._lock:
+            loads = self._loads.get(binding.instance)
+            if loads is None:
+                loads = self._loads[binding.instance] = deque(maxlen=LOADS_REMEMBERED)
+            if load in loads:
+                return False
+            loads.append(load)
         applied = self._event("surface_loaded", binding)
         if self.policy == "auto":
             applied = self._event("foreground_confirmed", binding) or applied

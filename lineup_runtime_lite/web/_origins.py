@@ -1,17 +1,23 @@
-"""The two origins of the web dev Host (SPEC 14), as ASGI apps over a `DevHost`.
+"""The two origins of the web dev Host (SPEC 14, 16.3), as ASGI apps over a `DevHost`.
 
-- The **Host origin** serves the Host page, its JSON API and `/mcp` (serve's bridge). A
-  request needs the Host token: the `HttpOnly; SameSite=Strict` cookie set from `/?token=`
-  once, or `Authorization: Bearer`; `Host` and `Origin` are checked as `serve --http` does.
-- The **Surface origin** serves `/_lineup/sdk.js` (with `Access-Control-Allow-Origin`, so a
-  sandboxed frame can import it), `/s/<surface token>/...` (the instance's installed
-  `surface/`, with a Content Security Policy) and the bridge `/_lineup/bridge`. It
-  authenticates by the Surface token alone: a sandboxed frame's `Origin` is `null`.
+- The **Host origin** (`http://127.0.0.1:<port>`, and only that name) serves the Host page,
+  its JSON API and `/mcp` (serve's bridge). A request needs the Host token: the
+  `HttpOnly; SameSite=Strict` cookie set from `/?token=` once, or `Authorization: Bearer`;
+  `Origin` is checked as `serve --http` does. On `localhost:<port>` a page `GET` is
+  redirected to `127.0.0.1` before any cookie is set, anything else is 421: cookies ignore
+  ports, so the cookie must live on a name the Surface origin never answers.
+- The **Surface origin** (`http://localhost:<port>`, and only that name) serves
+  `/_lineup/sdk.js` (with `Access-Control-Allow-Origin`, so a sandboxed frame can import
+  it), `/s/<surface token>/...` (the instance's installed `surface/`, with a Content
+  Security Policy) and the bridge `/_lineup/bridge`, whose upgrade needs `Origin: null`
+  (a sandboxed frame) or this origin. It authenticates by the Surface token alone.
+- A malformed token (non-ASCII, over 1 KiB) is refused like a wrong one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hmac
 import json
@@ -25,13 +31,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from lineup_runtime_lite.web._devhost import Binding, Connection, DevHost
+from lineup_runtime_lite.web._devhost import MAX_TOKEN, Binding, BridgeLimits, Connection, DevHost
 from lineup_sdk.errors import LineupError
 
 __all__ = ["COOKIE", "host_app", "surface_app", "web_asset"]
 
 COOKIE = "lineup_dev_token"
-LOOPBACK_NAMES = ("127.0.0.1", "localhost")
+#: The Host origin's name and the Surface origin's: different hosts, so the Host token
+#: cookie (cookies ignore ports) is never sent to a Surface.
+HOST_NAME = "127.0.0.1"
+SURFACE_NAME = "localhost"
 
 #: The page a Surface is shown when its app has no `surface/index.html`.
 NO_SURFACE = """<!doctype html>
@@ -54,6 +63,21 @@ def _error(status: int, code: str, message: str, hint: str | None = None) -> JSO
     return JSONResponse(body, status_code=status)
 
 
+def token_matches(given: str | None, expected: str) -> bool:
+    """Whether `given` is the token (compared in constant time); a missing, non-ASCII or
+    over-1-KiB one is simply not it."""
+    if not given or len(given) > MAX_TOKEN:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8"))
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers") or []:
+        if key == name:
+            return bytes(value).decode("latin-1")
+    return None
+
+
 def _lineup_error(exc: LineupError, status: int = 400) -> JSONResponse:
     return _error(status, exc.code, exc.message, exc.hint)
 
@@ -67,11 +91,11 @@ class Ports:
 
     @property
     def host_origin(self) -> str:
-        return f"http://127.0.0.1:{self.host}"
+        return f"http://{HOST_NAME}:{self.host}"
 
     @property
     def surface_origin(self) -> str:
-        return f"http://127.0.0.1:{self.surface}"
+        return f"http://{SURFACE_NAME}:{self.surface}"
 
 
 async def no_icon(request: Request) -> Response:
@@ -85,22 +109,40 @@ def host_app(dev: DevHost, ports: Ports, mcp_app: Any | None) -> Any:
     from starlette.routing import Route
 
     def authorized(request: Request) -> bool:
-        given = request.cookies.get(COOKIE, "")
-        bearer = request.headers.get("authorization", "")
         token = dev.host_token
-        return hmac.compare_digest(given, token) or hmac.compare_digest(bearer, f"Bearer {token}")
+        if token_matches(request.cookies.get(COOKIE), token):
+            return True
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme == "Bearer" and token_matches(given, token)
 
-    def place_ok(request: Request) -> bool:
-        allowed = {f"{n}:{ports.host}" for n in LOOPBACK_NAMES}
-        if request.headers.get("host", "") not in allowed:
-            return False
-        origin = request.headers.get("origin")
-        return origin is None or origin in {f"http://{a}" for a in allowed}
+    def misplaced(scope: dict[str, Any]) -> Response | None:
+        """None when the request may go on; else the answer: a page `GET` on `localhost`
+        redirected to `127.0.0.1` (before any cookie), 421 for anything else on that name,
+        403 for a foreign Host or Origin."""
+        host = _header(scope, b"host")
+        right = f"{ports.host_origin}/"
+        if host == f"{SURFACE_NAME}:{ports.host}":
+            page_get = scope["type"] == "http" and scope["method"] in ("GET", "HEAD")
+            if page_get and scope.get("path") == "/":
+                query = bytes(scope.get("query_string") or b"").decode("latin-1")
+                return RedirectResponse(right + (f"?{query}" if query else ""), 307)
+            return _error(
+                421,
+                "usage_invalid",
+                f"this dev Host answers on {right} only, not on {SURFACE_NAME}",
+                hint=f"open {right} (the URL lineup dev printed)",
+            )
+        if host != f"{HOST_NAME}:{ports.host}":
+            return PlainTextResponse("403: foreign Host", status_code=403)
+        origin = _header(scope, b"origin")
+        if origin is not None and origin != ports.host_origin:
+            return PlainTextResponse("403: foreign Origin", status_code=403)
+        return None
 
     async def page(request: Request) -> Response:
         given = request.query_params.get("token")
         if given is not None:
-            if not hmac.compare_digest(given, dev.host_token):
+            if not token_matches(given, dev.host_token):
                 return PlainTextResponse("wrong token", status_code=401)
             response = RedirectResponse("/", status_code=303)  # the token leaves the URL
             response.set_cookie(COOKIE, dev.host_token, httponly=True, samesite="strict", path="/")
@@ -112,7 +154,8 @@ def host_app(dev: DevHost, ports: Ports, mcp_app: Any | None) -> Any:
         html = web_asset("host.html").decode("utf-8")
         csp = (
             "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-            f"frame-src {ports.surface_origin}; connect-src 'self'; frame-ancestors 'none'"
+            f"frame-src {ports.surface_origin}; connect-src {ports.host_origin}; "
+            "frame-ancestors 'none'"
         )
         return Response(html, media_type="text/html", headers={"content-security-policy": csp})
 
@@ -201,16 +244,21 @@ def host_app(dev: DevHost, ports: Ports, mcp_app: Any | None) -> Any:
             await api(scope, receive, send)
             return
         path = str(scope.get("path", ""))
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})  # no bridge here
+            return
+        refused = misplaced(scope)
         if mcp_app is not None and (path == "/mcp" or path.startswith("/mcp/")):
+            if refused is not None and refused.status_code == 421:
+                await refused(scope, receive, send)  # on `localhost`: the name is wrong
+                return
             await mcp_app(scope, receive, send)  # bearer token, Host and Origin: as serve
+            return
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         if scope["type"] == "http":
             request = Request(scope, receive)
-            if not place_ok(request):
-                await PlainTextResponse("403: foreign Host or Origin", status_code=403)(
-                    scope, receive, send
-                )
-                return
             if path != "/" and not authorized(request):
                 await _error(401, "unauthorized", "send the Host token (its cookie)")(
                     scope, receive, send
@@ -282,9 +330,14 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
         return Response(target.read_bytes(), media_type=kind, headers={**headers, **_CORS})
 
     async def bridge(ws: WebSocket) -> None:
+        # a sandboxed frame's Origin is `null`; a page of this origin sends its own; any
+        # other page (or none: not a browser frame) is refused before the upgrade (403)
+        if ws.headers.get("origin") not in ("null", ports.surface_origin):
+            await ws.close(code=1008)
+            return
         binding = dev.binding(ws.query_params.get("token", ""))
         if binding is None:
-            await ws.close(code=4401)
+            await ws.close(code=1008)
             return
         await ws.accept()
         await _SurfaceBridge(dev, binding, ws).run()
@@ -301,12 +354,19 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] in ("http", "websocket"):
-            # Origin is `null` for a sandboxed frame, so only the Host header is checked
-            # here (DNS rebinding); the Surface token does the rest
-            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-            if host not in {f"{n}:{ports.surface}" for n in LOOPBACK_NAMES}:
+            # Origin is `null` for a sandboxed frame, so the Host header is checked here
+            # (DNS rebinding; only `localhost`, never the Host origin's name, so the Host
+            # token cookie is never sent here); the Surface token does the rest
+            host = _header(scope, b"host")
+            if host != f"{SURFACE_NAME}:{ports.surface}":
                 if scope["type"] == "websocket":
-                    await send({"type": "websocket.close", "code": 4403})
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                if host == f"{HOST_NAME}:{ports.surface}":
+                    right = f"{ports.surface_origin}/"
+                    await _error(421, "usage_invalid", f"Surfaces are served on {right} only")(
+                        scope, receive, send
+                    )
                     return
                 await PlainTextResponse("403: foreign Host", status_code=403)(scope, receive, send)
                 return
@@ -316,57 +376,129 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
 
 
 class _SurfaceBridge:
-    """One Surface's bridge: `get`, `subscribe`, `unsubscribe` and `ready` of its instance;
-    frames pushed from listener threads are sent in order by one sender task."""
+    """One Surface's bridge: `get`, `subscribe`, `unsubscribe` and `ready` of its instance.
+
+    Answers and frames (pushed from listener threads too) wait, encoded, in one bounded
+    queue that one sender task empties in order; a client that lets it pass its bound
+    (frames or encoded bytes: `BridgeLimits`) is closed with 1008 and the queue dropped
+    (SPEC 16.3). At most `subscriptions` bridge subscriptions at once."""
 
     ALLOWED = ("get", "subscribe", "unsubscribe", "ready")
 
     def __init__(self, dev: DevHost, binding: Binding, ws: WebSocket) -> None:
         self.dev, self.binding, self.ws = dev, binding, ws
+        self.limits: BridgeLimits = dev.bridge_limits
         self.loop = asyncio.get_running_loop()
-        self.out: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.queue: collections.deque[str] = collections.deque()
+        self.queued_bytes = 0
+        self.wake = asyncio.Event()
+        #: Set when the bridge is to close: its WebSocket close code.
+        self.closing: int | None = None
+        self.closed = asyncio.Event()
         self.conn = Connection(binding, self._push_threadsafe)
-        self.conn.close_requested = lambda: self._push_threadsafe(None)
+        self.conn.close_requested = lambda: self._call_soon(self._close, 4000)
         self.unsubscribe: dict[int, Any] = {}
 
-    def _push_threadsafe(self, msg: dict[str, Any] | None) -> None:
+    # -- the bounded queue -----------------------------------------------------------------
+    def _call_soon(self, fn: Any, *args: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is gone: the connection is over
-            self.loop.call_soon_threadsafe(self.out.put_nowait, msg)
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def _push_threadsafe(self, msg: dict[str, Any]) -> None:
+        """From any thread: encode here (a listener's thread), queue on the loop."""
+        changed = msg.get("frame") == "session_data.changed"
+        self._call_soon(self._enqueue, json.dumps(msg), changed)
+
+    def _enqueue(self, text: str, changed: bool = False) -> None:
+        if self.closing is not None:
+            return
+        if changed and self.conn.drop_changed > 0:
+            self.conn.drop_changed -= 1  # the fault seam drops it on the way
+            return
+        self.queue.append(text)
+        self.queued_bytes += len(text)  # json.dumps is ASCII: characters are bytes
+        self.dev.bridge_bytes += len(text)
+        limits = self.limits
+        if (
+            len(self.queue) > limits.frames
+            or self.queued_bytes > limits.wire_bytes
+            or self.dev.bridge_bytes > limits.all_wire_bytes
+        ):
+            self._close(1008)  # the client stopped reading
+            return
+        self.wake.set()
+
+    def _close(self, code: int) -> None:
+        if self.closing is None:
+            self.closing = code
+        self._drop_queue()
+        self.closed.set()
+
+    def _drop_queue(self) -> None:
+        self.queue.clear()
+        self.dev.bridge_bytes -= self.queued_bytes
+        self.queued_bytes = 0
+
+    async def _send_loop(self) -> None:
+        while self.closing is None:
+            if not self.queue:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            text = self.queue.popleft()
+            self.queued_bytes -= len(text)
+            self.dev.bridge_bytes -= len(text)
+            await self.ws.send_text(text)
+
+    async def _receive_loop(self) -> None:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+            while self.closing is None:
+                text = await self.ws.receive_text()
+                if self.closing is None:
+                    await self._handle(text)
+                    # let the sender drain what this answered: a burst of cheap requests
+                    # from a client that reads must not look like one that does not
+                    await asyncio.sleep(0)
 
     async def run(self) -> None:
         self.dev.attach(self.conn)
-        sender = asyncio.ensure_future(self._send_loop())
+        tasks = [
+            asyncio.ensure_future(self._send_loop()),
+            asyncio.ensure_future(self._receive_loop()),
+            asyncio.ensure_future(self.closed.wait()),
+        ]
         try:
-            while True:
-                text = await self.ws.receive_text()
-                await self._handle(text)
-        except (WebSocketDisconnect, RuntimeError):
-            pass
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for task in tasks:
+                task.cancel()
             self.dev.detach(self.conn)
-            for off in self.unsubscribe.values():
+            self._drop_queue()
+            for off in list(self.unsubscribe.values()):
                 await anyio.to_thread.run_sync(off)
-            sender.cancel()
+            self.unsubscribe.clear()
+            if self.closing is not None:
+                await self._send_close(self.closing)
 
-    async def _send_loop(self) -> None:
-        while True:
-            msg = await self.out.get()
-            if msg is None:  # the fault seam closes this bridge
-                await self.ws.close(code=4000)
-                return
-            if msg.get("frame") == "session_data.changed" and self.conn.drop_changed > 0:
-                self.conn.drop_changed -= 1  # the fault seam drops it on the way
-                continue
-            await self.ws.send_text(json.dumps(msg))
+    async def _send_close(self, code: int) -> None:
+        """The close frame, once the client reads again; after `close_grace_s` without
+        that, the connection is dropped."""
+        reason = "the client stopped reading" if code == 1008 else ""
+        try:
+            await asyncio.wait_for(
+                self.ws.close(code=code, reason=reason), self.limits.close_grace_s
+            )
+        except Exception:  # the grace ran out, or the connection is already gone
+            _abort(self.ws)
 
     def _reply(self, req_id: Any, result: Any = None, error: LineupError | None = None) -> None:
         if error is not None:
             body: dict[str, Any] = {"code": error.code, "message": error.message}
             if error.hint:
                 body["hint"] = error.hint
-            self.out.put_nowait({"id": req_id, "error": body})
+            self._enqueue(json.dumps({"id": req_id, "error": body}))
         else:
-            self.out.put_nowait({"id": req_id, "result": result})
+            self._enqueue(json.dumps({"id": req_id, "result": result}))
 
     async def _handle(self, text: str) -> None:
         try:
@@ -391,8 +523,13 @@ class _SurfaceBridge:
                     self._reply(req_id, {"operations": ops})
                 else:
                     surface = dev.rt.surface(b.conversation_id, b.scope)
-                    snap = await anyio.to_thread.run_sync(surface.get)
-                    self._reply(req_id, {"revision": snap.revision, "data": snap.data})
+
+                    def encoded() -> str:  # off the loop: an answer may be a MiB
+                        snap = surface.get()
+                        result = {"revision": snap.revision, "data": snap.data}
+                        return json.dumps({"id": req_id, "result": result})
+
+                    self._enqueue(await anyio.to_thread.run_sync(encoded))
             elif op == "subscribe":
                 await self._subscribe(req_id, what)
             elif op == "unsubscribe":
@@ -403,8 +540,11 @@ class _SurfaceBridge:
                 if off is not None:
                     await anyio.to_thread.run_sync(off)
                 self._reply(req_id, {})
-            else:  # ready
-                applied = await anyio.to_thread.run_sync(dev.ready, b)
+            else:  # ready: once per page load (the SDK names its load; else this bridge)
+                load = msg.get("load")
+                if not (isinstance(load, str) and 0 < len(load) <= 64 and load.isascii()):
+                    load = self.conn.load
+                applied = await anyio.to_thread.run_sync(dev.ready, b, load)
                 self._reply(req_id, {"applied": applied})
         except LineupError as exc:
             self._reply(req_id, error=exc)
@@ -412,12 +552,21 @@ class _SurfaceBridge:
     async def _subscribe(self, req_id: Any, what: str) -> None:
         if not isinstance(req_id, int):
             raise LineupError("usage_invalid", "subscribe needs an integer id")
+        if req_id in self.unsubscribe or req_id in self.conn.operation_subs:
+            raise LineupError("usage_invalid", f"subscription {req_id} exists already")
+        if len(self.unsubscribe) + len(self.conn.operation_subs) >= self.limits.subscriptions:
+            raise LineupError(
+                "limit_exceeded",
+                f"at most {self.limits.subscriptions} subscriptions per Surface bridge",
+                hint="the Surface SDK shares one bridge subscription per kind among all "
+                "listeners; unsubscribe what is no longer needed",
+            )
         b = self.binding
         if what == "operations":
             self.conn.operation_subs.add(req_id)
             ops = await anyio.to_thread.run_sync(self.dev.operations, b)
             self._reply(req_id, {})
-            self.out.put_nowait({"sub": req_id, "frame": "operations", "operations": ops})
+            self._enqueue(json.dumps({"sub": req_id, "frame": "operations", "operations": ops}))
             return
         push = self._push_threadsafe
 
@@ -427,3 +576,12 @@ class _SurfaceBridge:
         surface = self.dev.rt.surface(b.conversation_id, b.scope)
         self.unsubscribe[req_id] = await anyio.to_thread.run_sync(surface.subscribe, listener)
         self._reply(req_id, {})
+
+
+def _abort(ws: WebSocket) -> None:
+    """Drop a connection whose client never read its close frame (uvicorn's protocol is
+    the `send` of a WebSocket served directly; anything else is left to its own timers)."""
+    transport = getattr(getattr(ws._send, "__self__", None), "transport", None)
+    abort = getattr(transport, "abort", None)
+    if callable(abort):
+        abort()

@@ -1,9 +1,11 @@
-"""Serving the dev Host: two loopback sockets (the Host origin on the asked port, or the
-next free one; the Surface origin on the next free port after it), one event loop."""
+"""Serving the dev Host: the Host origin on `127.0.0.1` (the asked port, or the next free
+one) and the Surface origin on what `localhost` resolves to (both loopback families where
+available, one port: the next free one after the Host's), one event loop."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hmac
 import socket
 import threading
@@ -25,7 +27,7 @@ from lineup_runtime_lite.web._devhost import DevHost
 from lineup_runtime_lite.web._origins import COOKIE, Ports, host_app, surface_app
 from lineup_sdk.errors import LineupError
 
-__all__ = ["DEFAULT_PORT", "DevUrls", "bind_free", "serve_dev"]
+__all__ = ["DEFAULT_PORT", "DevUrls", "bind_free", "bind_localhost", "serve_dev"]
 
 DEFAULT_PORT = 8765
 #: How many ports after the asked one are tried before giving up.
@@ -63,6 +65,72 @@ def bind_free(port: int, *, exclude: int = -1) -> socket.socket:
     raise LineupError(
         "usage_invalid",
         f"no free port in {port}-{port + PORT_TRIES - 1} on 127.0.0.1",
+        hint="pass --port N",
+        exit_code=2,
+    )
+
+
+def _localhost_addresses() -> list[tuple[int, str]]:
+    """`(family, address)` of what `localhost` resolves to, plus the loopback addresses of
+    both families (`::1` is left out where IPv6 is not available)."""
+    found: list[tuple[int, str]] = []
+    with contextlib.suppress(OSError):
+        for family, _, _, _, sockaddr in socket.getaddrinfo(
+            "localhost", None, type=socket.SOCK_STREAM
+        ):
+            if family in (socket.AF_INET, socket.AF_INET6):
+                found.append((family, str(sockaddr[0])))
+    found += [(socket.AF_INET, "127.0.0.1")]
+    if socket.has_ipv6:
+        found += [(socket.AF_INET6, "::1")]
+    unique: list[tuple[int, str]] = []
+    for item in found:
+        if item not in unique:
+            unique.append(item)
+    return unique
+
+
+def _bind_all(addresses: list[tuple[int, str]], port: int) -> list[socket.socket] | None:
+    """Listening sockets on `port` (0: one the first picks) for every address; None when the
+    port is taken on one of them. An address its family cannot use is left out."""
+    bound: list[socket.socket] = []
+    for family, host in addresses:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind((host, port))
+        except OSError as exc:
+            sock.close()
+            if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) and host != "127.0.0.1":
+                continue  # no such family here
+            for s in bound:
+                s.close()
+            return None
+        sock.listen(128)
+        bound.append(sock)
+        port = port or sock.getsockname()[1]
+    return bound or None
+
+
+def bind_localhost(port: int, *, exclude: int = -1) -> list[socket.socket]:
+    """Listening sockets on one port for every address `localhost` names: `port` or the
+    next free one (0: any).
+
+    Raises:
+        LineupError: `usage_invalid` when none of the next ports is free.
+    """
+    addresses = _localhost_addresses()
+    candidates = [0] * 5 if port == 0 else range(port, min(port + PORT_TRIES, 65536))
+    for candidate in candidates:
+        if candidate == exclude:
+            continue
+        bound = _bind_all(addresses, candidate)
+        if bound is not None:
+            return bound
+    raise LineupError(
+        "usage_invalid",
+        f"no free port in {port}-{port + PORT_TRIES - 1} on localhost",
         hint="pass --port N",
         exit_code=2,
     )
@@ -114,14 +182,15 @@ def serve_dev(
     import uvicorn
 
     host_sock = bind_free(port)
+    host_port = host_sock.getsockname()[1]
     try:
-        surface_sock = bind_free(host_sock.getsockname()[1] + 1 if port else 0)
+        surface_socks = bind_localhost(host_port + 1 if port else 0, exclude=host_port)
     except BaseException:
         host_sock.close()
         raise
     ports = Ports()
-    ports.host = host_sock.getsockname()[1]
-    ports.surface = surface_sock.getsockname()[1]
+    ports.host = host_port
+    ports.surface = surface_socks[0].getsockname()[1]
     mcp = mcp_app(dev.host_token) if mcp_app is not None else None
     raise_descriptor_limit()
     servers = [
@@ -179,11 +248,12 @@ def serve_dev(
             tg.start_soon(timeline)
             async with anyio.create_task_group() as inner:
                 inner.start_soon(lambda: servers[0].serve(sockets=[host_sock]))
-                inner.start_soon(lambda: servers[1].serve(sockets=[surface_sock]))
+                inner.start_soon(lambda: servers[1].serve(sockets=surface_socks))
             tg.cancel_scope.cancel()
 
     try:
         anyio.run(main)
     finally:
         host_sock.close()
-        surface_sock.close()
+        for sock in surface_socks:
+            sock.close()

@@ -16,6 +16,7 @@ from typing import Any
 
 from lineup_runtime_lite.web._server import DevUrls, serve_dev
 from lineup_runtime_lite.web._session import DevSession, mcp_app, open_dev
+from lineup_sdk import __version__
 
 __all__ = ["CHROMIUM_ENV", "DevPage", "DevServer", "dev_page", "find_chromium", "missing_browser"]
 
@@ -54,7 +55,11 @@ def missing_browser() -> str | None:
     try:
         import playwright.sync_api  # noqa: F401
     except ModuleNotFoundError:
-        return 'Playwright is not installed (pip install "lineup-sdk[web]" playwright)'
+        return (
+            'Playwright is not installed (pip install ".[web]" playwright in a LineUp '
+            f'checkout, or pip install "lineup_sdk-{__version__}-py3-none-any.whl[web]" '
+            "playwright beside the wheel)"
+        )
     if find_chromium() is None:
         return (
             "no Chromium found (install it, e.g. `apt-get install -y chromium`, or set "

@@ -32,6 +32,11 @@ function surfaceToken() {
 }
 
 const token = surfaceToken();
+// This page load: the Host counts `ready` once per load (a repeat is ignored; a reload is
+// a new load).
+const PAGE_LOAD = Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) =>
+  b.toString(16).padStart(2, "0"),
+).join("");
 const base = new URL("/", import.meta.url);
 
 async function fetchApp() {
@@ -143,84 +148,162 @@ function snapshotOf(result) {
   return Object.freeze({ revision: result.revision, data: result.data });
 }
 
-/** One listener's subscription with the TIS2-04 client rules. */
-class Subscription {
-  constructor(listener) {
-    this.listener = listener;
-    this.last = -1; // nothing delivered yet: the first snapshot goes through, revision 0 too
+/**
+ * One bridge subscription of a kind ("session_data" or "operations"), shared by every
+ * listener of that kind: the server allows few subscriptions per bridge (SPEC 16.3), so
+ * many listeners never meet its cap. Starts with the first listener, ends with the last,
+ * resubscribes after a bridge reconnect.
+ */
+class Channel {
+  constructor(what, onFrame) {
+    this.what = what;
+    this.onFrame = onFrame; // (frame) -> void, for the channel's own rules
+    this.listeners = new Set();
     this.bridgeId = null;
+    this.starting = null;
+    bridge.onReconnect.add(() => this.restart());
+  }
+
+  add(listener) {
+    this.listeners.add(listener);
+    this.ensure();
+  }
+
+  remove(listener) {
+    this.listeners.delete(listener);
+    if (this.listeners.size === 0) this.drop();
+  }
+
+  ensure() {
+    if (this.bridgeId !== null || this.starting || this.listeners.size === 0) return this.starting;
+    this.starting = bridge.subscribe(this.what, (frame) => this.onFrame(frame)).then(
+      (id) => {
+        this.starting = null;
+        this.bridgeId = id;
+        if (this.listeners.size === 0) this.drop();
+      },
+      (err) => {
+        this.starting = null;
+        console.error(`${this.what} subscribe failed`, err);
+      },
+    );
+    return this.starting;
+  }
+
+  drop() {
+    if (this.bridgeId !== null) bridge.unsubscribe(this.bridgeId);
+    this.bridgeId = null;
+  }
+
+  restart() {
+    this.bridgeId = null; // the server dropped it with the connection
+    return this.ensure();
+  }
+}
+
+/** One session-data listener: the current snapshot first, then increasing revisions. */
+class Listener {
+  constructor(fn) {
+    this.fn = fn;
+    this.last = -1; // nothing delivered yet: the first snapshot goes through, revision 0 too
     this.active = true;
-    this.resyncing = null;
-    this.onReconnect = () => this.resync();
-    bridge.onReconnect.add(this.onReconnect);
   }
 
   deliver(frame, kind) {
     if (!this.active || frame.revision <= this.last) return; // a duplicate or older revision
     this.last = frame.revision;
     try {
-      this.listener(snapshotOf(frame), { frame: kind });
+      this.fn(snapshotOf(frame), { frame: kind });
     } catch (err) {
       console.error("a session-data listener failed", err);
     }
   }
+}
+
+/**
+ * The TIS2-04 client rules, once for all session-data listeners: a duplicate or older
+ * revision is ignored; on a revision gap the bridge subscription is dropped, the data got
+ * again and the subscription made again. A listener that joins gets the newest snapshot.
+ */
+const sessionData = new (class {
+  constructor() {
+    this.current = null; // the newest {revision, data} seen
+    this.resyncing = null;
+    this.channel = new Channel("session_data", (frame) => this.onFrame(frame));
+  }
 
   onFrame(frame) {
-    if (!this.active || this.resyncing) return;
+    if (this.resyncing) return;
     const kind = frame.frame;
-    if (kind === "session_data.changed" && this.last >= 0 && frame.revision > this.last + 1) {
+    const last = this.current ? this.current.revision : -1;
+    if (kind === "session_data.changed" && last >= 0 && frame.revision > last + 1) {
       this.resync(); // a revision gap: drop, get again, resubscribe
       return;
     }
-    this.deliver(frame, kind);
+    this.accept(frame, kind);
   }
 
-  async start() {
-    this.bridgeId = await bridge.subscribe("session_data", (f) => this.onFrame(f));
+  accept(frame, kind) {
+    if (this.current && frame.revision <= this.current.revision) return;
+    this.current = { revision: frame.revision, data: frame.data };
+    for (const listener of this.channel.listeners) listener.deliver(frame, kind);
   }
 
   resync() {
-    if (!this.active) return this.resyncing;
     if (this.resyncing) return this.resyncing;
     this.resyncing = (async () => {
-      if (this.bridgeId !== null) bridge.unsubscribe(this.bridgeId);
-      this.bridgeId = null;
+      this.channel.drop();
       try {
-        const current = await bridge.request("get", { what: "session_data" });
-        this.deliver(current, "session_data.snapshot");
+        const got = await bridge.request("get", { what: "session_data" });
+        this.resyncing = null;
+        this.accept(got, "session_data.snapshot");
       } finally {
         this.resyncing = null;
       }
-      if (this.active) await this.start();
+      await this.channel.ensure();
     })().catch((err) => console.error("session-data resubscribe failed", err));
     return this.resyncing;
   }
 
-  stop() {
-    this.active = false;
-    bridge.onReconnect.delete(this.onReconnect);
-    if (this.bridgeId !== null) bridge.unsubscribe(this.bridgeId);
-    this.bridgeId = null;
+  subscribe(fn) {
+    const listener = new Listener(fn);
+    if (this.current) listener.deliver(this.current, "session_data.snapshot");
+    this.channel.add(listener);
+    return () => {
+      listener.active = false;
+      this.channel.remove(listener);
+      if (this.channel.listeners.size === 0) this.current = null; // a later one starts afresh
+    };
   }
-}
+})();
 
-function operationsSubscription(listener) {
-  let id = null;
-  let active = true;
-  const start = async () => {
-    id = await bridge.subscribe("operations", (frame) => {
-      if (active) listener(frame.operations);
+const operations = new (class {
+  constructor() {
+    this.current = null;
+    this.channel = new Channel("operations", (frame) => {
+      this.current = frame.operations;
+      for (const fn of this.channel.listeners) this.call(fn, frame.operations);
     });
-  };
-  const again = () => { if (active) start(); };
-  bridge.onReconnect.add(again);
-  start();
-  return () => {
-    active = false;
-    bridge.onReconnect.delete(again);
-    if (id !== null) bridge.unsubscribe(id);
-  };
-}
+  }
+
+  call(fn, ops) {
+    try {
+      fn(ops);
+    } catch (err) {
+      console.error("an operations listener failed", err);
+    }
+  }
+
+  subscribe(fn) {
+    const own = (ops) => fn(ops); // one entry per subscribe, even for the same function
+    if (this.current !== null) this.call(own, this.current);
+    this.channel.add(own);
+    return () => {
+      this.channel.remove(own);
+      if (this.channel.listeners.size === 0) this.current = null;
+    };
+  }
+})();
 
 export const sdk = Object.freeze({
   /** `{scope, appSessionId, conversationId, instance}` of the instance shown. */
@@ -238,9 +321,7 @@ export const sdk = Object.freeze({
       if (typeof listener !== "function") {
         throw new LineupError("usage_invalid", "subscribe(listener) takes a function");
       }
-      const sub = new Subscription(listener);
-      sub.start().catch((err) => console.error("session-data subscribe failed", err));
-      return () => sub.stop();
+      return sessionData.subscribe(listener);
     },
     /** Surface writes wait for the mutation queue (SPEC 6): always rejects this iteration. */
     async replace(data, { expectedRevision } = {}) {
@@ -259,13 +340,16 @@ export const sdk = Object.freeze({
       return (await bridge.request("get", { what: "operations" })).operations;
     },
     subscribe(listener) {
-      return operationsSubscription(listener);
+      if (typeof listener !== "function") {
+        throw new LineupError("usage_invalid", "subscribe(listener) takes a function");
+      }
+      return operations.subscribe(listener);
     },
   }),
   host: Object.freeze({
     /** Tell the Host this Surface has loaded: the Host emits `surface_loaded` for it. */
     async ready() {
-      await bridge.request("ready");
+      await bridge.request("ready", { load: PAGE_LOAD });
     },
   }),
 });

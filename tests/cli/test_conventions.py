@@ -57,8 +57,8 @@ def test_key_exists_is_a_documented_code() -> None:
     from lineup_sdk.codes import CODES
 
     assert "key_exists" in CODES
-    readme = (REPO / "README.md").read_text("utf-8")
-    assert re.search(r"^\| `key_exists` \| .+ \| .+ \|$", readme, re.MULTILINE)
+    errors = (REPO / "docs" / "reference" / "errors.md").read_text("utf-8")
+    assert re.search(r"^\| `key_exists` \| .+ \| .+ \|$", errors, re.MULTILINE)
 
 
 def test_run_bundle_without_trust_is_usage_invalid(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,12 @@ def test_without_the_web_extra_the_hint_says_what_to_install(
     init_project(tmp_path / "todo", template="todo")
     code, _, err = run_cli(["dev", str(tmp_path / "todo"), "--no-open"], capsys)
     assert code == 2
-    assert "usage_invalid" in err and 'pip install "lineup-sdk[web]"' in err
+    from lineup_sdk import __version__
+
+    # install lines that work before the distribution is on an index: a checkout, a wheel
+    assert "usage_invalid" in err and 'pip install ".[web]"' in err
+    assert f'pip install "lineup_sdk-{__version__}-py3-none-any.whl[web]"' in err
+    assert "lineup-sdk[" not in err
 
 
 @pytest.mark.parametrize(
@@ -67,3 +73,67 @@ def test_a_browser_opens_only_on_a_terminal_with_a_display(
     flag: bool | None, env: dict[str, str], tty: bool, opens: bool
 ) -> None:
     assert should_open(flag, env, tty) is opens
+
+
+def test_the_printed_urls_name_127_0_0_1_for_the_host_and_localhost_for_surfaces(
+    tmp_path: Path,
+) -> None:
+    """`lineup dev`'s start lines after the host-name split (SPEC 16.3): the Host page URL
+    on 127.0.0.1 works as printed; the same URL on `localhost` is redirected to it before
+    any cookie; Surfaces are on `localhost`."""
+    import http.client
+    import os
+    import re
+    import subprocess
+
+    init_project(tmp_path / "todo", template="todo")
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-c", "from lineup_build.cli import main; main()", "dev"),
+            *(str(tmp_path / "todo"), "--port", "0", "--no-open", "--db", str(tmp_path / "d.db")),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    said: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+            if "Surfaces on" in line:
+                break
+        text = "".join(said)
+        page = re.search(r"Host page: (http://127\.0\.0\.1:(\d+)/\?token=(\S+))", text)
+        surfaces = re.search(r"Surfaces on http://localhost:(\d+);", text)
+        mcp = re.search(r"MCP: http://127\.0\.0\.1:(\d+)/mcp ", text)
+        assert page and surfaces and mcp, text
+        port, token = int(page.group(2)), page.group(3)
+        assert int(mcp.group(1)) == port and int(surfaces.group(1)) != port
+
+        def get(name: str) -> tuple[int, Any]:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                conn.request("GET", f"/?token={token}", headers={"Host": f"{name}:{port}"})
+                answer = conn.getresponse()
+                answer.read()
+                return answer.status, answer.headers
+            finally:
+                conn.close()
+
+        status, headers = get("127.0.0.1")
+        assert status == 303 and "lineup_dev_token=" in headers["set-cookie"]
+        status, headers = get("localhost")
+        assert status == 307 and headers["set-cookie"] is None
+        assert headers["location"] == page.group(1)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()

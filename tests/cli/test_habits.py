@@ -235,8 +235,8 @@ def test_config_shadowed_is_a_documented_code() -> None:
     from lineup_sdk.codes import CODES
 
     assert "config_shadowed" in CODES
-    readme = (REPO / "README.md").read_text("utf-8")
-    assert re.search(r"^\| `config_shadowed` \| .+ \| .+ \|$", readme, re.MULTILINE)
+    errors = (REPO / "docs" / "reference" / "errors.md").read_text("utf-8")
+    assert re.search(r"^\| `config_shadowed` \| .+ \| .+ \|$", errors, re.MULTILINE)
 
 
 def test_test_and_verify_source_read_tool_lineup(
@@ -323,12 +323,9 @@ def test_junit_files_are_relative_to_the_working_folder(
 def _readme_main_job() -> str:
     """The README's main-job command chain from `lineup init` on (the venv and install
     steps before it are what this test process already is)."""
-    import re
+    from tests.users.readme_blocks import newcomer_commands
 
-    readme = (REPO / "README.md").read_text("utf-8")
-    block = re.search(r"\*\*Run the main job.*?```bash\n(.*?)\n```", readme, re.DOTALL)
-    assert block is not None
-    chain = block.group(1).strip()
+    chain = newcomer_commands((REPO / "README.md").read_text("utf-8"))[0]
     assert " && lineup init " in chain
     return "lineup init " + chain.split(" && lineup init ", 1)[1]
 
@@ -582,12 +579,24 @@ def test_the_template_readme_install_line_installs_pytest(tmp_path: Path) -> Non
         assert blocks.index(install) < blocks.index(runs_pytest[0])
 
 
-def test_the_readme_verifies_a_dev_key_build_as_written(tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text("utf-8")
-    (block,) = (b for b in _bash_blocks(readme) if "dev-key.pub.pem" in b)
-    done = _shell(" && ".join(b for b in block.strip().splitlines()), tmp_path)
+def test_the_docs_verify_a_dev_key_build_beside_the_release_as_written(tmp_path: Path) -> None:
+    """The signing guide's release block, then its dev-key block: the dev build verifies,
+    in its own folder against its own trust file; the release bundle and the release trust
+    store are as the release block left them (issue 35)."""
+    page = (REPO / "docs" / "guides" / "signing-and-trust.md").read_text("utf-8")
+    (release,) = (b for b in _bash_blocks(page) if "lineup keygen" in b)
+    (dev,) = (b for b in _bash_blocks(page) if "dev-key.pub.pem" in b)
+    done = _shell(release, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    bundle = tmp_path / "my-todo" / "dist" / "my_todo-1.0.0.lineup"
+    signed, trusted = bundle.read_bytes(), (tmp_path / "trust.toml").read_text("utf-8")
+    done = _shell(dev, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "verified" in done.stdout
+    assert (tmp_path / "my-todo" / "dev-dist" / "my_todo-1.0.0.lineup").is_file()
+    assert bundle.read_bytes() == signed, "the dev build overwrote the release bundle"
+    assert (tmp_path / "trust.toml").read_text("utf-8") == trusted, "dev key in the release store"
+    assert "my_todo" in (tmp_path / "dev-trust.toml").read_text("utf-8")
 
 
 # --- 12. .ci/run says what it installs ---------------------------------------------------

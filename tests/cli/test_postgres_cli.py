@@ -175,10 +175,11 @@ def test_serve_http_on_postgres_restarts_and_moves_to_an_empty_cache(
 
 
 def test_two_serve_nodes_on_one_database_and_the_failover_path(tmp_path: Path, pg_url: str) -> None:
-    """The README's several-nodes path, through the real MCP client: two `lineup serve
-    --http` nodes on one database; a call on the node that does not own the conversation
-    answers as one node would; the owner is SIGKILLed; its client reconnects to the other
-    node, whose next call waits out the lease and is delivered there, and replays by
+    """The several-nodes guide's path (docs/guides/postgres-and-nodes.md), through the real
+    MCP client: two `lineup serve --http` nodes on one database; a call on the node that
+    does not own the conversation answers as one node would; the owner is SIGKILLed; its
+    client reconnects to the other node, whose next call waits out the lease and is
+    delivered there, and replays by
     call_id (`_meta` or `lineup-result`) give the stored finals."""
     import signal
 

@@ -218,7 +218,12 @@ def test_without_the_extra_serve_says_how_to_install_it(apps: Path, tmp_path: Pa
         timeout=60,
     )
     assert done.returncode == 2, done.stderr
-    assert "usage_invalid" in done.stderr and 'pip install "lineup-sdk[mcp]"' in done.stderr
+    from lineup_sdk import __version__
+
+    # install lines that work before the distribution is on an index: a checkout, a wheel
+    assert "usage_invalid" in done.stderr and 'pip install ".[mcp]"' in done.stderr
+    assert f'pip install "lineup_sdk-{__version__}-py3-none-any.whl[mcp]"' in done.stderr
+    assert "lineup-sdk[" not in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "x.db").exists()
 

@@ -234,11 +234,12 @@ def test_reopening_a_kept_db_shows_what_recovery_emits(
     assert steps[1]["step"] == 1 and steps[1]["messages"] == []
 
 
-def test_the_readme_scenario_example_passes(
+def test_the_scenario_reference_example_passes(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text("utf-8")
-    section = readme[readme.index("## Scenarios: `lineup run` and `lineup test`") :]
+    page = Path(__file__).resolve().parents[2] / "docs" / "reference" / "scenario-format.md"
+    readme = page.read_text("utf-8")
+    section = readme[readme.index("## An example") :]
     example = section[
         section.index("```toml\n") + 8 : section.index("```\n", section.index("```toml\n"))
     ]

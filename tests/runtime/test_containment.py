@@ -548,7 +548,7 @@ LIVE_CAPABILITY_GAP = (
     "live capability and delivery id in process memory (gc) and reads and overwrites X's "
     "session data; per-delivery capabilities (lineup_runtime_lite/drivers/delivery.py:_Grant) only "
     'narrow this to the in-flight window. `isolation="session"` closes it (a worker per '
-    "App session); under the default the limit is stated in the README's Security model"
+    "App session); under the default the limit is stated in the security model guide"
 )
 
 
@@ -789,7 +789,7 @@ def test_a_planted_file_in_an_installed_app_fails_the_next_activation(
     assert error_code(msg) == "activation_failed"
     assert msg["error"]["details"] == {"reason": "worker_failed", "cause": "install_tampered"}
     with pytest.raises(LineupError) as exc:
-        rt._call_sync(lambda: rt._art._check_app("probe", VERSION))
+        rt._run(rt._art._check_app("probe", VERSION))
     assert exc.value.code == "install_tampered"
 
 

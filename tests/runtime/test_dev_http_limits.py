@@ -79,10 +79,13 @@ def test_slow_heads_on_both_origins_are_closed_while_the_host_page_is_served(
 
 def test_a_surface_bridge_outlives_the_head_and_body_timers(dev: DevServer) -> None:
     from websockets.sync.client import connect
+    from websockets.typing import Origin
 
     binding = dev.host.surface_token(_instance(dev))
     host, port = address(dev.urls.surface_origin)
-    with connect(f"ws://{host}:{port}/_lineup/bridge?token={binding.token}") as ws:
+    with connect(
+        f"ws://{host}:{port}/_lineup/bridge?token={binding.token}", origin=Origin("null")
+    ) as ws:
         started = time.monotonic()
         while time.monotonic() - started < 1.0:  # several head and body timeouts
             time.sleep(0.05)

@@ -111,3 +111,55 @@ def test_a_call_in_flight_on_the_old_build_ends_delivery_interrupted(
         assert rt.call("f2", "c1", "demo.fast", {})["result"] == "new"
     finally:
         rt.close()
+
+
+# -- the rebuild's one decision (round-3 gaps, issue 34) -------------------------------------
+def _rows() -> tuple[Any, Any, Any]:
+    from lineup_runtime_lite.core.rows import Call, Session
+
+    pinned = Session("ses_pinned", "c1", "notes", "1.0.0", 2)  # a normal install
+    dev = Session("ses_dev", "c2", "notes", "1.0.0+dev.aaa", 2)
+    delivered = Call(
+        "slow1", "fp", "c2", "notes", "notes.add", "{}", "ses_dev", "inst2", 1, "delivered"
+    )
+    return pinned, dev, delivered
+
+
+def test_a_session_pinned_to_a_normal_install_never_moves_onto_the_dev_build() -> None:
+    # catches: `or session.version not in dev_builds` dropped in transitions.move_dev_sessions
+    from lineup_runtime_lite.core import transitions as t
+    from lineup_runtime_lite.core.decisions import MoveSession
+
+    pinned, dev, _ = _rows()
+    decision = t.move_dev_sessions(
+        [pinned, dev], {}, {"1.0.0+dev.aaa", "1.0.0+dev.bbb"}, "1.0.0+dev.bbb", 5_000
+    )
+    assert decision is not None
+    moves = [c for c in decision.changes if isinstance(c, MoveSession)]
+    assert moves == [MoveSession("ses_dev", "1.0.0+dev.aaa", "1.0.0+dev.bbb")]
+    assert decision.kick == ("ses_dev",)
+    # only a normal install left: nothing to decide at all
+    assert t.move_dev_sessions([pinned], {}, {"1.0.0+dev.bbb"}, "1.0.0+dev.bbb", 5_000) is None
+
+
+def test_the_in_flight_delivery_ends_in_the_same_decision_as_the_move() -> None:
+    # catches: the `changes.extend(_final(...))` of a delivered call dropped (the call then
+    # ends only when the killed worker's loss is noticed, in another decision, or never)
+    from lineup_runtime_lite.core import transitions as t
+    from lineup_runtime_lite.core.decisions import MoveSession, NewReceipt
+
+    pinned, dev, delivered = _rows()
+    decision = t.move_dev_sessions(
+        [pinned, dev],
+        {"ses_dev": [delivered], "ses_pinned": []},
+        {"1.0.0+dev.aaa", "1.0.0+dev.bbb"},
+        "1.0.0+dev.bbb",
+        5_000,
+    )
+    assert decision is not None
+    kinds = [type(c) for c in decision.changes]
+    assert MoveSession in kinds
+    [receipt] = [c for c in decision.changes if isinstance(c, NewReceipt)]
+    assert receipt.message["call_id"] == "slow1"
+    assert receipt.message["stage"] == "error"
+    assert receipt.message["error"]["code"] == "delivery_interrupted"

@@ -511,7 +511,12 @@ def test_without_psycopg_a_postgres_url_is_usage_invalid_with_the_install_hint(
     with pytest.raises(LineupError) as exc:
         open_database("postgresql://lineup@db.invalid/lineup")
     assert exc.value.code == "usage_invalid"
-    assert "lineup-sdk[postgres]" in (exc.value.hint or "")
+    from lineup_sdk import __version__
+
+    hint = exc.value.hint or ""  # a checkout's and a wheel's install line, nothing else
+    assert 'pip install ".[postgres]"' in hint
+    assert f'pip install "lineup_sdk-{__version__}-py3-none-any.whl[postgres]"' in hint
+    assert "lineup-sdk[" not in hint
 
 
 def _session_with_activation(store: Any, conversation: str) -> None:

@@ -41,10 +41,11 @@ def test_the_package_exports_exactly_its_public_names() -> None:
 
 
 def test_every_runtime_import_in_the_readme_and_templates_is_listed_here() -> None:
-    """What the README and the templates import from the runtime is in `PUBLIC` (so this
-    test guards it)."""
+    """What the README, the docs and the templates import from the runtime is in `PUBLIC`
+    (so this test guards it)."""
     pattern = re.compile(r"from (lineup_runtime_lite[a-z_.]*) import ([A-Za-z_, ]+)")
-    texts = [ROOT / "README.md", *sorted((ROOT / "templates").rglob("*.jinja"))]
+    texts = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    texts += sorted((ROOT / "templates").rglob("*.jinja"))
     texts += sorted((ROOT / "templates").rglob("*.py"))
     found: dict[str, set[str]] = {}
     for path in texts:
@@ -61,7 +62,7 @@ def test_every_runtime_import_in_the_readme_and_templates_is_listed_here() -> No
 
 
 def test_the_stable_error_codes_stay_importable_from_their_public_module() -> None:
-    # `lineup_sdk.codes.CODES`, the README's table: a few of every round's codes
+    # `lineup_sdk.codes.CODES`, the error reference's source: a few of every round's codes
     for code in ("usage_invalid", "call_pending", "schema_too_complex"):
         assert code in CODES, code
     assert "session_data_write_not_allowed" in CODES

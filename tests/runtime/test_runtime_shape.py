@@ -420,10 +420,10 @@ def test_no_two_runtime_modules_or_classes_share_a_name() -> None:
     assert {k: v for k, v in classes.items() if len(v) > 1} == {}
 
 
-def test_the_readme_tree_names_each_package_on_its_floor() -> None:
-    """ "How the runtime is built" shows the folders as `FLOORS` has them."""
-    text = (ROOT / "README.md").read_text("utf-8")
-    tree = text[text.index("### How the runtime is built") :]
+def test_the_architecture_tree_names_each_package_on_its_floor() -> None:
+    """The architecture page's "The runtime's floors" shows the folders as `FLOORS` has them."""
+    text = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    tree = text[text.index("## The runtime's floors") :]
     tree = tree[: tree.index("```\n\n")]
     for floor, names in enumerate(FLOORS):
         for name in names:

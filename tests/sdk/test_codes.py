@@ -1,5 +1,5 @@
-"""Error codes: unique, snake_case, documented in the README table, and the only codes the
-packages raise or report."""
+"""Error codes: unique, snake_case, documented in the error reference
+(`docs/reference/errors.md`), and the only codes the packages raise or report."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from lineup_sdk.codes import CODES
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("lineup_sdk", "lineup_build", "lineup_runtime_lite")
 SNAKE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*\Z")
-README_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|", re.MULTILINE)
+TABLE_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|", re.MULTILINE)
 #: Constructors whose first argument (or `code=`) is a stable code. Subclasses found in
 #: the packages are added below. `ToolError` is excluded: its codes are the MiniApp's own
 #: (`app.<code>`).
@@ -79,24 +79,24 @@ def test_code_is_snake_case_with_meaning_and_fix(code: str) -> None:
 
 
 def _error_table_rows(readme: str) -> list[str]:
-    """First-column codes of every README table that documents error codes."""
+    """First-column codes of every table of a page that documents error codes."""
     rows: list[str] = []
     table: list[str] = []
     for line in [*readme.splitlines(), ""]:
         if line.startswith("|"):
             table.append(line)
             continue
-        firsts = README_ROW.findall("\n".join(table))
+        firsts = TABLE_ROW.findall("\n".join(table))
         if any(f in CODES for f in firsts):  # an error table, not e.g. the package table
             rows.extend(firsts)
         table = []
     return rows
 
 
-def test_readme_error_table_lists_exactly_the_codes() -> None:
-    rows = _error_table_rows((ROOT / "README.md").read_text())
-    assert sorted(set(CODES) - set(rows)) == [], "codes missing from the README error table"
-    assert sorted(set(rows) - set(CODES)) == [], "README rows that are not codes"
+def test_the_error_reference_lists_exactly_the_codes() -> None:
+    rows = _error_table_rows((ROOT / "docs" / "reference" / "errors.md").read_text())
+    assert sorted(set(CODES) - set(rows)) == [], "codes missing from the error reference"
+    assert sorted(set(rows) - set(CODES)) == [], "error reference rows that are not codes"
     assert sorted({r for r in rows if rows.count(r) > 1}) == [], "codes documented twice"
 
 

@@ -1,4 +1,4 @@
-"""The fenced code blocks of a README and their `<!-- readme-test: ... -->` markers.
+"""The fenced code blocks of a README or a docs page and their `<!-- readme-test: ... -->` markers.
 
 Standard library only: `.ci/run` runs this file to read the newcomer commands it executes
 (`python3 tests/users/readme_blocks.py newcomer README.md` prints one command per line), and
@@ -15,7 +15,7 @@ from pathlib import Path
 __all__ = ["MARKERS", "Block", "blocks", "newcomer_commands"]
 
 #: The markers a block may carry, on the line right before its opening fence.
-MARKERS = ("newcomer", "syntax-only", "server")
+MARKERS = ("newcomer", "syntax-only", "server", "install")
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
 _MARKER = re.compile(r"^\s*<!--\s*readme-test:\s*(?P<name>[\w-]+)\s*-->\s*$")

@@ -1,9 +1,12 @@
-"""Run a README's blocks as a user would: in one fresh folder, in order, exactly as written.
+"""Run a README's or a docs page's blocks as a user would: in one fresh folder, in order,
+exactly as written.
 
 A shell block runs with `bash -e -o pipefail`, stdin closed, under a timeout; a Python block
 runs with this interpreter as a script file in the folder; a `server` block starts each line,
 waits for its ready line on stderr and stops it; data blocks and `syntax-only` blocks are
-parsed. Every spawned process group is killed when its block ends, however it ends.
+parsed; an `install` block (it would replace the toolchain under test) is checked to be an
+install line that works from a checkout or from the wheel, with extras the package has. Every
+spawned process group is killed when its block ends, however it ends.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import yaml
 
 from tests.users.readme_blocks import Block
 
-__all__ = ["SHELL", "Folder", "check_syntax", "plan", "run_block"]
+__all__ = ["SHELL", "Folder", "check_install", "check_syntax", "plan", "run_block"]
 
 SHELL = ("bash", "sh", "shell", "console")
 PYTHON = ("python", "py")
@@ -87,6 +90,8 @@ def plan(block: Block) -> str:
         return "syntax" if block.lang in (*SHELL, *PYTHON, *DATA) else "untested"
     if block.marker == "server":
         return "server" if block.lang in SHELL else "untested"
+    if block.marker == "install":
+        return "install" if block.lang in SHELL else "untested"
     if block.lang in (*SHELL, *PYTHON):
         return "run"
     if block.lang in DATA:
@@ -125,6 +130,34 @@ def check_syntax(block: Block) -> None:
         yaml.safe_load(block.text)
     else:
         raise AssertionError(f"{block.label()}: no syntax check for {block.lang!r}")
+
+
+#: `pip install` from a checkout (`".[mcp]"`) or from the wheel beside the working folder
+#: (`"lineup_sdk-<version>-py3-none-any.whl[mcp]"`), then plain package names.
+_INSTALL = re.compile(
+    r'^pip install "(?P<what>\.|lineup_sdk-(?P<version>[^-"]+)-py3-none-any\.whl)'
+    r'(?:\[(?P<extras>[a-z,]+)\])?"(?P<more>(?: [a-z][a-z0-9_-]*)*)$'
+)
+
+
+def check_install(block: Block) -> None:
+    """Each line of an `install` block installs this checkout or its wheel (of this version)
+    with extras `pyproject.toml` declares: the lines users copy while the distribution is
+    not on an index, which `lineup-sdk[...]` would not find."""
+    from lineup_sdk import __version__
+
+    root = Path(__file__).resolve().parents[2]
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = set(pyproject["project"]["optional-dependencies"])
+    lines = [x for x in _shell_source(block).splitlines() if x.strip() and not x.startswith("#")]
+    assert lines, f"{block.label()}: an install block without a line"
+    for line in lines:
+        found = _INSTALL.match(line.split("  #")[0].rstrip())
+        assert found is not None, f"{block.label()}: not a checkout or wheel install: {line}"
+        if found["version"] is not None:
+            assert found["version"] == __version__, f"{block.label()}: wheel of another version"
+        wanted = set(filter(None, (found["extras"] or "").split(",")))
+        assert wanted <= extras, f"{block.label()}: no such extra: {sorted(wanted - extras)}"
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
@@ -213,6 +246,9 @@ def run_block(block: Block, folder: Folder) -> None:
     step = plan(block)
     if step == "syntax":
         check_syntax(block)
+    elif step == "install":
+        check_syntax(block)
+        check_install(block)
     elif step == "run" and block.lang in SHELL:
         script = folder.scripts / f"block-{block.line}.sh"
         script.write_text(_shell_source(block), encoding="utf-8")

@@ -1,13 +1,13 @@
-"""The README's code blocks are tests (SPEC 13.1): README.md's blocks run in order in one fresh
-folder, each template's generated README's blocks in the project `lineup init` made, exactly
-as written; `.ci/run` runs the two newcomer commands that README.md marks."""
+"""The README's code blocks are tests (SPEC 13.1, 19): each of README.md's three quick starts
+runs in order in a fresh folder of its own, each template's generated README's blocks in the
+project `lineup init` made, exactly as written; `.ci/run` runs the two newcomer commands that
+README.md marks. The docs pages' blocks: `test_docs_site.py`."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -95,20 +95,34 @@ def test_ci_runs_exactly_the_newcomer_commands() -> None:
     assert "set -euo pipefail" in script
 
 
+def _quick_starts() -> dict[str, list[Block]]:
+    """The README's quick starts (`## 1. ...`), each with its blocks in order."""
+    text = README.read_text(encoding="utf-8")
+    headings = [
+        (i + 1, line[3:]) for i, line in enumerate(text.splitlines()) if line.startswith("## ")
+    ]
+    starts: dict[str, list[Block]] = {}
+    for (line, title), (end, _) in zip(headings, [*headings[1:], (10**9, "")], strict=True):
+        if re.match(r"\d\. ", title):
+            starts[title] = [b for b in _readme_blocks() if line < b.line < end]
+    return starts
+
+
+def test_the_readme_has_three_quick_starts_and_runs_no_other_block() -> None:
+    starts = _quick_starts()
+    assert len(starts) == 3, list(starts)
+    inside = {b.line for found in starts.values() for b in found}
+    outside = [b for b in _readme_blocks() if b.line not in inside]
+    assert all(b.marker == "newcomer" for b in outside), [b.label() for b in outside]
+
+
 @pytest.mark.slow
-def test_readme_blocks_run_in_one_fresh_folder(tmp_path: Path, pg_url: str) -> None:
-    """Every block, in order, in one fresh folder; libpq's environment names a fresh
-    database of the session's PostgreSQL server (the several-nodes block's
-    `--db postgresql:///`), as a user's would name theirs."""
+@pytest.mark.parametrize("start", sorted(_quick_starts()))
+def test_each_readme_quick_start_runs_in_a_fresh_folder(start: str, tmp_path: Path) -> None:
+    """A newcomer may pick any of the three: each one's blocks, in order, in an empty folder
+    of its own, exactly as written."""
     folder = Folder.fresh(tmp_path)
-    where = urlsplit(pg_url)
-    folder.env.update(
-        PGHOST=str(where.hostname),
-        PGPORT=str(where.port),
-        PGUSER=str(where.username),
-        PGDATABASE=where.path.lstrip("/"),
-    )
-    for block in _readme_blocks():
+    for block in _quick_starts()[start]:
         run_block(block, folder)
 
 

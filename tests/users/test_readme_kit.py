@@ -102,3 +102,36 @@ def test_a_server_line_is_stopped_with_its_children(tmp_path: Path) -> None:
 def test_a_server_that_exits_before_it_is_ready_fails(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="before it was ready"):
         run_block(Block("bash", "echo starting >&2; exit 3\n", 1, "server"), Folder.fresh(tmp_path))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'pip install "."',
+        'pip install ".[mcp]"',
+        'pip install ".[web]" playwright',
+        'pip install ".[postgres,mcp]"',
+        'pip install "lineup_sdk-{version}-py3-none-any.whl[web]"',
+    ],
+)
+def test_an_install_block_may_name_the_checkout_or_this_wheel(line: str, tmp_path: Path) -> None:
+    from lineup_sdk import __version__
+
+    block = Block("bash", line.format(version=__version__) + "\n", 1, "install")
+    assert plan(block) == "install"
+    run_block(block, Folder.fresh(tmp_path))  # checked, never run: nothing is installed
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('pip install "lineup-sdk[mcp]"', "not a checkout or wheel install"),  # on no index yet
+        ("pip install lineup-sdk", "not a checkout or wheel install"),
+        ('pip install ".[nope]"', "no such extra"),
+        ('pip install "lineup_sdk-0.0.1-py3-none-any.whl[mcp]"', "wheel of another version"),
+    ],
+    ids=["the-unpublished-name", "bare-name", "unknown-extra", "other-version"],
+)
+def test_an_install_block_that_would_not_work_fails(line: str, why: str, tmp_path: Path) -> None:
+    with pytest.raises(AssertionError, match=why):
+        run_block(Block("bash", line + "\n", 1, "install"), Folder.fresh(tmp_path))

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-SCREENSHOT = Path(__file__).parent / "dev-host.png"
+SCREENSHOT = Path(__file__).parents[2] / "docs" / "images" / "dev-host.png"
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
@@ -202,7 +202,7 @@ def test_a_surface_cannot_reach_the_host_another_session_or_mcp(
         SURFACE_TRIES,
         {
             "hostOrigin": dev.server.urls.host_origin,
-            "otherToken": "x" + other.token[1:],
+            "otherToken": ("y" if other.token[0] == "x" else "x") + other.token[1:],
             "hostToken": dev.server.host.host_token,
         },
     )
@@ -231,10 +231,11 @@ def test_a_surface_cannot_reach_the_host_another_session_or_mcp(
 
 async def _bridge_ops(origin: str, token: str) -> list[str]:
     import websockets
+    from websockets.typing import Origin
 
     url = origin.replace("http", "ws") + f"/_lineup/bridge?token={token}"
     out = []
-    async with websockets.connect(url, origin=None) as ws:
+    async with websockets.connect(url, origin=Origin("null")) as ws:  # a sandboxed frame
         for i, op in enumerate(("call", "host"), start=1):
             await ws.send(json.dumps({"id": i, "op": op, "method": "todo.add"}))
             out.append(json.loads(await ws.recv())["error"]["code"])
