@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from lineup_build.cli._common import TRUST_HELP, envelope, trust_store_path, write_json
-from lineup_build.cli._options import IsolationOpt, JsonOpt, checked_isolation
+from lineup_build.cli._options import IsolationOpt, checked_isolation
 from lineup_sdk.errors import LineupError
 
 #: A fixed bearer token for `--http` (otherwise a fresh one each start).
@@ -170,7 +170,14 @@ def register(app: typer.Typer) -> None:
                 max=3600,
             ),
         ] = 10.0,
-        as_json: JsonOpt = False,
+        as_json: Annotated[
+            bool,
+            typer.Option(
+                "--json",
+                help="Also write the start facts (state, served apps with version and tool "
+                "count, URL) as one JSON document: on stderr over stdio, on stdout over HTTP.",
+            ),
+        ] = False,
     ) -> None:
         """Serve MiniApps' tools over the Model Context Protocol (stdio, or HTTP).
 
