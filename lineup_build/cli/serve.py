@@ -180,6 +180,12 @@ def register(app: typer.Typer) -> None:
             _say(describe(rt.sandbox))
             for done in mcp_serve.install_targets(rt, prepared):
                 _say(f"{done['scope']} {done['version']} ({done['action']})")
+            for app in rt.apps():  # its record is not what its signer signed (SPEC 16.1)
+                if not app["trusted"]:
+                    _say(
+                        f"{app['scope']} {app['version']} untrusted, no tools served: "
+                        f"{app['problem']['message']} ({app['problem']['code']})"
+                    )
             bridge = mcp_serve.Bridge(
                 rt,
                 mcp_serve.ServeOptions(
