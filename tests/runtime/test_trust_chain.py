@@ -61,9 +61,11 @@ def _unlisted(rt: Runtime, final: dict[str, Any], scope: str = "todo") -> None:
     """A version whose record is not what its signer signed lists no tools: the Agent
     never reads its descriptions or schemas, a call to it is an unknown method, and
     `apps()` says why (SPEC 16.1)."""
+    inventory = rt.inventory()
+    assert "whatever the database writer wants" not in json.dumps(inventory)
+    assert not [t for t in inventory if t["method"].startswith(f"{scope}.")]
     assert final["kind"] == "error", final
     assert final["error"]["code"] == "unknown_method", final
-    assert not [t for t in rt.inventory() if t["method"].startswith(f"{scope}.")]
     (app,) = [a for a in rt.apps() if a["scope"] == scope]
     assert app["trusted"] is False and app["permissions"] == [], app
     assert app["problem"]["code"] == "install_tampered", app
