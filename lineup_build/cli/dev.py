@@ -126,6 +126,11 @@ def register(app: typer.Typer) -> None:
                 webbrowser.open(urls.open_url)
 
         try:
-            web.serve_dev(session.host, port, mcp_app=web.mcp_app(session.rt), on_ready=ready)
+            web.serve_dev(
+                session.host,
+                port,
+                mcp_app=web.mcp_app(session.rt, scopes=[session.host.scope]),
+                on_ready=ready,
+            )
         finally:
             session.close()

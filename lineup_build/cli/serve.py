@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -10,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from lineup_build.cli._common import TRUST_HELP, trust_store_path
+from lineup_build.cli._common import TRUST_HELP, envelope, trust_store_path, write_json
 from lineup_build.cli._options import IsolationOpt, checked_isolation, warn_db_password
 from lineup_sdk.errors import LineupError
 
@@ -34,18 +35,56 @@ def _host_port(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _apps_line(apps: list[dict[str, Any]]) -> str:
+    """`todo 0.1.0 (3 tools), pomodoro 0.1.0 (2 tools)`: what the start line names."""
+    if not apps:
+        return "no apps"
+    return ", ".join(
+        f"{a['scope']} {a['version']} ({a['tools']} tool{'' if a['tools'] == 1 else 's'})"
+        for a in apps
+    )
+
+
+def _start_doc(
+    state: str, apps: list[dict[str, Any]], transport: str, url: str | None
+) -> dict[str, Any]:
+    """The `--json` start document: `state`, `transport` (stdio or http), `url`, each
+    served app's `scope`, `version` and `tools` (how many tools it lists), their total
+    `tools`, and over HTTP `token` and `token_env`."""
+    return envelope(
+        True,
+        state=state,
+        transport=transport,
+        url=url,
+        apps=apps,
+        tools=sum(a["tools"] for a in apps),
+        token_env=TOKEN_ENV if transport == "http" else None,
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add `lineup serve` to the CLI."""
 
     @app.command()
     def serve(
         targets: Annotated[
-            list[Path],
+            list[Path] | None,
             typer.Argument(
                 metavar="PATH_OR_BUNDLE",
-                help="MiniApp folders (built with their dev keys) or bundles.",
+                help="MiniApp folders (built with their dev keys) or bundles: the apps this "
+                "server exposes, and only those (apps installed earlier into the same state "
+                "stay installed but are not served).",
+                show_default=False,
             ),
-        ],
+        ] = None,
+        all_installed: Annotated[
+            bool,
+            typer.Option(
+                "--all-installed",
+                help="Serve every app installed in the state, not only the PATHs named "
+                "(PATHs are optional then).",
+            ),
+        ] = False,
         trust: Annotated[
             Path | None,
             typer.Option("--trust", help=f"{TRUST_HELP} Needed for a bundle."),
@@ -68,7 +107,25 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 help="Serve streamable HTTP on HOST:PORT instead of stdio; clients send "
                 "Authorization: Bearer TOKEN, the token printed at start (a fresh one each "
-                "start, or $LINEUP_SERVE_TOKEN)."
+                "start, or $LINEUP_SERVE_TOKEN). Loopback only unless --allow-remote."
+            ),
+        ] = None,
+        allow_remote: Annotated[
+            bool,
+            typer.Option(
+                "--allow-remote",
+                help="Let --http bind an address beyond loopback (e.g. 0.0.0.0:8765). The "
+                "bearer token then travels in clear without TLS: put a TLS proxy in front.",
+            ),
+        ] = False,
+        allowed_host: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--allowed-host",
+                metavar="NAME",
+                help="A Host name (or IP address) clients use to reach --http, beyond the "
+                "address it binds; repeatable. Other names are refused (421).",
+                show_default=False,
             ),
         ] = None,
         tool_names: Annotated[
@@ -116,15 +173,41 @@ def register(app: typer.Typer) -> None:
                 max=3600,
             ),
         ] = 10.0,
+        as_json: Annotated[
+            bool,
+            typer.Option(
+                "--json",
+                help="Also write the start facts (state, served apps with version and tool "
+                "count, URL) as one JSON document: on stderr over stdio, on stdout over HTTP.",
+            ),
+        ] = False,
     ) -> None:
         """Serve MiniApps' tools over the Model Context Protocol (stdio, or HTTP).
 
-        Over HTTP every request needs Authorization: Bearer TOKEN: the token printed on
-        start, or the value of LINEUP_SERVE_TOKEN when set.
+        It serves exactly the apps named (or, with --all-installed, every app installed in
+        the state). Over HTTP every request needs Authorization: Bearer TOKEN: the token
+        printed on start, or the value of LINEUP_SERVE_TOKEN when set. With --json the
+        start facts are one JSON document (on stderr over stdio, where stdout is the
+        protocol; on stdout over HTTP).
         """
         from lineup_runtime_lite import serve as mcp_serve  # usage_invalid without the extra
 
+        targets = list(targets or [])
+        if not targets and not all_installed:
+            raise LineupError(
+                "usage_invalid",
+                "name at least one MiniApp folder or bundle, or pass --all-installed",
+                hint="lineup serve ./my-app   (or: lineup serve --all-installed --db FILE)",
+                exit_code=2,
+            )
         address = _host_port(http) if http is not None else None
+        hosts = [mcp_serve.check_host_name(h) for h in allowed_host or []]
+        if address is None and (allow_remote or hosts):
+            raise LineupError(
+                "usage_invalid", "--allow-remote and --allowed-host go with --http", exit_code=2
+            )
+        if address is not None:
+            mcp_serve.check_bind(address[0], allow_remote)
         if tool_names not in ("dotted", "dashed"):
             raise LineupError(
                 "usage_invalid",
@@ -144,7 +227,15 @@ def register(app: typer.Typer) -> None:
         from lineup_build.cli.compose import prepare_targets, report_worker_failures, serve_state
 
         report_worker_failures()
-        trust_store, prepared = prepare_targets(targets, store, sandbox=sandbox)
+        if targets:
+            trust_store, prepared = prepare_targets(targets, store, sandbox=sandbox)
+        else:  # --all-installed alone: what the state holds
+            from lineup_build.trust import TrustStore
+
+            trust_store, prepared = (
+                (TrustStore.load(store) if store is not None else TrustStore()),
+                [],
+            )
         from lineup_runtime_lite import Runtime
         from lineup_runtime_lite.store.postgres import is_postgres_url, redact_url
 
@@ -156,7 +247,8 @@ def register(app: typer.Typer) -> None:
             state = (
                 Path(os.path.abspath(db)) if db is not None else serve_state(targets, os.environ)
             )
-        _say(f"state in {redact_url(state) if isinstance(state, str) else state}")
+        shown_state = str(redact_url(state) if isinstance(state, str) else state)
+        _say(f"state in {shown_state}")
         try:
             nodes: dict[str, Any] = {}
             if isinstance(state, str):
@@ -178,7 +270,8 @@ def register(app: typer.Typer) -> None:
             ) from None
         try:
             _say(describe(rt.sandbox))
-            for done in mcp_serve.install_targets(rt, prepared):
+            installed = mcp_serve.install_targets(rt, prepared)
+            for done in installed:
                 _say(f"{done['scope']} {done['version']} ({done['action']})")
             for app in rt.apps():  # its record is not what its signer signed (SPEC 16.1)
                 if not app["trusted"]:
@@ -191,21 +284,41 @@ def register(app: typer.Typer) -> None:
                 mcp_serve.ServeOptions(
                     tool_names=tool_names, conversation=conversation, max_wait_s=max_wait
                 ),
+                # exactly the apps named (SPEC 16.5); --all-installed: every one
+                scopes=None if all_installed else [d["scope"] for d in installed],
             )
+            served = bridge.served_apps()
             if address is None:
                 import anyio
 
-                _say(f"{len(bridge.tools)} tools over stdio")
+                _say(f"{_apps_line(served)}: {len(bridge.tools)} tools over stdio")
+                if as_json:
+                    doc = _start_doc(shown_state, served, "stdio", None)
+                    sys.stderr.write(json.dumps(doc, sort_keys=True, ensure_ascii=False))
+                    sys.stderr.write("\n")
+                    sys.stderr.flush()
                 anyio.run(mcp_serve.serve_stdio, bridge)
                 return
             token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(32)
+            if not mcp_serve.is_loopback(address[0]):
+                _say(f"warning: {mcp_serve.REMOTE_WARNING}")
 
             def ready(url: str) -> None:
-                _say(f"{len(bridge.tools)} tools at {url}")
+                _say(f"{_apps_line(served)}: {len(bridge.tools)} tools at {url}")
                 _say(
                     f"token {token}  (send: Authorization: Bearer <token>; set {TOKEN_ENV} to fix it)"
                 )
+                if as_json:
+                    write_json({**_start_doc(shown_state, served, "http", url), "token": token})
 
-            mcp_serve.serve_http(bridge, address[0], address[1], token, on_ready=ready)
+            mcp_serve.serve_http(
+                bridge,
+                address[0],
+                address[1],
+                token,
+                on_ready=ready,
+                allow_remote=allow_remote,
+                allowed_hosts=hosts,
+            )
         finally:
             rt.close()

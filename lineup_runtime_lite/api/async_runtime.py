@@ -22,7 +22,7 @@ from typing import Any
 
 from lineup_build.model import Manifest
 from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock, format_ts
-from lineup_runtime_lite.api.engine import Engine, input_problems
+from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import MoveSession
 from lineup_runtime_lite.core.messages import error_body, reject
@@ -125,6 +125,8 @@ MAX_FETCH = 1000
 _INSTALL_TRIES = 3
 
 Prepared = tuple[Envelope, RegistryEntry | None, Checked | None]
+#: What `mark_call` takes as a mark.
+_MARK = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 class AsyncRuntime:
@@ -820,10 +822,12 @@ class AsyncRuntime:
 
     # -- calls ---------------------------------------------------------------------------
     def _prepare(
-        self, call_id: Any, conversation_id: Any, method: Any, params: Any
+        self, call_id: Any, conversation_id: Any, method: Any, params: Any, pooled: bool = True
     ) -> dict[str, Any] | Prepared:
         """The pure part of a call (any thread): the envelope and the input schema.
-        Returns the rejection to answer, or what the engine needs to go on."""
+        Returns the rejection to answer, or what the engine needs to go on. With `pooled`
+        False, an input schema that is not plain is left unchecked (problems None) for the
+        caller to await from the validator pool."""
         self._check_open()
         checked = check_envelope(
             call_id, conversation_id, method, params, max_bytes=self._max_params_bytes
@@ -837,7 +841,7 @@ class AsyncRuntime:
         tool = registry.get(checked.method)
         problems = (
             input_problems(tool, checked.params, self._engine.validators)
-            if tool is not None
+            if tool is not None and (pooled or validator_for(tool.input_schema).plain)
             else None
         )
         return checked, tool, problems
@@ -874,9 +878,16 @@ class AsyncRuntime:
         if self._inline(method, params):
             prepared = self._prepare(call_id, conversation_id, method, params)
         else:
+            # the envelope (and a plain schema) off this loop; a schema that is not plain
+            # waits its app's turn in the validator pool, holding no thread (SPEC 16.4)
             prepared = await asyncio.get_running_loop().run_in_executor(
-                None, self._prepare, call_id, conversation_id, method, params
+                None, self._prepare, call_id, conversation_id, method, params, False
             )
+            if isinstance(prepared, tuple) and prepared[1] is not None and prepared[2] is None:
+                env, tool, _ = prepared
+                assert tool is not None
+                problems = await ainput_problems(tool, env.params, self._engine.validators)
+                prepared = (env, tool, problems)
         if not isinstance(prepared, tuple):
             return prepared
         return await self._accept(prepared)
@@ -919,6 +930,32 @@ class AsyncRuntime:
             "conversation_id": found[1],
             "messages": facts.messages(call_id),
         }
+
+    async def mark_call(self, call_id: str, mark: str) -> None:
+        """Keep `mark` with an accepted call, in the state beside it (an embedder's note
+        that survives restarts: `lineup serve` marks the calls that created MCP tasks).
+
+        Raises:
+            LineupError: `usage_invalid` for a mark that is not a short snake_case name or a
+                call_id the runtime never accepted.
+        """
+        self._check_open()
+        if not _MARK.fullmatch(mark):
+            raise LineupError("usage_invalid", f"a call mark must match {_MARK.pattern}")
+        if self._engine.facts.call_summary(call_id) is None:
+            raise LineupError("usage_invalid", f"no accepted call {call_id!r} to mark")
+        with self._engine.store.transaction():
+            self._engine.facts.set_meta(f"call_mark:{mark}:{call_id}", "1")
+
+    async def call_marked(self, call_id: str, mark: str) -> bool:
+        """Whether `mark_call(call_id, mark)` was done (in this or an earlier process)."""
+        self._check_open()
+        return self._engine.facts.meta_value(f"call_mark:{mark}:{call_id}") is not None
+
+    async def marked_calls(self, mark: str) -> list[str]:
+        """The call_ids `mark_call` marked with `mark`, in no particular order."""
+        self._check_open()
+        return self._engine.facts.meta_keys(f"call_mark:{mark}:")
 
     async def settle(self) -> None:
         """Wait until background work (activations, deliveries) and Surface listeners

@@ -36,14 +36,20 @@ from lineup_runtime_lite.drivers.workers import WorkerPool
 from lineup_runtime_lite.processes.worker import WorkerOptions
 from lineup_runtime_lite.store.database import Database
 from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
-from lineup_runtime_lite.validation.checks import Checked, check_value, clip, validator_for
+from lineup_runtime_lite.validation.checks import (
+    Checked,
+    acheck_value,
+    check_value,
+    clip,
+    validator_for,
+)
 from lineup_runtime_lite.validation.params import Envelope
 from lineup_runtime_lite.validation.pool import DEFAULT_BUDGET_S, ValidatorPool
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import shared_memory
 
-__all__ = ["Engine", "input_problems", "new_id"]
+__all__ = ["Engine", "ainput_problems", "input_problems", "new_id"]
 
 log = logging.getLogger("lineup.runtime")
 
@@ -268,6 +274,10 @@ class Engine:
                 continue
             for tool in tools.values():
                 registry[tool.method] = tool
+                for schema in (tool.input_schema, tool.result_schema):
+                    v = validator_for(schema)
+                    if not v.plain:  # compiled into every new validator process ahead
+                        self.validators.prepare(v.key, v.schema)
         self.untrusted = untrusted
         self.registry = registry  # one swap: callers' threads read it without a lock
 
@@ -411,9 +421,7 @@ class Engine:
             if validator_for(tool.input_schema).plain:
                 problems = input_problems(tool, env.params, self.validators)
             else:
-                problems = await asyncio.to_thread(
-                    input_problems, tool, env.params, self.validators
-                )
+                problems = await ainput_problems(tool, env.params, self.validators)
         fast: list[Session] = []
         asked: list[Session] = []  # the session the step asked `idle` about (its read)
         fut = self._wait_final(call_id)
@@ -595,16 +603,28 @@ def _touched(decision: Decision) -> list[str]:
     return list(out)
 
 
+def _not_an_object(params: Any) -> Checked:
+    return [
+        {
+            "path": "",
+            "message": "params must be a JSON object",
+            "expected": 'type "object"',
+            "value": clip(params),
+        }
+    ]
+
+
 def input_problems(tool: RegistryEntry, params: Any, pool: ValidatorPool) -> Checked:
     """The input schema's problems with strict-JSON `params` (any thread; a schema that is
-    not plain waits for `pool` here, so never on an event loop)."""
+    not plain waits for `pool` here, in the app's turn, so never on an event loop)."""
     if not isinstance(params, dict):
-        return [
-            {
-                "path": "",
-                "message": "params must be a JSON object",
-                "expected": 'type "object"',
-                "value": clip(params),
-            }
-        ]
-    return check_value(tool.input_schema, params, pool)
+        return _not_an_object(params)
+    return check_value(tool.input_schema, params, pool, tool.scope)
+
+
+async def ainput_problems(tool: RegistryEntry, params: Any, pool: ValidatorPool) -> Checked:
+    """`input_problems` awaited on an event loop (a schema that is not plain waits for
+    `pool` in the app's turn without holding a thread)."""
+    if not isinstance(params, dict):
+        return _not_an_object(params)
+    return await acheck_value(tool.input_schema, params, pool, tool.scope)

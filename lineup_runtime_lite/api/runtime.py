@@ -368,6 +368,18 @@ class Runtime:
         a call_id it never accepted (rejections are not persisted)."""
         return self._run(self._art.call_record(call_id))
 
+    def mark_call(self, call_id: str, mark: str) -> None:
+        """Keep `mark` with an accepted call (see `AsyncRuntime.mark_call`)."""
+        self._run(self._art.mark_call(call_id, mark))
+
+    def call_marked(self, call_id: str, mark: str) -> bool:
+        """Whether `mark_call(call_id, mark)` was done (in this or an earlier process)."""
+        return self._run(self._art.call_marked(call_id, mark))
+
+    def marked_calls(self, mark: str) -> list[str]:
+        """The call_ids `mark_call` marked with `mark`, in no particular order."""
+        return self._run(self._art.marked_calls(mark))
+
     def settle(self) -> None:
         """Wait until background work (activations, deliveries) and Surface listeners
         have settled (a listener may start more work; one settling waits for all but

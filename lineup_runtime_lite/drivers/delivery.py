@@ -263,7 +263,9 @@ class DeliveryDriver:
             if reply.get("ok"):
                 # a plain schema here as before; any other awaited from a validator process
                 pool = self.shell.validators
-                problems = await acheck_value(tool.result_schema, reply.get("result"), pool)
+                problems = await acheck_value(
+                    tool.result_schema, reply.get("result"), pool, tool.scope
+                )
             outcome = {"reply": reply, "result_problems": problems}
         finally:
             if flight.timer is not None:

@@ -22,9 +22,18 @@ from lineup_runtime_lite.serve._apps import Installable, install_targets
 from lineup_runtime_lite.serve._bridge import Bridge, ServeOptions
 from lineup_runtime_lite.serve._limits import HttpLimits
 from lineup_runtime_lite.serve._mapping import McpTool, call_result, catalog, error_text
-from lineup_runtime_lite.serve._transports import http_app, serve_http, serve_stdio
+from lineup_runtime_lite.serve._transports import (
+    REMOTE_WARNING,
+    check_bind,
+    check_host_name,
+    http_app,
+    is_loopback,
+    serve_http,
+    serve_stdio,
+)
 
 __all__ = [
+    "REMOTE_WARNING",
     "Bridge",
     "HttpLimits",
     "Installable",
@@ -32,9 +41,12 @@ __all__ = [
     "ServeOptions",
     "call_result",
     "catalog",
+    "check_bind",
+    "check_host_name",
     "error_text",
     "http_app",
     "install_targets",
+    "is_loopback",
     "serve_http",
     "serve_stdio",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +39,11 @@ from lineup_sdk.errors import LineupError
 if TYPE_CHECKING:
     from lineup_runtime_lite.api.runtime import Runtime
 
-__all__ = ["Bridge", "ServeOptions"]
+__all__ = ["TASK_MARK", "Bridge", "ServeOptions"]
 
 FINAL_KINDS = ("result", "error")
+#: The runtime's mark on a call that a request created as an MCP task (it opted in).
+TASK_MARK = "mcp_task"
 
 
 @dataclass(frozen=True)
@@ -108,22 +110,36 @@ class _Server(Server[Any]):
     def create_initialization_options(self, *args: Any, **kwargs: Any) -> InitializationOptions:
         options = super().create_initialization_options(*args, **kwargs)
         options.capabilities.tasks = mt.ServerTasksCapability(
+            list=mt.TasksListCapability(),
             requests=mt.ServerTasksRequestsCapability(
                 tools=mt.TasksToolsCapability(call=mt.TasksCallCapability())
-            )
+            ),
         )
         return options
 
 
 class Bridge:
-    """One runtime behind one MCP server; `run(read, write)` serves one connection."""
+    """One runtime behind one MCP server; `run(read, write)` serves one connection.
 
-    def __init__(self, rt: Runtime, options: ServeOptions | None = None) -> None:
+    `scopes`: the apps it serves (SPEC 16.5); None serves every installed app. An app
+    installed in the same state and not served is neither listed nor callable, and its
+    calls are `call_not_found` / "task not found" here (the runtime still does its duties).
+    """
+
+    def __init__(
+        self,
+        rt: Runtime,
+        options: ServeOptions | None = None,
+        *,
+        scopes: Iterable[str] | None = None,
+    ) -> None:
         from lineup_runtime_lite.serve import _tasks
 
         self.rt = rt
         self.options = options or ServeOptions()
-        self.tools: dict[str, McpTool] = catalog(rt.inventory(), self.options.tool_names)
+        self.scopes: frozenset[str] | None = frozenset(scopes) if scopes is not None else None
+        inventory = [e for e in rt.inventory() if self.serves(e["method"])]
+        self.tools: dict[str, McpTool] = catalog(inventory, self.options.tool_names)
         self._by_method = {t.method: t for t in self.tools.values()}
         # wire dicts built once, over the SDK's own defaults for the envelope fields that
         # 2026-07-28 requires (`resultType`, cache hints); older revisions sieve them out
@@ -208,6 +224,67 @@ class Bridge:
     def tool_of_method(self, method: str) -> McpTool | None:
         return self._by_method.get(method)
 
+    def serves(self, method: str) -> bool:
+        """Whether a method belongs to an app this server serves (its scope is the part
+        before the first dot)."""
+        return self.serves_scope(method.split(".", 1)[0])
+
+    def serves_scope(self, scope: str) -> bool:
+        """Whether this server serves the app `scope`."""
+        return self.scopes is None or scope in self.scopes
+
+    def served_apps(self) -> list[dict[str, Any]]:
+        """Each installed app this server serves: `scope`, `version` (current) and `tools`
+        (how many tools it lists), by scope."""
+        counts: dict[str, int] = {}
+        for t in self.tools.values():
+            scope = t.method.split(".", 1)[0]
+            counts[scope] = counts.get(scope, 0) + 1
+        return [
+            {"scope": a["scope"], "version": a["version"], "tools": counts.get(a["scope"], 0)}
+            for a in self.rt.apps()
+            if self.serves_scope(a["scope"])
+        ]
+
+    async def own_call(self, call_id: str, meta: Any) -> dict[str, Any] | None:
+        """The record of a call of an app served here, made in the conversation a request
+        with `meta` resolves to (`_meta`, else `--conversation`); None for any other."""
+        _, conversation = self.ids(meta)
+        record = await anyio.to_thread.run_sync(self.rt.call_record, call_id)
+        if (
+            record is None
+            or not record["messages"]
+            or record["conversation_id"] != conversation
+            or not self.serves(record["method"])
+        ):
+            return None
+        return record
+
+    async def task_record(self, task_id: str, meta: Any) -> dict[str, Any] | None:
+        """The record of a task a request with `meta` may see: a call created by a request
+        that opted in to tasks, of its conversation and of an app served here (SPEC 16.3)."""
+        record = await self.own_call(task_id, meta)
+        if record is None:
+            return None
+        if not await anyio.to_thread.run_sync(self.rt.call_marked, task_id, TASK_MARK):
+            return None
+        return record
+
+    async def mark_task(self, call_id: str) -> None:
+        """Remember that a request created this call as a task (kept with the call)."""
+        await anyio.to_thread.run_sync(self.rt.mark_call, call_id, TASK_MARK)
+
+    async def own_tasks(self, meta: Any) -> list[dict[str, Any]]:
+        """The records of every task a request with `meta` may see, oldest first."""
+        ids = await anyio.to_thread.run_sync(self.rt.marked_calls, TASK_MARK)
+        out = []
+        for call_id in ids:
+            record = await self.own_call(call_id, meta)
+            if record is not None:
+                out.append(record)
+        out.sort(key=lambda r: (r["messages"][0]["at"], r["call_id"]))
+        return out
+
     def ids(self, meta: Any) -> tuple[str, str]:
         """`(call_id, conversation_id)` from the request's `_meta`, else minted / default."""
         meta = meta if isinstance(meta, dict) else {}
@@ -256,7 +333,6 @@ class Bridge:
         """`lineup-result`: the stored final of a call of the asking conversation, at once,
         or after up to `wait_s` (≤ `max_wait_s`) its pending answer again."""
         args = params.arguments if isinstance(params.arguments, dict) else {}
-        _, conversation = self.ids(params.meta)
         call_id = args.get("call_id")
         wait_s = args.get("wait_s", 0)
         if (
@@ -273,8 +349,8 @@ class Bridge:
                 f"wait_s (0 to {self.options.max_wait_s:g} seconds)",
                 str(call_id) if isinstance(call_id, str) else "",
             )
-        record = await anyio.to_thread.run_sync(self.rt.call_record, call_id)
-        if record is None or record["conversation_id"] != conversation:
+        record = await self.own_call(call_id, params.meta)
+        if record is None:  # another conversation's, or an app this server does not serve
             return _error_answer(
                 "call_not_found",
                 f"this conversation made no call {call_id!r}",

@@ -41,6 +41,18 @@ class TaskHost(Protocol):
         """Send one call; a runtime failure becomes a final error message."""
         ...
 
+    async def task_record(self, task_id: str, meta: Any) -> dict[str, Any] | None:
+        """A task's call record, when a request with `meta` may see it (else None)."""
+        ...
+
+    async def mark_task(self, call_id: str) -> None:
+        """Remember that a request created this call as a task."""
+        ...
+
+    async def own_tasks(self, meta: Any) -> list[dict[str, Any]]:
+        """Every task a request with `meta` may see."""
+        ...
+
     async def wait_final(self, call_id: str) -> dict[str, Any]:
         """Wait for a call's persisted final."""
         ...

@@ -17,7 +17,13 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from lineup_runtime_lite.serve import _tasks_ext
-from lineup_runtime_lite.serve._mapping import CALL_ID_META, McpTool, call_result, progress_text
+from lineup_runtime_lite.serve._mapping import (
+    CALL_ID_META,
+    RESULT_TOOL,
+    McpTool,
+    call_result,
+    progress_text,
+)
 from lineup_runtime_lite.serve._taskhost import TaskHost
 
 __all__ = ["install", "task_of"]
@@ -53,23 +59,28 @@ def task_of(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def install(bridge: TaskHost) -> None:
-    """Serve task-augmented `tools/call` and `tasks/get`, `tasks/result`, `tasks/cancel` on
-    2025-11-25, and the tasks extension's `tasks/get|update|cancel` on 2026-07-28."""
-    rt = bridge.rt
+    """Serve task-augmented `tools/call` and `tasks/get`, `tasks/result`, `tasks/list`,
+    `tasks/cancel` on 2025-11-25 (each only for tasks of the asking conversation), and the tasks extension's `tasks/get|update|cancel` on 2026-07-28."""
     modern = _tasks_ext.install(bridge)
 
     def gate(ctx: ServerRequestContext[Any, Any]) -> None:
         if ctx.protocol_version != TASKS_VERSION:
             raise MCPError(mt.METHOD_NOT_FOUND, "Method not found", ctx.method)
 
-    async def record_of(task_id: str) -> dict[str, Any]:
-        record = await anyio.to_thread.run_sync(rt.call_record, task_id)
-        if record is None or not record["messages"]:
-            raise MCPError(mt.INVALID_PARAMS, f"Unknown task: {task_id}")
+    async def record_of(task_id: str, meta: Any) -> dict[str, Any]:
+        # only a task a request of this conversation created, of an app served here: any
+        # other call_id is not found, as lineup-result answers (SPEC 16.3)
+        record = await bridge.task_record(task_id, meta)
+        if record is None:
+            raise MCPError(mt.INVALID_PARAMS, f"Unknown task: {task_id} (task not found)")
         return record
 
     async def create(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
         params = mt.CallToolRequestParams.model_validate(ctx.params or {}, by_name=False)
+        if params.name == RESULT_TOOL:
+            raise MCPError(
+                mt.METHOD_NOT_FOUND, f"{params.name} does not run as a task (taskSupport forbidden)"
+            )
         tool = bridge.tool(params.name)
         if not tool.long_running:
             raise MCPError(
@@ -78,11 +89,12 @@ def install(bridge: TaskHost) -> None:
         call_id, conversation = bridge.ids(params.meta)
         args = params.arguments if params.arguments is not None else {}
         msg = await bridge.send(call_id, conversation, tool.method, args)
-        record = await anyio.to_thread.run_sync(rt.call_record, str(call_id))
+        record = await anyio.to_thread.run_sync(bridge.rt.call_record, str(call_id))
         if record is None or msg not in record["messages"]:
             # rejected before anything was persisted (bad params, a call_id conflict):
             # there is no task to poll, so the answer is the plain error result
             return call_result(tool, msg, str(call_id))
+        await bridge.mark_task(str(call_id))
         return {"task": task_of(record), "_meta": {CALL_ID_META: str(call_id)}}
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -99,13 +111,13 @@ def install(bridge: TaskHost) -> None:
         ctx: ServerRequestContext[Any, Any], params: mt.GetTaskRequestParams
     ) -> dict[str, Any]:
         gate(ctx)
-        return task_of(await record_of(params.task_id))
+        return task_of(await record_of(params.task_id, params.meta))
 
     async def result(
         ctx: ServerRequestContext[Any, Any], params: mt.GetTaskPayloadRequestParams
     ) -> dict[str, Any]:
         gate(ctx)
-        record = await record_of(params.task_id)
+        record = await record_of(params.task_id, params.meta)
         final = await bridge.wait_final(params.task_id)
         tool = bridge.tool_of_method(record["method"])
         if tool is None:  # the app was uninstalled since: still answer with the stored final
@@ -118,12 +130,19 @@ def install(bridge: TaskHost) -> None:
         ctx: ServerRequestContext[Any, Any], params: mt.CancelTaskRequestParams
     ) -> dict[str, Any]:
         gate(ctx)
-        await record_of(params.task_id)
+        await record_of(params.task_id, params.meta)
         raise MCPError(
             mt.INVALID_PARAMS,
             "tasks cannot be cancelled here: Agent-side cancellation is out of scope; "
             "call the app's interrupt tool (e.g. pomodoro.interrupt) instead",
         )
+
+    async def listing(
+        ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+    ) -> dict[str, Any]:
+        gate(ctx)
+        meta = params.meta if params is not None else None
+        return {"tasks": [task_of(r) for r in await bridge.own_tasks(meta)]}
 
     async def no_update(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         raise MCPError(mt.METHOD_NOT_FOUND, "Method not found", ctx.method)
@@ -143,6 +162,7 @@ def install(bridge: TaskHost) -> None:
     bridge.add_middleware(middleware)
     bridge.server.add_request_handler("tasks/get", mt.GetTaskRequestParams, route("tasks/get", get))
     bridge.server.add_request_handler("tasks/result", mt.GetTaskPayloadRequestParams, result)
+    bridge.server.add_request_handler("tasks/list", mt.PaginatedRequestParams, listing)
     bridge.server.add_request_handler(
         "tasks/cancel", mt.CancelTaskRequestParams, route("tasks/cancel", cancel)
     )

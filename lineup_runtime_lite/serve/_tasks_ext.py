@@ -22,7 +22,13 @@ from mcp.server.extension import Extension, MethodBinding, compose_tool_call_han
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, Field
 
-from lineup_runtime_lite.serve._mapping import CALL_ID_META, McpTool, call_result, progress_text
+from lineup_runtime_lite.serve._mapping import (
+    CALL_ID_META,
+    RESULT_TOOL,
+    McpTool,
+    call_result,
+    progress_text,
+)
 from lineup_runtime_lite.serve._taskhost import TaskHost
 
 __all__ = ["EXTENSION", "EXTENSION_VERSIONS", "TasksExtension", "declared", "install", "task_view"]
@@ -106,7 +112,7 @@ class TasksExtension(Extension):
     ) -> HandlerResult:
         """A task for an opted-in call of a long-running tool; anything else goes on to the
         plain `tools/call` (a request that did not opt in never gets a `CreateTaskResult`)."""
-        if not declared(ctx):
+        if not declared(ctx) or params.name == RESULT_TOOL:  # the toolchain's tool: never a task
             return await call_next(ctx)
         bridge = self._bridge
         tool = bridge.tool(params.name)
@@ -120,6 +126,7 @@ class TasksExtension(Extension):
             # rejected before anything was persisted (bad params, a call_id conflict): no
             # task to poll, so the answer is the plain error result
             return {"resultType": "complete", **call_result(tool, msg, str(call_id))}
+        await bridge.mark_task(str(call_id))
         task = task_view(record, tool)
         task.pop("result", None)  # a CreateTaskResult never carries the result
         return {"resultType": "task", **task, "_meta": {CALL_ID_META: str(call_id)}}
@@ -133,17 +140,18 @@ class TasksExtension(Extension):
                 {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
             )
 
-    async def _record(self, task_id: str) -> dict[str, Any]:
-        record = await anyio.to_thread.run_sync(self._bridge.rt.call_record, task_id)
-        if record is None or not record["messages"]:
-            raise MCPError(mt.INVALID_PARAMS, f"Unknown task: {task_id}")
+    async def _record(self, task_id: str, meta: Any) -> dict[str, Any]:
+        # only a task a request of this conversation created, of an app served here
+        record = await self._bridge.task_record(task_id, meta)
+        if record is None:
+            raise MCPError(mt.INVALID_PARAMS, f"Unknown task: {task_id} (task not found)")
         return record
 
     async def _get(
         self, ctx: ServerRequestContext[Any, Any], params: mt.GetTaskRequestParams
     ) -> dict[str, Any]:
         self._gate(ctx)
-        record = await self._record(params.task_id)
+        record = await self._record(params.task_id, params.meta)
         return {
             "resultType": "complete",
             **task_view(record, self._bridge.tool_of_method(record["method"])),
@@ -153,7 +161,7 @@ class TasksExtension(Extension):
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> dict[str, Any]:
         self._gate(ctx)
-        await self._record(params.task_id)
+        await self._record(params.task_id, params.meta)
         raise MCPError(
             mt.INVALID_PARAMS,
             "LineUp tasks never ask for input (no input_required state): nothing to update",
@@ -163,7 +171,7 @@ class TasksExtension(Extension):
         self, ctx: ServerRequestContext[Any, Any], params: mt.CancelTaskRequestParams
     ) -> dict[str, Any]:
         self._gate(ctx)
-        await self._record(params.task_id)
+        await self._record(params.task_id, params.meta)
         raise MCPError(
             mt.INVALID_PARAMS,
             "tasks cannot be cancelled here: Agent-side cancellation is out of scope; "

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
+import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from lineup_runtime_lite.serve._bridge import Bridge
@@ -18,9 +20,85 @@ from lineup_runtime_lite.serve._limits import (
     uvicorn_options,
 )
 
-__all__ = ["LOOPBACK", "http_app", "serve_http", "serve_stdio"]
+__all__ = [
+    "LOOPBACK",
+    "REMOTE_WARNING",
+    "check_bind",
+    "check_host_name",
+    "http_app",
+    "is_loopback",
+    "serve_http",
+    "serve_stdio",
+]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+#: Addresses that bind every interface (loopback among them).
+WILDCARD = ("0.0.0.0", "::")
+#: What `serve --http` says when it binds beyond loopback (SPEC 16.3).
+REMOTE_WARNING = (
+    "listening beyond loopback: the bearer token and every call travel in clear without "
+    "TLS; put a TLS proxy in front of this server"
+)
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})|[0-9A-Fa-f:.]{2,45}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the server on this machine (`localhost`, 127.0.0.0/8,
+    `::1`)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, allow_remote: bool) -> None:
+    """Refuse an address beyond loopback unless `allow_remote` (SPEC 16.3).
+
+    Raises:
+        LineupError: `usage_invalid` for a non-loopback address without `allow_remote`.
+    """
+    from lineup_sdk.errors import LineupError
+
+    if not allow_remote and not is_loopback(host):
+        raise LineupError(
+            "usage_invalid",
+            f"--http {host} listens beyond loopback, where the bearer token would travel "
+            "in clear without TLS",
+            hint="bind 127.0.0.1, or pass --allow-remote with a TLS proxy in front "
+            "(--allowed-host NAME for the names clients use)",
+            exit_code=2,
+        )
+
+
+def check_host_name(name: str) -> str:
+    """An `--allowed-host` value: a host name or an IP address, without a port.
+
+    Raises:
+        LineupError: `usage_invalid` for anything else.
+    """
+    from lineup_sdk.errors import LineupError
+
+    bare = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    if not _HOST_NAME.fullmatch(bare) or (":" in bare and not _is_ip(bare)):
+        raise LineupError(
+            "usage_invalid",
+            f"--allowed-host {name!r} must be a host name or an IP address, without a port",
+            hint="e.g. --allowed-host mcp.example.org",
+            exit_code=2,
+        )
+    return bare.lower()
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 #: The longest stdin line (one JSON-RPC message) read; a longer one is answered -32700.
 MAX_LINE = 64 << 20
 #: The answer to a line over `MAX_LINE` (its id cannot be read: JSON-RPC says null).
@@ -229,11 +307,17 @@ def _authority(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def http_app(bridge: Bridge, host: str, token: str) -> Any:
-    """The ASGI app: the SDK's streamable HTTP endpoint at `/mcp`, behind a bearer check."""
+def http_app(bridge: Bridge, host: str, token: str, allowed_hosts: Iterable[str] = ()) -> Any:
+    """The ASGI app: the SDK's streamable HTTP endpoint at `/mcp`, behind a bearer check.
+
+    It answers the `Host` names of its address (every loopback name for a loopback or
+    wildcard address) and `allowed_hosts`; any other is refused (421)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    names = {host} | (set(LOOPBACK) if host in LOOPBACK else set())
+    names = {host} if host not in WILDCARD else set()
+    if is_loopback(host) or host in WILDCARD:
+        names |= set(LOOPBACK)
+    names |= {check_host_name(h) for h in allowed_hosts}
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{_authority(h)}:*" for h in sorted(names)],
@@ -270,15 +354,25 @@ def serve_http(
     on_ready: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     limits: HttpLimits | None = None,
+    allow_remote: bool = False,
+    allowed_hosts: Iterable[str] = (),
 ) -> None:
     """Serve streamable HTTP at `http://HOST:PORT/mcp` until interrupted (or `stop` is set),
     with the HTTP limits of SPEC 13.2 (`serve._limits`; defaults unless `limits`).
 
     `on_ready(url)` runs once the socket listens (with port 0, the URL names the real port).
+    An address beyond loopback needs `allow_remote` (SPEC 16.3); `allowed_hosts` adds the
+    `Host` names the server answers.
+
+    Raises:
+        LineupError: `usage_invalid` for a refused address, a bad host name, or an address
+            it cannot listen on.
     """
     import anyio
     import uvicorn
 
+    check_bind(host, allow_remote)
+    allowed = [check_host_name(h) for h in allowed_hosts]
     raise_descriptor_limit()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -296,7 +390,7 @@ def serve_http(
     real_port = sock.getsockname()[1]
     url = f"http://{_authority(host)}:{real_port}/mcp"
     config = uvicorn.Config(
-        http_app(bridge, host, token),
+        http_app(bridge, host, token, allowed),
         log_level="warning",
         lifespan="on",
         **uvicorn_options(limits or HttpLimits(), bearer(token)),

@@ -566,6 +566,18 @@ class SqlFacts:
             ).fetchall()
         return [_session(r) for r in rows]
 
+    def meta_keys(self, prefix: str) -> list[str]:
+        """The keys of the meta table that start with `prefix`, without it."""
+        rows = self.db.execute(
+            "SELECT key FROM meta WHERE substr(key, 1, ?)=?", (len(prefix), prefix)
+        ).fetchall()
+        return [str(r[0])[len(prefix) :] for r in rows]
+
+    def meta_value(self, key: str) -> str | None:
+        """A value of the meta table (None when the key is absent)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return str(row[0]) if row is not None else None
+
     def dev_builds(self, scope: str) -> set[str]:
         """The versions of `scope` installed as local dev builds."""
         prefix = f"dev_build:{scope}:"

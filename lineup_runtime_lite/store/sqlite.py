@@ -71,7 +71,7 @@ def store_error(exc: BaseException, path: str) -> LineupError | None:
     return None
 
 
-class _Facts:
+class _ReadMappedConnection:
     """The connection the facts run on: SQLite's, except that a statement failing outside
     a transaction (a read of its own: `apps()`, `outbox.fetch`, recovery's reads) is
     answered with the stable error at once, never the raw `sqlite3` one. Inside a
@@ -138,7 +138,7 @@ class Store:
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self._clear_clean_close()
-            self.facts = SqlFacts(_Facts(self.db, self.path))  # type: ignore[arg-type]
+            self.facts = SqlFacts(_ReadMappedConnection(self.db, self.path))  # type: ignore[arg-type]
         except (sqlite3.Error, OSError) as exc:
             self._close_quietly()
             mapped = store_error(exc, self.path)

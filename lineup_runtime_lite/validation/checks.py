@@ -297,25 +297,30 @@ def validator_for(schema: dict[str, Any] | bool) -> Validator:
     return v
 
 
-def check_value(schema: dict[str, Any] | bool, value: Any, pool: ValidatorPool) -> Checked:
-    """Validate `value`: a plain schema on this thread, any other in `pool`, waiting for
-    it here. Never call it on an event loop with a schema that is not plain."""
+def check_value(
+    schema: dict[str, Any] | bool, value: Any, pool: ValidatorPool, scope: str = ""
+) -> Checked:
+    """Validate `value`: a plain schema on this thread, any other in `pool` in the turn of
+    the app `scope`, waiting for it here. Never call it on an event loop with a schema that
+    is not plain."""
     v = validator_for(schema)
     if v.plain:
         return v.problems(value)
     try:
-        return pool.problems(v.key, v.schema, value)
+        return pool.problems(v.key, v.schema, value, scope)
     except OverBudget as exc:
         return Unchecked(exc.budget_s or pool.budget_s)
 
 
-async def acheck_value(schema: dict[str, Any] | bool, value: Any, pool: ValidatorPool) -> Checked:
+async def acheck_value(
+    schema: dict[str, Any] | bool, value: Any, pool: ValidatorPool, scope: str = ""
+) -> Checked:
     """`check_value` on an event loop: a plain schema right here, as before; any other is
-    awaited from `pool` without blocking the loop."""
+    awaited from `pool` (in the turn of the app `scope`) without blocking the loop."""
     v = validator_for(schema)
     if v.plain:
         return v.problems(value)
     try:
-        return await pool.aproblems(v.key, v.schema, value)
+        return await pool.aproblems(v.key, v.schema, value, scope)
     except OverBudget as exc:
         return Unchecked(exc.budget_s or pool.budget_s)

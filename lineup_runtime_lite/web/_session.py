@@ -5,6 +5,7 @@ pytest fixture for authors uses it as the CLI does."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,12 +171,13 @@ def open_dev(
         raise
 
 
-def mcp_app(rt: Any, conversation: str = "mcp") -> Any:
+def mcp_app(rt: Any, conversation: str = "mcp", scopes: Iterable[str] | None = None) -> Any:
     """`/mcp` of `lineup dev`: `lineup serve --http`'s bridge and app over the same runtime,
-    as `token -> ASGI app` (usage_invalid without the MCP SDK)."""
+    as `token -> ASGI app` (usage_invalid without the MCP SDK). `scopes`: the apps it
+    serves (`lineup dev` serves only its project, SPEC 16.5); None: every installed one."""
     from lineup_runtime_lite import serve as mcp_serve
 
-    bridge = mcp_serve.Bridge(rt, mcp_serve.ServeOptions(conversation=conversation))
+    bridge = mcp_serve.Bridge(rt, mcp_serve.ServeOptions(conversation=conversation), scopes=scopes)
 
     def make(token: str) -> Any:
         return mcp_serve.http_app(bridge, "127.0.0.1", token)

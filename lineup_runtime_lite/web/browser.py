@@ -98,7 +98,7 @@ class DevServer:
                 serve_dev(
                     session.host,
                     0,
-                    mcp_app=mcp_app(session.rt),
+                    mcp_app=mcp_app(session.rt, scopes=[session.host.scope]),
                     on_ready=on_ready,
                     stop=stop,
                     limits=limits,

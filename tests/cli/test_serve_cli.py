@@ -307,7 +307,10 @@ class _RawStdio:
                 "clientInfo": {"name": "raw", "version": "0"},
             },
         )
-        assert init["result"]["capabilities"]["tasks"] == {"requests": {"tools": {"call": {}}}}
+        assert init["result"]["capabilities"]["tasks"] == {
+            "list": {},  # tasks/list: the tasks of the asking conversation
+            "requests": {"tools": {"call": {}}},
+        }
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def _send(self, body: dict[str, Any]) -> None:

@@ -142,8 +142,11 @@ class RawClient:
 
 
 @asynccontextmanager
-async def raw_session(bridge: Bridge) -> AsyncIterator[RawClient]:
-    """A hand-driven JSON-RPC client, after the 2025-11-25 handshake."""
+async def raw_session(
+    bridge: Bridge, *, extensions: dict[str, Any] | None = None
+) -> AsyncIterator[RawClient]:
+    """A hand-driven JSON-RPC client, after the 2025-11-25 handshake (declaring
+    `extensions` in its capabilities when given)."""
     async with (
         create_client_server_memory_streams() as (client_streams, server_streams),
         anyio.create_task_group() as tg,
@@ -154,7 +157,7 @@ async def raw_session(bridge: Bridge) -> AsyncIterator[RawClient]:
             "initialize",
             {
                 "protocolVersion": "2025-11-25",
-                "capabilities": {},
+                "capabilities": {"extensions": extensions} if extensions is not None else {},
                 "clientInfo": {"name": "raw", "version": "0"},
             },
         )

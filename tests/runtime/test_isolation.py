@@ -114,6 +114,18 @@ def test_a_busy_session_worker_is_not_recycled(
     assert got["held"] == 1
 
 
+def test_the_idle_sweep_never_recycles_a_worker_in_the_middle_of_a_call(
+    open_runtime: Callable[..., Runtime], kernel_bundle: Path
+) -> None:
+    """Round 3 left this out: a call in flight for many times `session_idle_s` (the sweep
+    looks every 50 ms here) ends with its result, on the worker it started on."""
+    rt = open_runtime(kernel_bundle, isolation="session", session_idle_s=0.2)
+    first = result(rt, "x", "kernel.remember", {"value": "warm"})
+    napped = result(rt, "x", "kernel.nap", {"seconds": 1.5})  # 7 idle periods, busy
+    assert napped["process"] == first["process"]
+    assert len(rt._core.workers) == 1
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [

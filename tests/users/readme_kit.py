@@ -40,7 +40,10 @@ IGNORED = ("text",)
 #: Seconds one block (or one server's start) may take before the test fails.
 BLOCK_TIMEOUT_S = 300.0
 SERVER_READY_TIMEOUT_S = 90.0
-_READY = re.compile(r"^lineup (serve: \d+ tools (over stdio|at http\S+)|dev: Host page: http\S+)")
+#: `serve`'s start line names the served apps first (`todo 1.0.0 (3 tools): 3 tools at ...`).
+_READY = re.compile(
+    r"^lineup (serve: (.+: )?\d+ tools (over stdio|at http\S+)|dev: Host page: http\S+)"
+)
 
 
 @dataclass(frozen=True)

@@ -145,6 +145,15 @@ async def remember(ctx: ToolContext, value: str) -> dict[str, Any]:
     return {"before": before, "process": _PROCESS}
 
 
+@tools.tool("kernel.nap", activation="app_ready", timeout_s=60)
+async def nap(ctx: ToolContext, seconds: float) -> dict[str, Any]:
+    """Stay busy `seconds` (a call in flight), then name this worker process."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return {"process": _PROCESS}
+
+
 @tools.tool("kernel.hold", activation="app_ready")
 def hold(ctx: ToolContext, mb: int) -> int:
     """Allocate and touch `mb` MiB more and keep it; return how many MiB are held."""
