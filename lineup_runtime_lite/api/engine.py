@@ -387,6 +387,13 @@ class Engine:
         )
 
         def claiming(tx: Facts) -> Decision:
+            # A store may run a batch's steps again before its COMMIT (PostgreSQL: carefully
+            # after a lost race, from the start after a serialization failure): what an
+            # earlier run reserved goes first, or this run finds the session reserved by
+            # itself, decides `queued`, and the call would be sent as well as queued.
+            for session in fast:
+                self.delivery.release(session.app_session_id)
+            fast.clear()
             asked.clear()
             decision = accept(tx)
             if decision.deliver is not None:  # sent right after its COMMIT: reserved now
