@@ -4,11 +4,14 @@ SPEC 5.2 and 5.6: commit before side effects, at-most-once delivery).
 PostgreSQL runs a batch's steps more than once before its COMMIT: pipelined first, then
 again carefully when a step lost its race (two calls to one App session in one batch: the
 second one's read taken ahead went stale), or from the start after a serialization failure.
-The acceptance step of a call the session can take at once reserved the session for its
-send on every run; the second run found the session reserved (by its own first run),
-decided "queued", and the call was sent all the same. When the commit of its answer then
-failed, the session's queue still held the call and sent it again: `probe.append` applied
-its item twice. SQLite runs each step once; the same scenario is checked there too.
+The acceptance step of a call the session could take at once reserved the session for a
+send right after COMMIT, and the reservation of the first run stayed: the second run found
+the session busy (reserved by that first run, or marked to be kicked by the queued call
+behind it), committed the call as `queued`, and it was sent at once all the same. When the
+commit of its answer then failed, the queue still held the call and sent it again:
+`probe.append` applied its item twice. SQLite runs each step once; the same scenarios are
+checked there too. Every send is recorded with the call's stored state at that moment: a
+call is sent once, and only once its commit says `delivered`.
 
 Deterministic: the errors are raised in place of chosen statements (`tests/faults/
 statements.py`), found by what they say, not by counting.
@@ -141,10 +144,32 @@ def _answer_fails(engine: str, at: str) -> tuple[Callable[[str], bool], int, Bas
     return starts, AT[engine].index(at), make()
 
 
-def _check_once(rt: Runtime, call_ids: list[str], items: list[str]) -> None:
-    """Each item applied exactly once, each call answered once, the facts whole; a retry
-    with the same call_id replays what was stored and applies nothing."""
+@pytest.fixture
+def sends(
+    opened: tuple[Runtime, Injector], monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[str, str | None]]:
+    """Every send to a worker once the runtime is up: the call, and its state in the
+    store as it is sent."""
+    out: list[tuple[str, str | None]] = []
+    real_start = DeliveryDriver._start
+
+    def start(self: DeliveryDriver, session: Any, tool: Any, call: Any, worker: Any) -> Any:
+        stored = self.shell.facts.call(call.call_id)
+        out.append((call.call_id, stored.state if stored is not None else None))
+        return real_start(self, session, tool, call, worker)
+
+    monkeypatch.setattr(DeliveryDriver, "_start", start)
+    return out
+
+
+def _check_once(
+    rt: Runtime, call_ids: list[str], items: list[str], sends: list[tuple[str, str | None]]
+) -> None:
+    """Each call sent once, and only once its commit says `delivered`; each item applied
+    exactly once, each call answered once, the facts whole; a retry with the same call_id
+    replays what was stored and applies nothing."""
     rt.settle()
+    assert sends == [(c, "delivered") for c in call_ids], sends
     assert _session_items(rt) == items, "an item applied twice (or lost)"
     for call_id in call_ids:
         assert len(_finals(rt, call_id)) == 1, (call_id, _finals(rt, call_id))
@@ -156,6 +181,7 @@ def _check_once(rt: Runtime, call_ids: list[str], items: list[str]) -> None:
         assert again == stored["messages"][-1], (again, stored)
     rt.settle()
     assert _session_items(rt) == items
+    assert len(sends) == len(call_ids), sends
     invariants.check(rt)
 
 
@@ -163,7 +189,10 @@ def _check_once(rt: Runtime, call_ids: list[str], items: list[str]) -> None:
     ("engine", "at"), [(engine, at) for engine, ats in AT.items() for at in ats]
 )
 def test_an_answer_whose_batch_fails_leaves_its_call_applied_once(
-    opened: tuple[Runtime, Injector], engine: str, at: str
+    opened: tuple[Runtime, Injector],
+    engine: str,
+    at: str,
+    sends: list[tuple[str, str | None]],
 ) -> None:
     """`call_many([append m1, append m2])` on one App session, the first answer's batch
     failing: m1 ran once (its item once), m2 once, nothing sent twice."""
@@ -173,12 +202,12 @@ def test_an_answer_whose_batch_fails_leaves_its_call_applied_once(
     out = rt.call_many([(f"m{n}", "conv", "probe.append", {"item": f"i{n}"}) for n in (1, 2)])
     assert len(plan.fired) == 1, "the failure was not injected"
     assert [m["call_id"] for m in out] == ["m1", "m2"]
-    _check_once(rt, ["m1", "m2"], ["i1", "i2"])
+    _check_once(rt, ["m1", "m2"], ["i1", "i2"], sends)
 
 
 @pytest.mark.parametrize("engine", ["postgresql"])  # SQLite never runs a step again
 def test_a_call_accepted_after_a_serialization_failure_is_sent_once(
-    opened: tuple[Runtime, Injector], engine: str
+    opened: tuple[Runtime, Injector], engine: str, sends: list[tuple[str, str | None]]
 ) -> None:
     """PostgreSQL runs the acceptance batch again from its start after a serialization
     failure: the call is sent once, as `delivered`, and its failed answer does not send
@@ -192,12 +221,15 @@ def test_a_call_accepted_after_a_serialization_failure_is_sent_once(
     rt.call("s1", "conv", "probe.append", {"item": "i1"})
     rt.settle()
     assert len(plan.fired) == 2, plan.fired
-    _check_once(rt, ["s1"], ["i1"])
+    _check_once(rt, ["s1"], ["i1"], sends)
 
 
 @pytest.mark.parametrize("engine", ["postgresql"])
 def test_a_run_again_that_decides_queued_sends_nothing_at_once(
-    opened: tuple[Runtime, Injector], engine: str, monkeypatch: pytest.MonkeyPatch
+    opened: tuple[Runtime, Injector],
+    engine: str,
+    monkeypatch: pytest.MonkeyPatch,
+    sends: list[tuple[str, str | None]],
 ) -> None:
     """The acceptance step runs again (a serialization failure) and this time finds the
     session busy (`idle` says no: a pump started meanwhile, say): the call is queued, and
@@ -218,11 +250,11 @@ def test_a_run_again_that_decides_queued_sends_nothing_at_once(
     assert rt.call("q1", "conv", "probe.append", {"item": "i1"})["stage"] == "result"
     rt.settle()
     assert asked == [True, False] and len(plan.fired) == 1, (asked, plan.fired)
-    _check_once(rt, ["q1"], ["i1"])
+    _check_once(rt, ["q1"], ["i1"], sends)
 
 
 def test_a_failed_acceptance_batch_applies_nothing_and_its_retry_applies_once(
-    opened: tuple[Runtime, Injector], engine: str
+    opened: tuple[Runtime, Injector], engine: str, sends: list[tuple[str, str | None]]
 ) -> None:
     """The acceptance batch itself failing at its BEGIN: nothing stored, nothing sent; the
     same calls again apply each item once."""
@@ -239,4 +271,4 @@ def test_a_failed_acceptance_batch_applies_nothing_and_its_retry_applies_once(
     assert _finals(rt, "m1") == [] and _finals(rt, "m2") == []
     out = rt.call_many(calls)
     assert [m["stage"] for m in out] == ["result", "result"], out
-    _check_once(rt, ["m1", "m2"], ["i1", "i2"])
+    _check_once(rt, ["m1", "m2"], ["i1", "i2"], sends)
