@@ -444,6 +444,14 @@ class Engine:
         )
 
         def claiming(tx: Facts) -> Decision:
+            # A store may run a batch's steps again before its COMMIT (PostgreSQL: carefully
+            # after a lost race, from the start after a serialization failure). Only the
+            # last run's decision is committed: what an earlier run reserved goes first (it
+            # would keep the session busy for good), and a call that run decides to queue
+            # (the session busy now: a kick marked by an earlier run, say) is not sent.
+            for session in fast:
+                self.delivery.release(session.app_session_id)
+            fast.clear()
             asked.clear()
             decision = accept(tx)
             if decision.deliver is not None:  # sent right after its COMMIT: reserved now
