@@ -33,6 +33,7 @@ from lineup_runtime_lite.serve._mapping import (
     progress_text,
     result_tool_entry,
 )
+from lineup_runtime_lite.serve._resources import Resources
 from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
 
@@ -137,6 +138,7 @@ class Bridge:
 
         self.rt = rt
         self.options = options or ServeOptions()
+        self.resources = Resources(self)
         self.scopes: frozenset[str] | None = frozenset(scopes) if scopes is not None else None
         inventory = [e for e in rt.inventory() if self.serves(e["method"])]
         self.tools: dict[str, McpTool] = catalog(inventory, self.options.tool_names)
@@ -161,6 +163,9 @@ class Bridge:
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
         )
         self._wire_listing: dict[str, dict[str, Any]] = {}
         self.add_middleware(self._cached_listing)
@@ -208,6 +213,22 @@ class Bridge:
     ) -> Any:
         # the wire dicts are built once; the SDK validates and dumps them per request
         return self._listing
+
+    # -- resources (SPEC 18.1) -------------------------------------------------------------
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+    ) -> Any:
+        return await self.resources.list(ctx.protocol_version)
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+    ) -> Any:
+        return self.resources.templates()
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: mt.ReadResourceRequestParams
+    ) -> Any:
+        return await self.resources.read(str(params.uri), ctx.protocol_version)
 
     # -- tools/call ----------------------------------------------------------------------
     def tool(self, name: str) -> McpTool:
