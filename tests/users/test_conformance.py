@@ -187,12 +187,15 @@ def test_each_applicable_scenario_passes(
     passed, total, failed, warnings = map(int, found.groups())
     why = f"{scenario}\n{out[-4000:]}\n-- serve --\n{serve_log.read_text()[-2000:]}"
     assert failed == 0 and run.returncode == 0, why
-    # server-sse-polling's priming-event and retry checks are SHOULDs the suite reports as
-    # warnings (and its resume step calls the suite's own tool): SPEC 18.1 makes them musts
-    assert warnings == 0, why
     (checks_file,) = (tmp_path / "results").glob("*/checks.json")
     status = {c["id"]: c["status"] for c in json.loads(checks_file.read_text())}
     assert "FAILURE" not in status.values(), why
+    # every warning is a failure here, but for the resume step of server-sse-polling: it
+    # calls the suite's own test tool (`test_reconnection`), which no LineUp app has
+    warned = {k for k, v in status.items() if v == "WARNING"}
+    allowed = {"server-sse-disconnect-resume"} if scenario == "server-sse-polling" else set()
+    assert warned <= allowed, why
+    assert warnings == len(warned), why
     if scenario == "server-sse-polling":
         assert status.get("server-sse-priming-event") == "SUCCESS", why
         assert status.get("server-sse-retry-field") == "SUCCESS", why
