@@ -11,6 +11,8 @@ import anyio
 import anyio.to_thread
 from mcp.shared.exceptions import MCPError
 
+from lineup_sdk.errors import LineupError
+
 if TYPE_CHECKING:
     from lineup_runtime_lite.serve._bridge import Bridge
 
@@ -23,6 +25,8 @@ __all__ = [
     "surface_uri",
 ]
 
+#: JSON-RPC "internal error": what a LineUp error reading the documents answers.
+INTERNAL_ERROR = -32603
 #: The MCP Apps resource type (extension `io.modelcontextprotocol/ui`, SEP-1865).
 MIME_TYPE = "text/html;profile=mcp-app"
 #: "Resource not found" up to 2025-11-25; 2026-07-28 retired it for -32602.
@@ -64,9 +68,20 @@ class Resources:
         self._lock = anyio.Lock()
 
     async def documents(self) -> dict[str, _Document]:
+        """Every served Surface document by URI.
+
+        Raises:
+            MCPError: -32603 carrying the LineUp error (e.g. `install_tampered` for an
+                installed page that is not the signed one), never a raw exception.
+        """
         async with self._lock:
             if self._documents is None:
-                self._documents = await anyio.to_thread.run_sync(self._load)
+                try:
+                    self._documents = await anyio.to_thread.run_sync(self._load)
+                except LineupError as exc:
+                    raise MCPError(
+                        INTERNAL_ERROR, f"{exc.code}: {exc.message}", exc.to_dict()
+                    ) from None
             return self._documents
 
     def _load(self) -> dict[str, _Document]:

@@ -34,7 +34,7 @@ __all__ = ["RETRY_MS", "CallStreams", "event_id", "install", "parse_event_id"]
 #: The `retry` a priming event suggests (ms): how soon a dropped client reconnects.
 RETRY_MS = 1000
 #: The most calls a session remembers for resumption (oldest forgotten first).
-MAX_CALLS = 1024
+MAX_CALLS = 256
 #: Where the HTTP wrapper leaves, in the ASGI scope, what the bridge reads back.
 SCOPE_STREAMS = "lineup.call_streams"
 SCOPE_CALL_ID = "lineup.call_id"
@@ -192,10 +192,13 @@ def _text(m: dict[str, Any]) -> str:
 async def _prime(
     transport: Any, stream_id: StreamId, protocol_version: str
 ) -> dict[str, Any] | None:
-    """The priming event on every revision up to 2025-11-25, 2025-03-26 included (the SDK
-    primes only 2025-11-25 by itself): an id, empty data and `retry`."""
+    """The priming event of a `tools/call` stream on every revision up to 2025-11-25,
+    2025-03-26 included (the SDK primes only 2025-11-25 by itself): an id, empty data and
+    `retry`. Other streams (`tools/list`, `ping`) answer at once and have nothing to resume."""
     store = transport._event_store
-    if store is None or protocol_version > "2025-11-25":
+    if not isinstance(store, CallStreams) or protocol_version > "2025-11-25":
+        return None
+    if store.call(stream_id) is None:  # not a call's stream: nothing to resume
         return None
     return {"id": await store.store_event(stream_id, None), "data": "", "retry": RETRY_MS}
 
@@ -228,6 +231,8 @@ def streams_of(manager: Any, session_id: str | None) -> CallStreams | None:
 
 def tools_call_of(body: bytes) -> tuple[StreamId, Any] | None:
     """`(request id, the _meta call_id or None)` when a POST body is one `tools/call`."""
+    if b"tools/call" not in body:  # most POSTs: parse nothing
+        return None
     try:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):

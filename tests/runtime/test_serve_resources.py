@@ -148,3 +148,18 @@ def test_a_tampered_installed_page_is_never_served(
         assert caught.value.code == "install_tampered"
     finally:
         rt.close()
+
+
+def test_a_tampered_installed_page_answers_a_lineup_error_over_mcp(
+    tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    async def main(rt: Runtime) -> None:
+        (page,) = tmp_path.rglob("surface/index.html")
+        page.write_bytes(page.read_bytes() + b"<script>steal()</script>")
+        async with raw_session(Bridge(rt, OPTIONS)) as raw:
+            got = await raw.request("resources/read", {"uri": TODO_URI})
+            assert got["error"]["code"] == -32603
+            assert got["error"]["data"]["code"] == "install_tampered"
+            assert "steal" not in json.dumps(got)
+
+    _run(tmp_path, trust, [todo_bundle], main)

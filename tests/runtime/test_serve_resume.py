@@ -246,6 +246,29 @@ def test_an_unknown_event_id_replays_nothing(
     _run(tmp_path, trust, focus_bundle, main)
 
 
+def test_another_session_cannot_resume_a_sessions_call(
+    tmp_path: Path, trust: TrustStore, focus_bundle: Path
+) -> None:
+    async def main(rt: Runtime, clock: VirtualClock, url: str) -> None:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as client:
+            owner, other = Http(client, url, "2025-11-25"), Http(client, url, "2025-11-25")
+            await owner.initialize()
+            await other.initialize()
+            meta = {"progressToken": "p4", CALL_ID: "focus-4"}
+            async with owner.call(1, "pomodoro-start", {"minutes": 1}, meta) as stream:
+                async for event in stream:
+                    if event["data"]:
+                        break
+            got: list[dict[str, Any]] = []
+            with anyio.fail_after(10):
+                async with other.resume("0.focus-4") as stream:
+                    async for event in stream:
+                        got.append(event)
+            assert [e for e in got if e.get("data")] == []
+
+    _run(tmp_path, trust, focus_bundle, main)
+
+
 def test_after_a_restart_the_old_session_is_404_and_a_repeat_call_replays_every_stage_once(
     tmp_path: Path, trust: TrustStore, focus_bundle: Path
 ) -> None:
