@@ -125,8 +125,10 @@ async def events(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
 
 
 def _stages(rt: Runtime, call_id: str) -> list[str]:
+    """The call's stored stages but the final (none before the call exists)."""
     record = rt.call_record(call_id)
-    assert record is not None
+    if record is None:
+        return []
     return [str(m["stage"]) for m in record["messages"] if m["kind"] not in ("result", "error")]
 
 
@@ -332,3 +334,88 @@ def test_after_a_restart_the_old_session_is_404_and_a_repeat_call_replays_every_
     finally:
         server.stop()
         rt.close()
+
+
+class Proxy:
+    """`tests.users.bearer_proxy` in a thread, cutting every POST stream after `cut` events."""
+
+    def __init__(self, upstream: str, cut: int) -> None:
+        import socket
+        import threading
+
+        import uvicorn
+
+        from tests.users.bearer_proxy import proxy_app
+
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/mcp"
+        app = proxy_app(upstream.removesuffix("/mcp"), TOKEN, cut_post_streams_after=cut)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self._sock.close()
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.messages.append(message or "")
+
+
+def test_the_python_client_resumes_a_dropped_stream_by_itself(
+    tmp_path: Path, trust: TrustStore, focus_bundle: Path
+) -> None:
+    """The official Python client, its POST stream cut after the priming event and the first
+    progress: it reconnects with `Last-Event-ID` (after the server's `retry`) and gets every
+    remaining stage once, then the final."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.runtime.serve_kit import call_meta
+
+    async def main(rt: Runtime, clock: VirtualClock, url: str) -> None:
+        proxy = Proxy(url, cut=2)
+        try:
+            client = httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=120))
+            async with (
+                client,
+                streamable_http_client(proxy.url, http_client=client) as (r, w),
+                ClientSession(r, w) as s,
+            ):
+                await s.initialize()
+                seen = Seen()
+                async with anyio.create_task_group() as tg:
+
+                    async def finish() -> None:
+                        while "started" not in _stages(rt, "focus-py"):
+                            await anyio.sleep(0.01)
+                        await advance(clock, MIN)
+
+                    tg.start_soon(finish)
+                    with anyio.fail_after(60):
+                        done = await s.call_tool(
+                            "pomodoro-start",
+                            {"minutes": 1},
+                            progress_callback=seen,
+                            meta=call_meta({CALL_ID: "focus-py"}),
+                        )
+                assert not done.is_error
+                assert done.structured_content is not None
+                assert done.structured_content["status"] == "final"
+                stages = [m.split(" · ")[0].split(" (")[0] for m in seen.messages]
+                assert stages == _stages(rt, "focus-py")  # each once, in order
+        finally:
+            proxy.stop()
+
+    _run(tmp_path, trust, focus_bundle, main)

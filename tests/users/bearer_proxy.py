@@ -32,8 +32,11 @@ _HOP = {
 }
 
 
-def proxy_app(upstream: str, token: str) -> Any:
-    """The ASGI app: each request to `upstream` (scheme, host and port) with the token."""
+def proxy_app(upstream: str, token: str, *, cut_post_streams_after: int | None = None) -> Any:
+    """The ASGI app: each request to `upstream` (scheme, host and port) with the token.
+
+    `cut_post_streams_after` (tests): end each POST's SSE answer after that many events, as a
+    dropped connection would, so a client must resume it with `Last-Event-ID`."""
     client = httpx.AsyncClient(base_url=upstream, timeout=httpx.Timeout(None))
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -72,10 +75,27 @@ def proxy_app(upstream: str, token: str) -> Any:
                 }
             )
 
+            cut = (
+                cut_post_streams_after
+                if scope["method"] == "POST"
+                and response.headers.get("content-type", "").startswith("text/event-stream")
+                else None
+            )
+
             async def pump() -> None:
+                buffered = b""
                 async for chunk in response.aiter_raw():
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await send({"type": "http.response.body", "body": b""})
+                    if cut is None:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                        continue
+                    buffered += chunk
+                    sep = b"\r\n\r\n" if b"\r\n" in buffered else b"\n\n"
+                    if buffered.count(sep) >= cut:  # pass the first `cut` events, no more
+                        head = sep.join(buffered.split(sep)[:cut]) + sep
+                        await send({"type": "http.response.body", "body": head, "more_body": True})
+                        buffered = b""
+                        break
+                await send({"type": "http.response.body", "body": buffered})
                 tg.cancel_scope.cancel()
 
             async def watch() -> None:
