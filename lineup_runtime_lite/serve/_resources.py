@@ -59,12 +59,13 @@ class _Document:
 
 
 class Resources:
-    """The Surface documents a bridge serves, read once (served apps are fixed while
-    serving) and kept with their list entries."""
+    """The Surface documents a bridge serves, kept with their list entries and read again
+    when a served app's current version changes (`lineup dev` re-installs on each edit)."""
 
     def __init__(self, bridge: Bridge) -> None:
         self._bridge = bridge
-        self._documents: dict[str, _Document] | None = None
+        self._documents: dict[str, _Document] = {}
+        self._versions: tuple[tuple[str, str], ...] | None = None
         self._lock = anyio.Lock()
 
     async def documents(self) -> dict[str, _Document]:
@@ -75,22 +76,27 @@ class Resources:
                 installed page that is not the signed one), never a raw exception.
         """
         async with self._lock:
-            if self._documents is None:
-                try:
-                    self._documents = await anyio.to_thread.run_sync(self._load)
-                except LineupError as exc:
-                    raise MCPError(
-                        INTERNAL_ERROR, f"{exc.code}: {exc.message}", exc.to_dict()
-                    ) from None
+            try:
+                self._documents = await anyio.to_thread.run_sync(self._load)
+            except LineupError as exc:
+                raise MCPError(
+                    INTERNAL_ERROR, f"{exc.code}: {exc.message}", exc.to_dict()
+                ) from None
             return self._documents
 
     def _load(self) -> dict[str, _Document]:
         rt = self._bridge.rt
+        served = tuple(
+            sorted(
+                (a["scope"], a["version"])
+                for a in rt.apps()
+                if self._bridge.serves_scope(a["scope"])
+            )
+        )
+        if served == self._versions:
+            return self._documents
         out: dict[str, _Document] = {}
-        for app in sorted(rt.apps(), key=lambda a: a["scope"]):
-            scope, version = app["scope"], app["version"]
-            if not self._bridge.serves_scope(scope):
-                continue
+        for scope, version in served:
             data = rt.surface_document(scope, version)
             if data is None:
                 continue
@@ -110,6 +116,7 @@ class Resources:
                 },
                 data,
             )
+        self._versions = served
         return out
 
     async def list(self, protocol_version: str | None) -> dict[str, Any]:

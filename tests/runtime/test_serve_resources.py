@@ -163,3 +163,29 @@ def test_a_tampered_installed_page_answers_a_lineup_error_over_mcp(
             assert "steal" not in json.dumps(got)
 
     _run(tmp_path, trust, [todo_bundle], main)
+
+
+def test_a_new_current_version_is_listed_in_place_of_the_old(
+    tmp_path: Path, trust: TrustStore, todo_bundle: Path, rt_key: SigningKey
+) -> None:
+    """`lineup dev` re-installs on each edit: the list follows the current version."""
+    root = tmp_path / "todo-next"
+    init_project(root, template="todo", scope="todo")
+    toml = root / "lineup.toml"
+    toml.write_text(toml.read_text().replace('version = "1.0.0"', 'version = "1.1.0"'))
+    (root / "surface" / "index.html").write_text("<!doctype html><title>next</title>")
+    built = build_project(root, signing_key=rt_key)
+    assert built.ok and built.bundle is not None
+    nxt = built.bundle
+
+    async def main(rt: Runtime) -> None:
+        async with memory_session(Bridge(rt, OPTIONS)) as s:
+            assert [str(r.uri) for r in (await s.list_resources()).resources] == [TODO_URI]
+            await anyio.to_thread.run_sync(rt.install, nxt)
+            uri = "ui://lineup/todo/1.1.0/surface.html"
+            assert [str(r.uri) for r in (await s.list_resources()).resources] == [uri]
+            (content,) = (await s.read_resource(uri)).contents
+            assert isinstance(content, mt.TextResourceContents)
+            assert content.text == "<!doctype html><title>next</title>"
+
+    _run(tmp_path, trust, [todo_bundle], main)
