@@ -29,7 +29,14 @@ from mcp.server.streamable_http import EventCallback, EventId, EventMessage, Eve
 if TYPE_CHECKING:
     from lineup_runtime_lite.serve._bridge import Bridge
 
-__all__ = ["RETRY_MS", "CallStreams", "event_id", "install", "parse_event_id"]
+__all__ = [
+    "RETRY_MS",
+    "CallStreams",
+    "event_id",
+    "install",
+    "parse_event_id",
+    "usable_call_id",
+]
 
 #: The `retry` a priming event suggests (ms): how soon a dropped client reconnects.
 RETRY_MS = 1000
@@ -227,6 +234,16 @@ def streams_of(manager: Any, session_id: str | None) -> CallStreams | None:
     transport = manager._server_instances.get(session_id)
     store = getattr(transport, "_event_store", None)
     return store if isinstance(store, CallStreams) else None
+
+
+def usable_call_id(call_id: Any) -> bool:
+    """A call_id the runtime accepts (1–200 characters, no control characters): only
+    such an id goes into an SSE event id, where a line break would end the field."""
+    return (
+        isinstance(call_id, str)
+        and 1 <= len(call_id) <= 200
+        and not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in call_id)
+    )
 
 
 def tools_call_of(body: bytes) -> tuple[StreamId, Any] | None:

@@ -25,6 +25,7 @@ from lineup_runtime_lite.serve._resume import (
     SCOPE_STREAMS,
     streams_of,
     tools_call_of,
+    usable_call_id,
 )
 from lineup_runtime_lite.serve._resume import install as install_resume
 
@@ -389,7 +390,7 @@ async def _note_call(scope: dict[str, Any], receive: Any, manager: Any) -> Any:
             if call_id is None:
                 call_id = f"mcp_{secrets.token_hex(12)}"
                 scope[SCOPE_CALL_ID] = call_id
-            if isinstance(call_id, str):
+            if usable_call_id(call_id):  # never a newline into an SSE id
                 streams.expect(request_id, call_id)
                 scope[SCOPE_STREAMS] = streams
 

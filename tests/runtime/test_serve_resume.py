@@ -230,6 +230,27 @@ def test_a_resume_while_the_call_runs_follows_it_to_the_final(
     _run(tmp_path, trust, focus_bundle, main)
 
 
+def test_a_call_id_with_a_line_break_never_reaches_an_event_id(
+    tmp_path: Path, trust: TrustStore, focus_bundle: Path
+) -> None:
+    async def main(rt: Runtime, clock: VirtualClock, url: str) -> None:
+        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as client:
+            http = Http(client, url, "2025-11-25")
+            await http.initialize()
+            meta = {"progressToken": "p5", CALL_ID: "x\nevent: forged\ndata: {}"}
+            got: list[dict[str, Any]] = []
+            with anyio.fail_after(30):
+                async with http.call(5, "pomodoro-start", {"minutes": 1}, meta) as stream:
+                    async for event in stream:
+                        got.append(event)
+            assert all("\n" not in e.get("id", "") and "forged" not in e.get("id", "") for e in got)
+            (answer,) = [e for e in got if e["data"]]
+            assert answer["data"]["result"]["isError"] is True  # invalid_params, as always
+            assert "invalid_params" in json.dumps(answer["data"])
+
+    _run(tmp_path, trust, focus_bundle, main)
+
+
 def test_an_unknown_event_id_replays_nothing(
     tmp_path: Path, trust: TrustStore, focus_bundle: Path
 ) -> None:
