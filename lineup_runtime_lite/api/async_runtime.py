@@ -69,6 +69,9 @@ from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
 
+#: The Surface page of a MiniApp, bundle-relative (SPEC 14).
+SURFACE_PAGE = "surface/index.html"
+
 __all__ = [
     "DEFAULT_ISOLATION",
     "ISOLATIONS",
@@ -722,6 +725,33 @@ class AsyncRuntime:
             app["trusted"] = True
             out.append(app)
         return out
+
+    async def surface_document(self, scope: str, version: str) -> bytes | None:
+        """The Surface document of an installed version, as signed: the bytes of its
+        `surface/index.html`, checked against the manifest's sha256 (so what a host renders
+        is what the signer signed); None when that version has no Surface (SPEC 18.1).
+
+        Raises:
+            LineupError: `install_tampered` when the file differs from its manifest entry;
+                the trust codes of `_installed`.
+        """
+        _usable_id("scope", scope)
+        self._check_open()
+        app, _ = await self._installed(scope, version)
+        entry = next((f for f in app.model.files if f.path == SURFACE_PAGE), None)
+        if entry is None:
+            return None
+        try:
+            data = await asyncio.to_thread((app.root / SURFACE_PAGE).read_bytes)
+        except OSError:
+            data = b""
+        if hashlib.sha256(data).hexdigest() != entry.sha256 or len(data) != entry.size:
+            raise LineupError(
+                "install_tampered",
+                f"{scope} {version}: {SURFACE_PAGE} differs from its signed manifest entry",
+                hint="install the bundle again",
+            )
+        return data
 
     async def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""

@@ -303,6 +303,11 @@ class Runtime:
         `trusted` (see `AsyncRuntime.apps`)."""
         return self._run(self._art.apps())
 
+    def surface_document(self, scope: str, version: str) -> bytes | None:
+        """The signed Surface document of an installed version, None without a Surface
+        (see `AsyncRuntime.surface_document`)."""
+        return self._run(self._art.surface_document(scope, version))
+
     def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
         _usable_id("scope", scope)
