@@ -273,6 +273,12 @@ def register(app: typer.Typer) -> None:
             installed = mcp_serve.install_targets(rt, prepared)
             for done in installed:
                 _say(f"{done['scope']} {done['version']} ({done['action']})")
+            for app in rt.apps():  # its record is not what its signer signed (SPEC 16.1)
+                if not app["trusted"]:
+                    _say(
+                        f"{app['scope']} {app['version']} untrusted, no tools served: "
+                        f"{app['problem']['message']} ({app['problem']['code']})"
+                    )
             bridge = mcp_serve.Bridge(
                 rt,
                 mcp_serve.ServeOptions(

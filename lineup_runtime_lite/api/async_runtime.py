@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lineup_build.model import Manifest
 from lineup_build.reader import Limits
 from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
@@ -27,7 +28,11 @@ from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import MoveSession
 from lineup_runtime_lite.core.messages import error_body, reject
 from lineup_runtime_lite.core.rows import RegistryEntry
-from lineup_runtime_lite.drivers.appcache import check_database_file, prepare_apps_dir
+from lineup_runtime_lite.drivers.appcache import (
+    check_database_file,
+    prepare_apps_dir,
+    read_listed,
+)
 from lineup_runtime_lite.drivers.install import (
     InstalledApp,
     InstallResult,
@@ -64,6 +69,9 @@ from lineup_runtime_lite.validation.pool import DEFAULT_BUDGET_S
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
+
+#: The Surface page of a MiniApp, bundle-relative (SPEC 14).
+SURFACE_PAGE = "surface/index.html"
 
 __all__ = [
     "DEFAULT_ISOLATION",
@@ -144,6 +152,8 @@ class AsyncRuntime:
         self._trust_stamp: tuple[int, int, int] | None = None
         #: Recorded bundles this process verified, by (manifest sha256, trust stamp).
         self._verified: dict[tuple[str, str], RecordedBundle] = {}
+        #: ... and those it refused (a bad signature, an untrusted key, no bundle).
+        self._refused: dict[tuple[str, str], LineupError] = {}
         self._sandbox_mode = "best_effort"
         self._max_params_bytes = DEFAULT_MAX_PARAMS_BYTES
         self._bundle_limits = Limits()
@@ -370,12 +380,15 @@ class AsyncRuntime:
                     worker_options=options,
                     validation_budget_s=float(validation_budget_s),
                     workers_memory_mb=workers_memory_mb if isolation == "session" else None,
+                    model_of=rt._model_of if store.keeps_bundles else None,
+                    verify_ahead=rt._verify_ahead,
                 )
                 sim.bind(made.host_event)
                 return made
 
             rt._make_engine = engine
             rt._engine = engine()
+            await rt._engine.refresh_registry()
             await rt._engine.recover()
             await rt.settle()
             rt._join_nodes()
@@ -442,6 +455,7 @@ class AsyncRuntime:
             try:
                 await asyncio.to_thread(old.store.rejoin)  # type: ignore[attr-defined]
                 self._engine = self._make_engine()
+                await self._engine.refresh_registry()
                 await self._engine.recover()
                 break
             except LineupError as exc:
@@ -504,36 +518,111 @@ class AsyncRuntime:
                 self._trust_stamp = stamp
         return self.trust
 
+    def _trust_key(self) -> tuple[Any, str]:
+        """The trust store now and its fingerprint (a store given as an object may have
+        changed in place)."""
+        trust = self._current_trust()
+        return trust, _trust_fingerprint(trust)
+
+    def _recorded(
+        self, scope: str, version: str, trust: Any, fingerprint: str, *, unpack: bool
+    ) -> tuple[InstalledApp | None, Callable[[], RecordedBundle]]:
+        """An installed version of a store that keeps bundles (PostgreSQL) as this node
+        verified it: the app when this process verified its recorded bundle with this
+        trust store already (the row compared again; with `unpack`, not when its folder
+        was removed since), else None and the blocking verification to run.
+
+        Raises:
+            LineupError: the cached refusal of its bundle; `UntrustedRecord` when the row
+                disagrees with the verified bundle.
+        """
+        engine = self._engine
+        row = installed_row(engine.store, scope, version)
+        key = (str(row["manifest_sha256"]), fingerprint)
+        refused = self._refused.get(key)
+        if refused is not None:
+            raise refused
+        bundle = self._verified.get(key)
+        if bundle is not None:  # verified in this process: the row must still agree
+            app = recorded_app(engine.apps_dir, bundle, row, scope, version)
+            if not unpack or os.path.lexists(app.root):
+                return app, lambda: bundle
+        data = engine.store.load_bundle(key[0])  # the bytes read here, by the store's reader
+
+        def verify() -> RecordedBundle:
+            def keep(done: RecordedBundle) -> None:
+                self._verified[(done.digest, fingerprint)] = done
+
+            try:
+                return verify_recorded(data, engine.apps_dir, trust, row, scope, version, keep)
+            except LineupError as exc:
+                if exc.code != "install_tampered":  # the bundle's own verdict, kept
+                    self._refused[key] = exc  # until it is installed again
+                raise
+
+        return None, verify
+
+    def _model_of(self, scope: str, version: str) -> Manifest:
+        """The manifest an installed version's tools come from on a store that keeps
+        bundles: the one verified from its recorded bundle (SPEC 16.1), never the row's.
+        Verified ahead off the loop (`_verify_ahead`); a version that was not (one a
+        session pins, no longer current) is verified here once, in the caller's thread.
+
+        Raises:
+            LineupError: the record is not what the signer signed.
+        """
+        trust, fingerprint = self._trust_key()
+        app, verify = self._recorded(scope, version, trust, fingerprint, unpack=False)
+        if app is not None:
+            return app.model
+        bundle = verify()
+        return recorded_app(
+            self._engine.apps_dir,
+            bundle,
+            installed_row(self._engine.store, scope, version),
+            scope,
+            version,
+        ).model
+
+    async def _verify_ahead(self, versions: list[tuple[str, str]]) -> None:
+        """Verify, off the loop, the recorded bundles of `versions` this process has not
+        (a store that keeps bundles); a refusal is kept for the Registry to report."""
+        if not self._engine.store.keeps_bundles:
+            return
+        trust, fingerprint = self._trust_key()
+        for scope, version in versions:
+            try:
+                app, verify = self._recorded(scope, version, trust, fingerprint, unpack=False)
+                if app is None:
+                    await asyncio.to_thread(verify)
+            except (LineupError, KeyError):
+                continue  # `load_registry` meets it again and lists the version untrusted
+
     async def _installed(self, scope: str, version: str) -> tuple[InstalledApp, Any]:
         """An installed version as this node may run it, and the trust store it was
         checked with. On a store that keeps bundles (PostgreSQL) the database is untrusted
         input (SPEC 16.1): the recorded bundle is verified with this node's trust store —
         once per process per (manifest sha256, trust-store stamp), off the event loop —
         and the row must agree with it; the folder is `<apps_dir>/<manifest sha256>`.
+        The one place that names an installed version's folder, on either store.
 
         Raises:
             LineupError: the verification's code, `UntrustedRecord`, or the key's
                 (`key_revoked`, `untrusted_key`, `scope_not_allowed`, ...).
         """
-        engine, trust = self._engine, self._current_trust()
+        engine = self._engine
         store = engine.store
         if not store.keeps_bundles:
+            trust = self._current_trust()
             app = local_app(store, engine.apps_dir, scope, version)
         else:
-            row = installed_row(store, scope, version)
-            key = (str(row["manifest_sha256"]), _trust_fingerprint(trust))
-            bundle = self._verified.get(key)
-            if bundle is not None:  # verified in this process: the row must still agree
-                app = recorded_app(engine.apps_dir, bundle, row, scope, version)
-                if not os.path.lexists(app.root):  # the cache was emptied: unpack again
-                    bundle = None
-            if bundle is None:  # the bytes read here (the store's reader), checked off the loop
-                data = store.load_bundle(key[0])
-                bundle = await asyncio.to_thread(
-                    verify_recorded, data, engine.apps_dir, trust, row, scope, version
-                )
-                self._verified[(bundle.digest, key[1])] = bundle
-                app = recorded_app(engine.apps_dir, bundle, row, scope, version)
+            trust, fingerprint = self._trust_key()
+            found, verify = self._recorded(scope, version, trust, fingerprint, unpack=True)
+            if found is None:  # checked off the loop
+                bundle = await asyncio.to_thread(verify)
+                row = installed_row(store, scope, version)
+                found = recorded_app(engine.apps_dir, bundle, row, scope, version)
+            app = found
         check_trusted(app, trust)
         return app, trust
 
@@ -597,7 +686,7 @@ class AsyncRuntime:
             except StoreRace:  # another node installed it first: decide again on its facts
                 if attempt == _INSTALL_TRIES - 1:
                     raise
-        self._engine.load_registry()
+        self._refused.clear()  # what was refused may be recorded again, verified
         return result
 
     async def install(self, bundle: str | Path, *, dev_build: bool = False) -> InstallResult:
@@ -619,19 +708,63 @@ class AsyncRuntime:
         verified = await asyncio.get_running_loop().run_in_executor(
             None, lambda: verify_bundle(Path(bundle), trust, limits=limits)
         )
-        return self._install_verified(verified, dev_build)
+        result = self._install_verified(verified, dev_build)
+        await self._engine.refresh_registry()
+        return result
 
     async def apps(self) -> list[dict[str, Any]]:
-        """Installed apps: scope, current version, key id, manifest hash, permissions."""
+        """Installed apps: scope, current version, key id, manifest hash, permissions, and
+        `trusted`. On a store that keeps bundles (PostgreSQL) these come from the bundle
+        this node verified (SPEC 16.1); a version whose record is not what its signer
+        signed is `trusted: False` with the `problem` (`code`, `message`) and lists no
+        tools."""
         self._check_open()
+        engine = self._engine
+        await engine.refresh_registry()  # what is not verified yet, off this loop
         out = []
-        for app in self._engine.facts.app_rows():
+        for app in engine.facts.app_rows():
             del app["manifest"]
-            manifest = self._engine.facts.manifest(app["scope"], app["version"])
-            assert manifest is not None
+            try:
+                manifest = engine.model_of(app["scope"], app["version"])
+            except LineupError as exc:
+                app["permissions"] = []
+                app["trusted"] = False
+                app["problem"] = {"code": exc.code, "message": exc.message}
+                out.append(app)
+                continue
+            except KeyError:  # uninstalled meanwhile
+                continue
             app["permissions"] = list(manifest.app.permissions)
+            app["trusted"] = True
             out.append(app)
         return out
+
+    async def surface_document(self, scope: str, version: str) -> bytes | None:
+        """The Surface document of an installed version, as signed: the bytes of its
+        `surface/index.html`, checked against the manifest's sha256 (so what a host renders
+        is what the signer signed); None when that version has no Surface (SPEC 18.1).
+
+        Raises:
+            LineupError: `install_tampered` when the file differs from its manifest entry;
+                the trust codes of `_installed`.
+        """
+        _usable_id("scope", scope)
+        self._check_open()
+        app, _ = await self._installed(scope, version)
+        entry = next((f for f in app.model.files if f.path == SURFACE_PAGE), None)
+        if entry is None:
+            return None
+        try:
+            data = await asyncio.to_thread((app.root / SURFACE_PAGE).read_bytes)
+        except OSError:
+            data = b""
+        if hashlib.sha256(data).hexdigest() != entry.sha256 or len(data) != entry.size:
+            raise LineupError(
+                "install_tampered",
+                f"{scope} {version}: {SURFACE_PAGE} differs from its signed manifest entry",
+                hint="install the bundle again",
+            )
+        return data
 
     async def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
@@ -639,7 +772,7 @@ class AsyncRuntime:
         self._check_open()
         with self._engine.store.transaction():
             self._engine.facts.remove_app(scope)
-        self._engine.load_registry()
+        await self._engine.refresh_registry()
 
     async def sessions(self, scope: str | None = None) -> list[dict[str, Any]]:
         """Every App session (of one scope), oldest first, as a Host lists them:
@@ -700,6 +833,30 @@ class AsyncRuntime:
                 await worker.kill()
         await self.settle()
         return sum(1 for c in decision.changes if isinstance(c, MoveSession))
+
+    async def app_file(self, scope: str, version: str, path: str) -> bytes | None:
+        """One file of an installed version, as its manifest lists it (`path` exactly as
+        listed, such as `surface/index.html`), read from the version's install folder
+        (on PostgreSQL the folder of the bundle this node verified) with its size and
+        sha256 checked; None when the manifest lists no such file.
+
+        Raises:
+            LineupError: `install_tampered` when the file changed since install (or is
+                missing or a link) or the version's record is not what its signer signed;
+                the key's codes (`key_revoked`, ...).
+        """
+        _usable_id("scope", scope)
+        self._check_open()
+        try:
+            app, _ = await self._installed(scope, version)
+        except KeyError:
+            return None
+        entry = next((e for e in app.model.files if e.path == path), None)
+        if entry is None:
+            return None
+        return await asyncio.to_thread(
+            read_listed, app.label, app.root, entry.path, entry.size, entry.sha256
+        )
 
     async def inventory(self) -> list[dict[str, Any]]:
         """The Agent Inventory: every installed tool without delivery internals."""

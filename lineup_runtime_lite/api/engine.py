@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from lineup_build.model import Manifest
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent, NewSession
@@ -76,6 +77,8 @@ class Engine:
         handlers: dict[str, CatalogHandler] | None = None,
         validation_budget_s: float = DEFAULT_BUDGET_S,
         workers_memory_mb: int | None = None,
+        model_of: Callable[[str, str], Manifest] | None = None,
+        verify_ahead: Callable[[list[tuple[str, str]]], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.facts: Facts = store.facts
@@ -85,7 +88,12 @@ class Engine:
         self.activation_timeout_ms = int(activation_timeout_s * 1000)
         self.handlers = dict(HANDLERS if handlers is None else handlers)
         self.registry: dict[str, RegistryEntry] = {}
-        self._versions: dict[tuple[str, str], dict[str, RegistryEntry]] = {}
+        #: Installed current versions listing no tools: their record is not what the
+        #: signer signed (SPEC 16.1), by `(scope, version)`.
+        self.untrusted: dict[tuple[str, str], LineupError] = {}
+        self.model_of = model_of or self._row_model
+        self._verify_ahead = verify_ahead
+        self._versions: dict[tuple[str, str], tuple[Manifest, dict[str, RegistryEntry]]] = {}
         self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.subs = SubscriptionHub()
@@ -108,7 +116,8 @@ class Engine:
         self.node = getattr(store, "node", None)
         self._owned: set[str] | None = None if self.node is None else self.node.owned()
         self._reconciling = False
-        self.load_registry()
+        if verify_ahead is None:
+            self.load_registry()  # else `refresh_registry`, off the loop, before use
 
     # -- plumbing ------------------------------------------------------------------------
     def now(self) -> int:
@@ -132,10 +141,7 @@ class Engine:
         installed apps changed; none at all is the polling tick, which re-drives
         everything (a wake-up lost with a listener's connection)."""
         if not payloads or "r:" in payloads:  # an install on another node (or the poll)
-            try:
-                self.load_registry()
-            except LineupError as exc:
-                log.warning("reloading the installed apps: %s", exc.message)
+            self.spawn(self._reload())
         calls = [p[2:] for p in payloads if p.startswith("c:")]
         if calls:
             self.wake_waiters(calls)
@@ -230,29 +236,72 @@ class Engine:
         return await self.delivery.session_request(worker, msg)
 
     # -- the Registry --------------------------------------------------------------------
+    def _row_model(self, scope: str, version: str) -> Manifest:
+        """A store whose rows are the runtime user's own (SQLite): the row's manifest."""
+        manifest = self.facts.manifest(scope, version)
+        if manifest is None:
+            raise KeyError((scope, version))
+        return manifest
+
+    async def refresh_registry(self) -> None:
+        """Verify what the current versions' records need off this loop (a store that
+        keeps bundles, SPEC 16.1: once per manifest and trust store), then project them."""
+        if self._verify_ahead is not None:
+            await self._verify_ahead(self.facts.installed())
+        self.load_registry()
+
+    async def _reload(self) -> None:
+        try:
+            await self.refresh_registry()
+        except LineupError as exc:
+            log.warning("reloading the installed apps: %s", exc.message)
+
     def load_registry(self) -> None:
-        """Project installed manifests into the Registry."""
+        """Project installed manifests into the Registry: on a store that keeps bundles,
+        only manifests this node verified (a version whose record is not what its signer
+        signed lists no tools; it is in `untrusted`)."""
         registry: dict[str, RegistryEntry] = {}
+        untrusted: dict[tuple[str, str], LineupError] = {}
         for scope, version in self.facts.installed():
-            for tool in self.tools_of(scope, version).values():
+            try:
+                tools = self._tools((scope, version))
+            except LineupError as exc:
+                untrusted[(scope, version)] = exc
+                if self.untrusted.get((scope, version)) is None:
+                    log.warning("%s %s lists no tools: %s", scope, version, exc.message)
+                continue
+            except KeyError:  # uninstalled meanwhile
+                continue
+            for tool in tools.values():
                 registry[tool.method] = tool
                 for schema in (tool.input_schema, tool.result_schema):
                     v = validator_for(schema)
                     if not v.plain:  # compiled into every new validator process ahead
                         self.validators.prepare(v.key, v.schema)
+        self.untrusted = untrusted
         self.registry = registry  # one swap: callers' threads read it without a lock
 
-    def tools_of(self, scope: str, version: str) -> dict[str, RegistryEntry]:
-        key = (scope, version)
-        tools = self._versions.get(key)
-        if tools is None:
-            manifest = self.facts.manifest(scope, version)
-            if manifest is None:
-                raise KeyError(key)
-            tools = self._versions[key] = {
-                tool.method: tool for tool in load_tools(scope, version, manifest)
-            }
+    def _tools(self, key: tuple[str, str]) -> dict[str, RegistryEntry]:
+        """The tools of a version from its (verified) manifest, projected once per model."""
+        model = self.model_of(*key)
+        known = self._versions.get(key)
+        if known is not None and known[0] is model:
+            return known[1]
+        tools = {tool.method: tool for tool in load_tools(key[0], key[1], model)}
+        self._versions[key] = (model, tools)
         return tools
+
+    def tools_of(self, scope: str, version: str) -> dict[str, RegistryEntry]:
+        """A version's tools (a session's pinned one), as this node verified them; a
+        version whose record is not what its signer signed has none."""
+        key = (scope, version)
+        known = self._versions.get(key)
+        if known is not None:
+            return known[1]
+        try:
+            return self._tools(key)
+        except LineupError:
+            return {}
 
     def methods_for(self, scope: str, handler_key: str) -> list[str]:
         return [
@@ -395,6 +444,14 @@ class Engine:
         )
 
         def claiming(tx: Facts) -> Decision:
+            # A store may run a batch's steps again before its COMMIT (PostgreSQL: carefully
+            # after a lost race, from the start after a serialization failure). Only the
+            # last run's decision is committed: what an earlier run reserved goes first (it
+            # would keep the session busy for good), and a call that run decides to queue
+            # (the session busy now: a kick marked by an earlier run, say) is not sent.
+            for session in fast:
+                self.delivery.release(session.app_session_id)
+            fast.clear()
             asked.clear()
             decision = accept(tx)
             if decision.deliver is not None:  # sent right after its COMMIT: reserved now

@@ -299,8 +299,14 @@ class Runtime:
         return self._run(self._art.install(bundle, dev_build=dev_build))
 
     def apps(self) -> list[dict[str, Any]]:
-        """Installed apps: scope, current version, key id, manifest hash, permissions."""
+        """Installed apps: scope, current version, key id, manifest hash, permissions,
+        `trusted` (see `AsyncRuntime.apps`)."""
         return self._run(self._art.apps())
+
+    def surface_document(self, scope: str, version: str) -> bytes | None:
+        """The signed Surface document of an installed version, None without a Surface
+        (see `AsyncRuntime.surface_document`)."""
+        return self._run(self._art.surface_document(scope, version))
 
     def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
@@ -315,6 +321,11 @@ class Runtime:
         """Move the sessions of older dev builds of `scope` to its current dev build (see
         `AsyncRuntime.move_dev_sessions`); returns how many moved."""
         return self._run(self._art.move_dev_sessions(scope))
+
+    def app_file(self, scope: str, version: str, path: str) -> bytes | None:
+        """One file of an installed version as its manifest lists it, its hash checked
+        (see `AsyncRuntime.app_file`)."""
+        return self._run(self._art.app_file(scope, version, path))
 
     def inventory(self) -> list[dict[str, Any]]:
         """The Agent Inventory: every installed tool without delivery internals."""

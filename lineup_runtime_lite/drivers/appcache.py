@@ -30,6 +30,7 @@ __all__ = [
     "check_tree",
     "make_folder",
     "prepare_apps_dir",
+    "read_listed",
 ]
 
 #: What the runtime creates: folders only its user can enter, files anyone may read.
@@ -252,3 +253,37 @@ def check_tree(
                 seen += len(chunk)
         if seen != size or digest.hexdigest() != sha256:
             raise LineupError("install_tampered", f"{what}: {rel} changed since install")
+
+
+def read_listed(what: str, root: Path, rel: str, size: int, sha256: str) -> bytes:
+    """The bytes of `root/rel`, a file the manifest lists with `size` and `sha256`: a
+    regular file of the runtime's user, reached without a link, whose bytes hash as
+    listed (the bytes returned are the ones checked).
+
+    Raises:
+        LineupError: `install_tampered` (missing, a link, another's, or changed).
+    """
+    path = root / rel
+    if os.path.realpath(path) != os.path.join(os.path.realpath(root), *rel.split("/")):
+        raise _refused(what, path, "is reached through a link")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        raise LineupError(
+            "install_tampered",
+            f"{what}: {rel} is missing or unreadable",
+            hint="reinstall the app from its bundle",
+        ) from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise _refused(what, path, "is not a file of the runtime's user")
+        data = fh.read(size + 1)
+    if len(data) != size or hashlib.sha256(data).hexdigest() != sha256:
+        raise LineupError(
+            "install_tampered",
+            f"{what}: {rel} changed since install",
+            hint="something rewrote the installed copy; reinstall the app from its bundle "
+            "(lineup dev does at the next build)",
+        )
+    return data

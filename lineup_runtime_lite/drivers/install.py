@@ -7,7 +7,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -314,13 +314,15 @@ def verify_recorded(
     row: Mapping[str, Any],
     scope: str,
     version: str,
+    on_verified: Callable[[RecordedBundle], None] | None = None,
 ) -> RecordedBundle:
     """Verify the bundle bytes the database records for `row` (`data`, from
     `Database.load_bundle`) exactly as `install` does (with this node's trust store), check
     that the row agrees with them (`recorded_app`), and only then unpack them into
     `<apps_dir>/<manifest sha256>` when that folder does not exist (unpack-then-rename).
     Blocking: the runtime runs it off its event loop, once per process per manifest and
-    trust store.
+    trust store. `on_verified` hears the verified bundle before the row is compared (a
+    row that disagrees does not make the next look verify the same bytes again).
 
     Raises:
         LineupError: the verification's code (`untrusted_key`, `key_revoked`,
@@ -343,6 +345,8 @@ def verify_recorded(
         if signed != digest:
             raise UntrustedRecord(f"the bundle recorded for manifest {digest} is another build")
         bundle = RecordedBundle(verified.manifest_bytes, signed, verified.key_id, verified.model)
+        if on_verified is not None:
+            on_verified(bundle)
         root = recorded_app(apps_dir, bundle, row, scope, version).root
         if not os.path.lexists(root):
             verified.extract_to(tmp / "files")

@@ -33,6 +33,8 @@ from lineup_runtime_lite.serve._mapping import (
     progress_text,
     result_tool_entry,
 )
+from lineup_runtime_lite.serve._resources import Resources
+from lineup_runtime_lite.serve._resume import SCOPE_CALL_ID, SCOPE_STREAMS, CallStreams, OpenCall
 from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
 
@@ -72,13 +74,21 @@ class _Progress:
     first notification names the call_id in its `_meta` and its text (sent raw: Python
     clients drop notification `_meta`), so a client that timed out can find its call."""
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any], call_id: str) -> None:
+    def __init__(
+        self, ctx: ServerRequestContext[Any, Any], call_id: str, stream: OpenCall | None = None
+    ) -> None:
         self._ctx = ctx
         self.call_id = call_id
         self.token = _progress_token(ctx)
         self.value = 0.0
         self.last_sent = time.monotonic()
         self._first = True
+        #: the position (1-based) of the latest stored message of the call read so far
+        self.index = 0
+        #: the request's resumable stream (streamable HTTP), told what each event covers
+        self.stream = stream
+        if stream is not None:
+            stream.token = self.token
 
     async def send(
         self, message: str, value: float | None = None, total: float | None = None
@@ -87,6 +97,9 @@ class _Progress:
         self.last_sent = time.monotonic()
         if self.token is None:
             return
+        if self.stream is not None:
+            self.stream.sent.append(self.index)
+            self.stream.value = self.value
         if not self._first:
             await self._ctx.session.report_progress(self.value, total, message)
             return
@@ -137,6 +150,7 @@ class Bridge:
 
         self.rt = rt
         self.options = options or ServeOptions()
+        self.resources = Resources(self)
         self.scopes: frozenset[str] | None = frozenset(scopes) if scopes is not None else None
         inventory = [e for e in rt.inventory() if self.serves(e["method"])]
         self.tools: dict[str, McpTool] = catalog(inventory, self.options.tool_names)
@@ -161,6 +175,9 @@ class Bridge:
             ),
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
         )
         self._wire_listing: dict[str, dict[str, Any]] = {}
         self.add_middleware(self._cached_listing)
@@ -208,6 +225,22 @@ class Bridge:
     ) -> Any:
         # the wire dicts are built once; the SDK validates and dumps them per request
         return self._listing
+
+    # -- resources (SPEC 18.1) -------------------------------------------------------------
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+    ) -> Any:
+        return await self.resources.list(ctx.protocol_version)
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
+    ) -> Any:
+        return self.resources.templates()
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: mt.ReadResourceRequestParams
+    ) -> Any:
+        return await self.resources.read(str(params.uri), ctx.protocol_version)
 
     # -- tools/call ----------------------------------------------------------------------
     def tool(self, name: str) -> McpTool:
@@ -315,19 +348,35 @@ class Bridge:
         if params.name == RESULT_TOOL:
             return {"resultType": "complete", **await self._result_tool(params)}
         tool = self.tool(params.name)
-        call_id, conversation = self.ids(params.meta)
+        streams, minted = _http_streams(ctx)
+        meta: Any = params.meta
+        if minted is not None and not (isinstance(meta, dict) and CALL_ID_META in meta):
+            meta = {**(meta or {}), CALL_ID_META: minted}  # minted where the stream began
+        call_id, conversation = self.ids(meta)
+        stream = streams.call(str(ctx.request_id)) if streams is not None else None
+        if stream is not None and stream.call_id != call_id:
+            stream = None
         args = params.arguments if params.arguments is not None else {}
         msg = await self.send(call_id, conversation, tool.method, args)
+        progress = _Progress(ctx, str(call_id), stream)
+        answer: dict[str, Any]
         if msg["kind"] not in FINAL_KINDS:
-            progress = _Progress(ctx, str(call_id))
             # held with progress until the final when the client asked for progress; else
             # at most max_wait_s, so no client's own timeout ends the call unanswered
             limit = None if progress.token is not None else self.options.max_wait_s
             final, latest = await self.wait_final_within(str(call_id), limit, progress, msg)
             if final is None:
-                return {"resultType": "complete", **pending_result(tool, latest, str(call_id))}
-            msg = final
-        return {"resultType": "complete", **call_result(tool, msg, str(call_id))}
+                answer = {"resultType": "complete", **pending_result(tool, latest, str(call_id))}
+            else:
+                answer = {"resultType": "complete", **call_result(tool, final, str(call_id))}
+        else:
+            answer = {"resultType": "complete", **call_result(tool, msg, str(call_id))}
+            if stream is not None:
+                record = await anyio.to_thread.run_sync(self.rt.call_record, str(call_id))
+                progress.index = len(record["messages"]) if record else 0
+        if stream is not None:  # the answer's event covers the messages read so far
+            stream.answer_index = progress.index
+        return answer
 
     async def _result_tool(self, params: mt.CallToolRequestParams) -> dict[str, Any]:
         """`lineup-result`: the stored final of a call of the asking conversation, at once,
@@ -382,6 +431,8 @@ class Bridge:
             return await self.wait_final(call_id, progress, latest), None
         record = await anyio.to_thread.run_sync(self.rt.call_record, call_id)
         messages: list[dict[str, Any]] = record["messages"] if record else []
+        if progress is not None and messages:
+            progress.index = len(messages)
         if messages and messages[-1]["kind"] in FINAL_KINDS:  # it ended as time ran out
             return messages[-1], None
         return None, (messages[-1] if messages else latest[-1] if latest else None)
@@ -401,7 +452,9 @@ class Bridge:
         while True:
             record = await anyio.to_thread.run_sync(self.rt.call_record, call_id)
             messages: list[dict[str, Any]] = record["messages"] if record else []
-            for m in messages:
+            for position, m in enumerate(messages, 1):
+                if progress is not None:
+                    progress.index = position
                 if m["kind"] in FINAL_KINDS:
                     return m
                 latest = m
@@ -432,6 +485,20 @@ class Bridge:
         if elapsed is not None and total is not None:
             return f"focusing: {elapsed:.0f} s of {total:.0f} s"
         return f"waiting: {progress_text(latest)}"
+
+
+def _http_streams(ctx: ServerRequestContext[Any, Any]) -> tuple[CallStreams | None, str | None]:
+    """The request's session `CallStreams` and the call_id minted for it where its stream
+    began (streamable HTTP only; `(None, None)` elsewhere)."""
+    scope = getattr(ctx.request, "scope", None)
+    if not isinstance(scope, dict):
+        return None, None
+    streams = scope.get(SCOPE_STREAMS)
+    minted = scope.get(SCOPE_CALL_ID)
+    return (
+        streams if isinstance(streams, CallStreams) else None,
+        minted if isinstance(minted, str) else None,
+    )
 
 
 def _progress_token(ctx: ServerRequestContext[Any, Any]) -> str | int | None:

@@ -7,6 +7,7 @@ import hmac
 import ipaddress
 import json
 import re
+import secrets
 import socket
 import threading
 from collections.abc import Callable, Iterable
@@ -19,6 +20,14 @@ from lineup_runtime_lite.serve._limits import (
     raise_descriptor_limit,
     uvicorn_options,
 )
+from lineup_runtime_lite.serve._resume import (
+    SCOPE_CALL_ID,
+    SCOPE_STREAMS,
+    streams_of,
+    tools_call_of,
+    usable_call_id,
+)
+from lineup_runtime_lite.serve._resume import install as install_resume
 
 __all__ = [
     "LOOPBACK",
@@ -326,6 +335,8 @@ def http_app(bridge: Bridge, host: str, token: str, allowed_hosts: Iterable[str]
         ],
     )
     inner = bridge.server.streamable_http_app(host=host, transport_security=security)
+    manager = bridge.server._session_manager
+    install_resume(bridge, manager)
     expected = f"Bearer {token}".encode()
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -340,9 +351,55 @@ def http_app(bridge: Bridge, host: str, token: str, allowed_hosts: Iterable[str]
                     send, 401, UNAUTHORIZED_BODY, [(b"www-authenticate", UNAUTHORIZED_CHALLENGE)]
                 )
                 return
+            if scope.get("method") == "POST":
+                receive = await _note_call(scope, receive, manager)
         await inner(scope, receive, send)
 
     return app
+
+
+#: The longest POST body read ahead to find a `tools/call`'s call_id (larger ones pass on
+#: unread, to the SDK's own limit).
+PEEK_LIMIT = 1 << 20
+
+
+async def _note_call(scope: dict[str, Any], receive: Any, manager: Any) -> Any:
+    """Before a POST reaches the SDK: when it is one `tools/call` of a live session, tell
+    the session's `CallStreams` which call its stream follows (minting the call_id here
+    when the request names none, for the bridge to use), so the priming event's id names
+    it. Returns the `receive` that hands the SDK the same body."""
+    headers = dict(scope.get("headers") or [])
+    streams = streams_of(manager, headers.get(b"mcp-session-id", b"").decode("latin-1"))
+    if streams is None:
+        return receive
+    held: list[dict[str, Any]] = []
+    size, complete = 0, False
+    while size <= PEEK_LIMIT:
+        message = await receive()
+        held.append(message)
+        if message["type"] != "http.request":
+            break
+        size += len(message.get("body", b""))
+        if not message.get("more_body"):
+            complete = True
+            break
+    if complete and size <= PEEK_LIMIT:
+        found = tools_call_of(b"".join(m.get("body", b"") for m in held))
+        if found is not None:
+            request_id, call_id = found
+            if call_id is None:
+                call_id = f"mcp_{secrets.token_hex(12)}"
+                scope[SCOPE_CALL_ID] = call_id
+            if usable_call_id(call_id):  # never a newline into an SSE id
+                streams.expect(request_id, call_id)
+                scope[SCOPE_STREAMS] = streams
+
+    async def replay() -> dict[str, Any]:
+        if held:
+            return held.pop(0)
+        return await receive()  # type: ignore[no-any-return]
+
+    return replay
 
 
 def serve_http(

@@ -101,7 +101,7 @@ class DevHost:
         rt: The embedded runtime (its Host simulator on the `manual` policy: this Host sends
             the events).
         scope: The app being developed.
-        apps_dir: The runtime's apps folder (Surfaces are served from installed builds).
+        apps_dir: The runtime's apps folder.
         policy: `manual` (the author confirms foreground in the panel) or `auto` (a Surface's
             `ready()` is followed by a confirmation).
         rebuild: Builds the project again and returns the new bundle (the CLI's builder);
@@ -179,13 +179,18 @@ class DevHost:
                 return s
         return None
 
-    def surface_folder(self, binding: Binding) -> Path | None:
-        """The installed `surface/` of the build the instance's session runs."""
+    def surface_file(self, binding: Binding, rel: str) -> bytes | None:
+        """A file of the `surface/` of the build the instance's session runs, as that
+        build's manifest lists it, read from the version's verified install folder with
+        its hash checked (`Runtime.app_file`); None for a file the manifest does not list.
+
+        Raises:
+            LineupError: `install_tampered` when the installed copy changed since install.
+        """
         session = self._session_of(binding)
         if session is None:
             return None
-        folder = self.apps_dir / binding.scope / session["version"] / "surface"
-        return folder if folder.is_dir() else None
+        return self.rt.app_file(binding.scope, session["version"], f"surface/{rel}")
 
     # -- what the Host page shows --------------------------------------------------------
     def state(self, since: int = 0) -> dict[str, Any]:

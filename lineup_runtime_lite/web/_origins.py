@@ -23,7 +23,6 @@ import hmac
 import json
 import mimetypes
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
@@ -283,15 +282,6 @@ def _surface_csp(ports: Ports) -> str:
     )
 
 
-def _inside(folder: Path, rel: str) -> Path | None:
-    """`folder/rel` when it stays inside `folder` (no `..`, no symlink out)."""
-    target = (folder / rel).resolve()
-    root = folder.resolve()
-    if target != root and root not in target.parents:
-        return None
-    return target if target.is_file() else None
-
-
 def surface_app(dev: DevHost, ports: Ports) -> Any:
     """The Surface origin's ASGI app."""
     from starlette.applications import Starlette
@@ -317,17 +307,21 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
             return PlainTextResponse("401: unknown Surface token", status_code=401)
         rel = request.path_params["path"] or "index.html"
         headers = {"content-security-policy": _surface_csp(ports), "cache-control": "no-store"}
-        folder = await anyio.to_thread.run_sync(dev.surface_folder, binding)
-        target = _inside(folder, rel) if folder is not None else None
-        if target is None:
+        try:  # only a file the build's manifest lists, its hash checked (SPEC 16.1)
+            data = await anyio.to_thread.run_sync(dev.surface_file, binding, rel)
+        except LineupError as exc:
+            refused = _error(409, exc.code, exc.message, exc.hint)
+            refused.headers.update(headers)
+            return refused
+        if data is None:
             if rel == "index.html":
                 return Response(NO_SURFACE, media_type="text/html", headers=headers)
             return PlainTextResponse("not found", status_code=404)
-        kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-        if target.suffix in (".js", ".mjs"):
+        kind = mimetypes.guess_type(rel)[0] or "application/octet-stream"
+        if rel.endswith((".js", ".mjs")):
             kind = "text/javascript"
         # a sandboxed frame's module scripts are CORS fetches from an opaque origin
-        return Response(target.read_bytes(), media_type=kind, headers={**headers, **_CORS})
+        return Response(data, media_type=kind, headers={**headers, **_CORS})
 
     async def bridge(ws: WebSocket) -> None:
         # a sandboxed frame's Origin is `null`; a page of this origin sends its own; any

@@ -118,6 +118,19 @@ def _serve_http(
     return proc, url
 
 
+def _said_until_ready(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """What `lineup serve --http` said on start, and its URL."""
+    url, said = "", []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        said.append(line)
+        if " tools at " in line:
+            url = line.rsplit(" ", 1)[-1].strip()
+        if f"token {TOKEN}" in line:
+            break
+    return "".join(said), url
+
+
 def _stop(proc: subprocess.Popen[str]) -> None:
     proc.terminate()
     try:
@@ -228,3 +241,59 @@ def test_two_serve_nodes_on_one_database_and_the_failover_path(tmp_path: Path, p
         if a.poll() is None:
             a.kill()
         _stop(a)
+
+
+def test_serve_lists_no_tool_of_a_tampered_row_on_an_empty_and_a_filled_cache(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """SPEC 16.1: a database writer changes a tool's description and input schema in the
+    `app_versions` row; `lineup serve` on that database (its apps cache filled by an
+    earlier run, or empty on another machine) lists none of the app's tools through the
+    real MCP client and says why on start."""
+    from tests.runtime.serve_kit import http_session
+
+    first = tmp_path / "machine-a"
+    init_project(first / "todo", template="todo", scope="todo")
+    env_a = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache-a")}
+
+    async def listed(url: str) -> list[Any]:
+        async with http_session(url, TOKEN) as s:
+            return list((await s.list_tools()).tools)
+
+    proc, url = _serve_http(first, pg_url, env_a)
+    try:
+        signed = anyio.run(listed, url)
+    finally:
+        _stop(proc)
+    assert "todo-add" in {t.name for t in signed}
+    planted = "the database writer's words for the Agent"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (manifest,) = conn.execute("SELECT manifest FROM app_versions").fetchone() or ("",)
+        doc = json.loads(bytes(manifest))
+        for tool in doc["tools"]:
+            tool["description"] = planted
+            tool["input_schema"] = {"type": "object", "description": planted}
+        conn.execute("UPDATE app_versions SET manifest = %s", (json.dumps(doc).encode(),))
+    second = tmp_path / "machine-b"
+    shutil.copytree(first, second)
+    env_b = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache-b")}
+    for cwd, env in ((first, env_a), (second, env_b)):
+        proc = subprocess.Popen(
+            [*LINEUP, "serve", "todo", "--db", pg_url, "--http", "127.0.0.1:0"],
+            cwd=cwd,
+            env={**env, "LINEUP_SERVE_TOKEN": TOKEN},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            said, url = _said_until_ready(proc)
+            assert url.startswith("http://127.0.0.1:"), said
+            tools = anyio.run(listed, url)
+        finally:
+            _stop(proc)
+        assert [t.name for t in tools] == ["lineup-result"], tools  # the runtime's own
+        assert planted not in repr(tools)
+        assert "todo 1.0.0 untrusted, no tools served" in said and "install_tampered" in said
+    assert not any((tmp_path / "cache-b").rglob("*.py"))  # nothing unpacked from that row

@@ -126,12 +126,15 @@ ENTRIES: dict[str, Entry] = {
     "sessions": (_nothing, lambda c: c.rt.sessions()),
     "call": (_nothing, _new_call),
     "call_replay": (_nothing, lambda c: c.rt.call("up", "conv", "probe.echo", {"text": "up"})),
-    # echo, not append: see the report of issue 33 (a batch failing at BEGIN under
-    # call_many can deliver a call twice on PostgreSQL; work filed separately)
+    # append: an item applied twice is a call delivered twice (the invariant check at the
+    # end; tests/faults/test_double_delivery.py)
     "call_many": (
         _nothing,
         lambda c: c.rt.call_many(
-            [(f"m{n}", "conv", "probe.echo", {"text": f"i{n}"}) for n in (next(c.ids), next(c.ids))]
+            [
+                (f"m{n}", "conv", "probe.append", {"item": f"i{n}"})
+                for n in (next(c.ids), next(c.ids))
+            ]
         ),
     ),
     "call_record": (_nothing, lambda c: c.rt.call_record("up")),

@@ -415,15 +415,16 @@ def _directives(csp: str) -> dict[str, list[str]]:
 
 # -- the Surface origin's path check (round-3 gap) -------------------------------------------
 def test_a_surface_path_never_leaves_surface(dev: DevServer) -> None:
-    # catches: `_inside`'s `root not in target.parents` check dropped in web/_origins.py
+    # catches: `surface_file` serving a path the build's manifest does not list
+    # (web/_devhost.py, `AsyncRuntime.app_file`)
     binding = dev.host.surface_token(_instance(dev))
-    folder = dev.host.surface_folder(binding)
-    if folder is None:  # the demo app has no surface/: give its installed build one
-        session = dev.host._session_of(binding)
-        folder = dev.host.apps_dir / binding.scope / session["version"] / "surface"
-        folder.mkdir()
-        (folder / "index.html").write_text("<p>surface</p>")
-    (folder.parent / "secret.txt").write_text("SECRET")
+    session = dev.host._session_of(binding)
+    assert session is not None
+    root = dev.host.apps_dir / binding.scope / session["version"]
+    assert not (root / "surface").exists()  # the demo app has no surface/: one is planted
+    (root / "surface").mkdir()
+    (root / "surface" / "index.html").write_text("<p>planted surface</p>")
+    (root / "secret.txt").write_text("SECRET")
     for path in (
         f"/s/{binding.token}/%2e%2e/secret.txt",
         f"/s/{binding.token}/%2E%2E/secret.txt",
@@ -433,7 +434,7 @@ def test_a_surface_path_never_leaves_surface(dev: DevServer) -> None:
         status, _, body = _http(dev.urls.surface_origin, "GET", path)
         assert status == 404 and "SECRET" not in body, (path, status)
     status, _, body = _http(dev.urls.surface_origin, "GET", f"/s/{binding.token}/index.html")
-    assert status == 200 and "surface" in body
+    assert status == 200 and "planted" not in body  # the page for an app without a Surface
 
 
 # -- tokens ---------------------------------------------------------------------------------

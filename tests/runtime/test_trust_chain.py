@@ -42,8 +42,11 @@ def _final(rt: Runtime, call_id: str) -> dict[str, Any]:
     return found[0]
 
 
-def _add(rt: Runtime, call_id: str) -> dict[str, Any]:
-    rt.call(call_id, f"conv-{call_id}", "todo.add", {"title": "milk"})
+def _add(rt: Runtime, call_id: str, method: str = "todo.add") -> dict[str, Any]:
+    params = {"title": "milk"} if method == "todo.add" else {"text": "x"}
+    first = rt.call(call_id, f"conv-{call_id}", method, params)
+    if first["kind"] != "receipt":  # answered at once (an unknown method)
+        return first
     rt.settle()
     return _final(rt, call_id)
 
@@ -52,6 +55,30 @@ def _refused(final: dict[str, Any]) -> None:
     assert final["kind"] == "error", final
     assert final["error"]["code"] == "activation_failed", final
     assert final["error"]["details"]["reason"] == "app_untrusted", final
+
+
+def _unlisted(rt: Runtime, final: dict[str, Any], scope: str = "todo") -> None:
+    """A version whose record is not what its signer signed lists no tools: the Agent
+    never reads its descriptions or schemas, a call to it is an unknown method, and
+    `apps()` says why (SPEC 16.1)."""
+    inventory = rt.inventory()
+    assert "whatever the database writer wants" not in json.dumps(inventory)
+    assert not [t for t in inventory if t["method"].startswith(f"{scope}.")]
+    assert final["kind"] == "error", final
+    assert final["error"]["code"] == "unknown_method", final
+    (app,) = [a for a in rt.apps() if a["scope"] == scope]
+    assert app["trusted"] is False and app["permissions"] == [], app
+    assert app["problem"]["code"] == "install_tampered", app
+
+
+def _frozen(rt: Runtime) -> None:
+    """The Registry as loaded (verified) now: a row changed next is met at the worker's
+    start, as when it changes between a reload and the call."""
+
+    async def kept() -> None:
+        return None
+
+    rt._art._engine.refresh_registry = kept  # type: ignore[method-assign]
 
 
 def _row(url: str, scope: str) -> dict[str, Any]:
@@ -107,18 +134,53 @@ def test_a_tampered_app_versions_row_is_refused(
     column: str,
     cache: str,
 ) -> None:
+    """The row changed while a node runs (its Registry loaded, verified, before): the
+    worker's start verifies again and refuses."""
     trust = _trust(rt_key)
     installed = tmp_path / "apps-a"
     with Runtime.open(pg_url, trust=trust, apps_dir=installed) as rt:
         rt.install(todo_bundle)
         assert _add(rt, "before")["kind"] == "result"  # unpacked and run once
     row = _row(pg_url, "todo")
-    _set(pg_url, "todo", **TAMPER[column](row, tmp_path, installed))
     apps = installed if cache == "filled" else tmp_path / "apps-b"
     with Runtime.open(pg_url, trust=trust, apps_dir=apps) as rt:
+        _frozen(rt)
+        if cache == "empty":  # the Registry's verification unpacked it: emptied again
+            shutil.rmtree(apps / row["manifest_sha256"])
+        _set(pg_url, "todo", **TAMPER[column](row, tmp_path, installed))
         _refused(_add(rt, "after"))
     if cache == "empty":
         assert not any(apps.rglob("*.py")), "nothing unpacked from a refused row"
+
+
+@pytest.mark.parametrize("cache", ["empty", "filled"])
+@pytest.mark.parametrize("column", sorted(TAMPER))
+def test_a_tampered_row_lists_no_tools(
+    pg_url: str,
+    tmp_path: Path,
+    rt_key: SigningKey,
+    todo_bundle: Path,
+    column: str,
+    cache: str,
+) -> None:
+    """A node that opens on a tampered row: the Inventory never carries what the row
+    says (a description the signer never signed), the app is reported untrusted."""
+    trust = _trust(rt_key)
+    installed = tmp_path / "apps-a"
+    with Runtime.open(pg_url, trust=trust, apps_dir=installed) as rt:
+        rt.install(todo_bundle)
+        assert _add(rt, "before")["kind"] == "result"
+        signed = rt.inventory()
+    row = _row(pg_url, "todo")
+    _set(pg_url, "todo", **TAMPER[column](row, tmp_path, installed))
+    apps = installed if cache == "filled" else tmp_path / "apps-b"
+    with Runtime.open(pg_url, trust=trust, apps_dir=apps) as rt:
+        _unlisted(rt, _add(rt, "after"))
+        if cache == "empty":
+            assert not any(apps.rglob("*.py")), "nothing unpacked from a refused row"
+        _set(pg_url, "todo", **row)  # the row as signed again: listed at the next reload
+        assert rt.apps()[0]["trusted"] is True
+        assert rt.inventory() == signed
 
 
 def test_a_row_pointing_at_another_signed_bundle_of_another_scope_is_refused(
@@ -137,9 +199,8 @@ def test_a_row_pointing_at_another_signed_bundle_of_another_scope_is_refused(
         conn.execute("DELETE FROM apps WHERE scope = 'probe'")  # its methods now todo's only
     for cache in (apps, tmp_path / "apps-empty"):
         with Runtime.open(pg_url, trust=trust, apps_dir=cache) as rt:
-            rt.call("e", "conv", "probe.echo", {"text": "x"})
-            rt.settle()
-            _refused(_final(rt, "e"))
+            _unlisted(rt, _add(rt, "e", "probe.echo"))
+            assert rt.inventory() == []  # probe's tools under todo's name: none
 
 
 def test_a_row_whose_version_is_not_the_signed_one_is_refused(
@@ -154,7 +215,7 @@ def test_a_row_whose_version_is_not_the_signed_one_is_refused(
         conn.execute("UPDATE app_versions SET version = '9.9.9'")
         conn.execute("UPDATE apps SET version = '9.9.9'")
     with Runtime.open(pg_url, trust=trust, apps_dir=tmp_path / "a") as rt:
-        _refused(_add(rt, "v"))
+        _unlisted(rt, _add(rt, "v"))
 
 
 def test_dev_builds_run_on_postgres(pg_url: str, tmp_path: Path, rt_key: SigningKey) -> None:
@@ -184,9 +245,7 @@ def test_dev_builds_run_on_postgres(pg_url: str, tmp_path: Path, rt_key: Signing
         )
         conn.execute("UPDATE apps SET version = '1.0.0+dev.000000000000'")
     with Runtime.open(pg_url, trust=trust, apps_dir=tmp_path / "apps") as rt:
-        rt.call("g", "conv3", "probe.echo", {"text": "z"})
-        rt.settle()
-        _refused(_final(rt, "g"))
+        _unlisted(rt, _add(rt, "g", "probe.echo"), "probe")
 
 
 def test_the_verification_runs_once_per_process_off_the_loop_and_again_for_a_new_trust(
@@ -214,6 +273,7 @@ def test_the_verification_runs_once_per_process_off_the_loop_and_again_for_a_new
 
     monkeypatch.setattr(art, "verify_recorded", counted)
     with Runtime.open(pg_url, trust=trust, apps_dir=apps, isolation="session") as rt:
+        _frozen(rt)  # the Registry verified the version at open: the workers meet the rest
         assert _add(rt, "one")["kind"] == "result"
         assert _add(rt, "two")["kind"] == "result"  # another worker: the folder check only
         assert len(threads) == 1 and threads[0] != rt._art._thread_id, threads

@@ -349,6 +349,12 @@ class TsSdkDriver:
             return Answer(is_error=True, raised=f"{doc['error']}")
         return Answer.from_json(doc["result"])
 
+    def op(self, op: str, timeout_s: float, **fields: Any) -> dict[str, Any]:
+        """Another request of client.mjs (`resources`, `templates`, `read` with `uri`): its
+        result, or `{"error": ...}` as the SDK raised it."""
+        doc = self._request({"op": op, **fields}, op, timeout_s)
+        return {"error": doc["error"]} if "error" in doc else dict(doc["result"])
+
     def close(self) -> None:
         try:
             if self._proc.stdin is not None:

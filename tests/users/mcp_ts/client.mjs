@@ -26,6 +26,12 @@ async function handle(request) {
       const params = { name: request.name, arguments: request.arguments ?? {} };
       if (request._meta !== undefined) params._meta = request._meta;
       result = await client.callTool(params); // default options: 60 s timeout, no progress
+    } else if (op === "resources") {
+      result = await client.listResources();
+    } else if (op === "templates") {
+      result = await client.listResourceTemplates();
+    } else if (op === "read") {
+      result = await client.readResource({ uri: request.uri });
     } else {
       throw new Error(`unknown op ${op}`);
     }
