@@ -13,7 +13,7 @@ several fresh processes:
 
 Run it with the interpreter that has the toolchain (and the `bench` extra) installed:
 
-    python benchmarks/bench_build.py [--sizes 100,1000,5000] [--runs 5] [--json]
+    python benchmarks/bench_build.py [--sizes 100,1000,5000] [--runs 5] [--json] [--smoke]
 
 It is not part of the test suite.
 """
@@ -147,6 +147,8 @@ def generate(root: Path, n: int) -> Path:
         'version = "1.0.0"\n'
         'entry = "bench_app.tools"\n'
         'include = ["bench_app/**/*.py", "bench_models.py"]\n'
+        # a manifest takes about 1.25 KiB a tool: 5,000 tools are over the 4 MiB default
+        f"\n[limits]\nmax_manifest_bytes = {max(4 << 20, n * 2048)}\n"
     )
     (pkg / "__init__.py").write_text('"""Generated benchmark MiniApp."""\n')
     (pkg / "registry.py").write_text(
@@ -219,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="fresh processes per figure")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
     ap.add_argument("--keep", action="store_true", help="keep the generated apps")
+    ap.add_argument("--smoke", action="store_true", help="a tiny size, one run (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.runs = "10", 1
     sizes = [int(s) for s in args.sizes.split(",") if s]
     results: dict[str, Any] = {"python": sys.version.split()[0], "runs": args.runs}
     env = {k: v for k, v in os.environ.items() if not k.startswith("LINEUP_")}
@@ -242,21 +247,20 @@ def main(argv: list[str] | None = None) -> int:
         key = key_dir / "lineup-signing.pem"
         runs = args.runs
         imports = _interleaved(
-            max(runs, 11),
+            runs if args.smoke else max(runs, 11),
             {
                 "import_pydantic_s": lambda: _time([PY, "-c", "import pydantic"], env=env),
                 "import_lineup_sdk_s": lambda: _time([PY, "-c", "import lineup_sdk"], env=env),
             },
         )
         results.update(imports)
-        results["version_s"] = median_of(
-            max(runs, 11), lambda: _time([LINEUP, "--version"], env=env)
-        )
-        results["help_s"] = median_of(max(runs, 11), lambda: _time([LINEUP, "--help"], env=env))
+        few = runs if args.smoke else max(runs, 11)
+        results["version_s"] = median_of(few, lambda: _time([LINEUP, "--version"], env=env))
+        results["help_s"] = median_of(few, lambda: _time([LINEUP, "--help"], env=env))
         for n in sizes:
             app = generate(tmp, n)
             out = tmp / f"dist{n}"
-            size_runs = runs if n <= 1000 else max(3, runs // 2)
+            size_runs = runs if n <= 1000 or args.smoke else max(3, runs // 2)
             fns: dict[str, Callable[[], float]] = {
                 "check_s": lambda app=app: _time([LINEUP, "check", str(app)], env=env),
                 "build_s": lambda app=app, out=out: _time(

@@ -23,7 +23,7 @@ bench key seed are printed.
 
 Run: python benchmarks/bench_concurrency.py [--rounds 5] [--threads 50] [--calls 30]
          [--seq-calls 1000] [--groups 1,16,50] [--baseline e258c37]
-         [--baseline-dir DIR] [--no-baseline] [--json]
+         [--baseline-dir DIR] [--no-baseline] [--json] [--smoke]
 """
 
 from __future__ import annotations
@@ -133,7 +133,12 @@ def main() -> None:
     )
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", action="store_true", help="also print every figure as JSON")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:  # every variant and report line runs; the baseline only when asked
+        args.rounds, args.threads, args.calls, args.warm_calls = 1, 2, 2, 1
+        args.seq_calls, args.groups = 5, "1,2"
+        args.no_baseline = args.no_baseline or args.baseline == BASELINE
     groups = [int(g) for g in args.groups.split(",")]
     here = sys.executable
     old = None if args.no_baseline else baseline_python(args.baseline, args.baseline_dir)

@@ -200,7 +200,12 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=5)
     parser.add_argument("--idle", type=float, default=3.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.changes = 2
+        args.edits = 1
+        args.idle = 0.2
     from lineup_runtime_lite.web.browser import missing_browser
 
     why = missing_browser()

@@ -227,7 +227,10 @@ def main() -> None:
     parser.add_argument("--bridges", type=int, default=1)
     parser.add_argument("--settle", type=float, default=15.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.gets, args.size, args.settle = 20, 4096, 0.5
     out = bench_flood(args.gets, args.size, args.bridges, args.settle)
     if args.json:
         print(json.dumps(out))

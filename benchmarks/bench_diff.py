@@ -76,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tools", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=7, help="fresh processes per figure")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.tools = 5
+        args.runs = 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("LINEUP_")}
     env["SOURCE_DATE_EPOCH"] = "1700000000"
     tmp = Path(tempfile.mkdtemp(prefix="lineup-bench-diff-"))

@@ -115,7 +115,10 @@ def measure(rt: Any, n: int, rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds = 1
     with tempfile.TemporaryDirectory() as tmp:
         rt = _open(Path(tmp))
         try:

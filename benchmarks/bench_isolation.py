@@ -104,7 +104,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds = 1
+        args.sessions = 2
     got: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
     with tempfile.TemporaryDirectory(prefix="bench-isolation-") as t:
         tmp = Path(t)

@@ -262,7 +262,12 @@ def main() -> None:
     parser.add_argument("--db", type=Path, help="database file (default: a temporary one)")
     parser.add_argument("--no-memory", action="store_true", help="skip the :memory: run")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.conversations = 2
+        args.calls = 5  # a Pomodoro and to-dos in each
+        args.no_memory = True
     from tests.faults import invariants
 
     with tempfile.TemporaryDirectory() as tmp_dir:

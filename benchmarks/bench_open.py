@@ -79,7 +79,11 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--keep", type=Path, default=None, help="build (or reuse) the file here")
+    ap.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.mb = 1
+        args.runs = 1
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "large.db"
         if not path.exists():

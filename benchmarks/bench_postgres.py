@@ -49,7 +49,13 @@ def workload_args(doc: str, extra: Callable[[argparse.ArgumentParser], None] | N
     ap.add_argument("--json", action="store_true")
     if extra is not None:
         extra(ap)
+    ap.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = ap.parse_args()
+    if args.smoke:
+        args.rounds = 1
+        args.threads = 2
+        args.calls = 2
+        args.warm_calls = 1
     if pg_bindir() is None:
         raise SystemExit("no PostgreSQL server binaries (pg_config --bindir, LINEUP_PG_BINDIR)")
     print(

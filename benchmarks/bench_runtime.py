@@ -220,7 +220,10 @@ def e2e(tmp: Path, n: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.calls = 5
     print("python", sys.version.split()[0], "sqlite", sqlite3.sqlite_version)
     d = dispatch_bench(20000)
     for k, v in d.items():

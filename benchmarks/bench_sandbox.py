@@ -142,7 +142,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--build-rounds", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds = 1
+        args.calls = 5
+        args.build_rounds = 1
 
     from benchmarks.bench_build import generate
     from lineup_build.signing import write_keypair

@@ -179,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=300, help="timed calls per ping figure")
     ap.add_argument("--lists", type=int, default=30, help="timed tools/list per figure")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.calls = 3
+        args.lists = 2
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_build import generate
 

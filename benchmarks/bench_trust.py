@@ -22,6 +22,7 @@ least 5); medians reported. The baseline's code runs from a `git worktree` of th
 given by `--base-tree` (made with `git worktree add DIR COMMIT` when missing).
 
 Run: python benchmarks/bench_trust.py [--rounds 5] [--later 5] [--base-tree /work/wt/base-89ded1c]
+         [--smoke]
 """
 
 from __future__ import annotations
@@ -161,7 +162,10 @@ def main() -> None:
     ap.add_argument("--base", default="89ded1c")
     ap.add_argument("--base-tree", type=Path, default=Path("/work/wt/base-89ded1c"))
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = ap.parse_args()
+    if args.smoke:  # one round, this checkout as its own baseline (no worktree is made)
+        args.rounds, args.later, args.base_tree = 1, 1, ROOT
     if pg_bindir() is None:
         raise SystemExit("no PostgreSQL server binaries (pg_config --bindir, LINEUP_PG_BINDIR)")
     if not args.base_tree.exists():

@@ -113,7 +113,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--budget", type=float, default=1.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.calls = 3
+        args.rounds = 1
     result = asyncio.run(run(args.calls, args.rounds, args.budget))
     if args.json:
         print(json.dumps(result, indent=2))

@@ -12,7 +12,7 @@ is killed (SIGKILL) in the middle of every round.
 Prints p50/p99/max of the other app's wait and the target (p99 ≤ 1.2 s with the default
 1 s budget on 2 cores). Run it with the toolchain's interpreter:
 
-    python benchmarks/bench_validation_fairness.py [--rounds 6] [--budget 1.0] [--kill]
+    python benchmarks/bench_validation_fairness.py [--rounds 6] [--budget 1.0] [--kill] [--smoke]
         [--root PATH] [--json]
 
 `--root` imports the toolchain from another checkout (e.g. an older commit's worktree) to
@@ -185,7 +185,10 @@ def main() -> None:
     parser.add_argument("--kill", action="store_true", help="kill a validator every round")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout to import")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds, args.budget = 1, 0.2
     sys.path.insert(0, str(args.root.resolve()))
     result = asyncio.run(run(args.rounds, args.budget, args.kill))
     result["root"] = str(args.root)

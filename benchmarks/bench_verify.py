@@ -206,7 +206,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.files = 5
+        args.mib = 1
+        args.rounds = 1
     if args.child:
         child(args.child[0], Path(args.child[1]))
         return

@@ -108,7 +108,12 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = parser.parse_args()
+    if args.smoke:
+        args.files = 5
+        args.mib = 1
+        args.rounds = 1
     with tempfile.TemporaryDirectory() as tmp:
         bundle, store = prepare(Path(tmp), args.files, args.mib)
         result = measure(bundle, store, args.rounds)

@@ -155,6 +155,15 @@ def timed_agents(threads: int, calls: int, runtime: Callable[[int, int], Any]) -
     return summary([x for lat in latencies for x in lat], elapsed)
 
 
+def store_of(rt: Any) -> Any:
+    """The runtime's store, for its counters, or None on a version that keeps it elsewhere
+    (this driver also runs older commits, whose private attributes differ: e258c37 has no
+    `AsyncRuntime` behind `Runtime`)."""
+    art = getattr(rt, "_art", None)
+    engine = getattr(art, "_engine", None)
+    return getattr(engine, "store", None)
+
+
 def mode_threads(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
     """`threads` threads, one conversation each, `calls` sequential calls each, timed from
     one barrier."""
@@ -166,11 +175,12 @@ def mode_threads(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
     try:
         how = install(rt, spec, tmp)
         ready_sessions(rt, threads, spec["warm_calls"])
-        store = rt._art._engine.store  # the round trips are counted at its connection
+        store = store_of(rt)  # the round trips are counted at its connection
         trips0 = getattr(store, "round_trips", None)
-        commits0 = store.commits
+        commits0 = getattr(store, "commits", None)
         out = {**timed_agents(threads, calls, lambda c, i: rt), "install": how}
-        out["commits_per_call"] = (store.commits - commits0) / (threads * calls)
+        if commits0 is not None:
+            out["commits_per_call"] = (store.commits - commits0) / (threads * calls)
         if trips0 is not None:
             out["round_trips_per_call"] = (store.round_trips - trips0) / (threads * calls)
         return out
@@ -209,7 +219,7 @@ def mode_nodes(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
             for w in range(spec["warm_calls"]):
                 msg = rts[(c + w) % count].call(f"warm{c}-{w}", f"conv{c}", "bench.ping", {"n": w})
                 assert msg.get("result") == w, msg
-        stores = [rt._art._engine.store for rt in rts]
+        stores = [store_of(rt) for rt in rts]
         trips0 = sum(st.round_trips for st in stores)
         out = timed_agents(
             threads,

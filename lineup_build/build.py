@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ class CheckResult:
     files: list[IncludedFile] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sandbox: dict[str, Any] | None = None  # what the extractor's sandbox enforced
+    #: The bundle limits the project builds within (`ProjectConfig.bundle_limits`).
+    limits: Limits = field(default_factory=Limits)
 
     def ok(self, *, strict: bool = False) -> bool:
         return not has_errors(self.diagnostics, strict=strict)
@@ -158,20 +161,27 @@ def _failure(message: str) -> dict[str, Any]:
 
 
 def check_project(
-    root: Path, *, out_dir: Path | None = None, sandbox: str = "best_effort"
+    root: Path,
+    *,
+    out_dir: Path | None = None,
+    sandbox: str = "best_effort",
+    limits: Mapping[str, int] | None = None,
 ) -> CheckResult:
     """Steps 1–3 of the build: load the config, import the entry (sandboxed as `sandbox`
-    says: `best_effort`, `required` or `off`), report every problem."""
+    says: `best_effort`, `required` or `off`), report every problem. The bundle limits
+    are the project's `[limits]`, raised by `limits` (the `--max-*` options)."""
     root = root.resolve()
     config, diags = load_config(root)
     result = CheckResult(root, config, diagnostics=diags)
     if config is None:
         return result
+    result.limits = config.bundle_limits(limits)
     files, file_diags = collect_files(
         root,
         config.include,
         exclude_dirs=(out_dir,) if out_dir else (),
         where=config.where("include"),
+        limits=result.limits,
     )
     result.files = files
     result.diagnostics.extend(file_diags)
@@ -272,16 +282,22 @@ def build_project(
     strict: bool = False,
     epoch: int | None = None,
     sandbox: str = "best_effort",
+    limits: Mapping[str, int] | None = None,
 ) -> BuildResult:
     """Check the project and, when it is clean, write the signed bundle.
 
     A key problem is reported beside every other diagnostic; on any error nothing is
-    written.
+    written. The bundle stays within the project's `[limits]` raised by `limits` (the
+    `--max-*` options): a bundle over them is refused here, as `verify` would refuse it.
+
+    Raises:
+        LineupError: `usage_invalid` for a limit in `limits` out of range.
     """
     root = root.resolve()
     out = (out_dir or root / "dist").resolve()
     check_out_dir(out)
-    check = check_project(root, out_dir=out, sandbox=sandbox)
+    Limits().raised(dict(limits or {}))  # a bad option fails before any work
+    check = check_project(root, out_dir=out, sandbox=sandbox, limits=limits)
     # the key is read only now, in this process, after the extractor has exited
     key = signing_key
     if key is None:
@@ -295,7 +311,7 @@ def build_project(
     manifest = model.to_json()
     manifest_bytes = serialize_manifest(manifest)
     try:  # the limits `verify` enforces: never write a bundle its own verify refuses
-        parse_manifest(manifest_bytes, Limits())
+        parse_manifest(manifest_bytes, check.limits)
     except LineupError as exc:
         check.diagnostics.append(Diagnostic(exc.code, exc.message, hint=exc.hint))
         return BuildResult(False, None, None, None, None, check)

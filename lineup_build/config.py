@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lineup_build.diagnostics import Diagnostic, Where
 from lineup_build.fsutil import TomlTooDeep, parse_toml, read_regular
+from lineup_build.reader import Limits
 from lineup_sdk.errors import LineupError
 from lineup_sdk.names import RESERVED_SCOPES
 
@@ -63,6 +65,18 @@ class ProjectConfig:
     lines: dict[str, int] = field(default_factory=dict, compare=False, hash=False)
     #: The file the config was read from: `lineup.toml` or `pyproject.toml`.
     source: str = field(default=CONFIG_NAME, compare=False, hash=False)
+    #: The bundle limits the `[limits]` table raises (`max_manifest_bytes`, `max_files`,
+    #: `max_total_bytes`), as sorted `(name, value)` pairs.
+    limits: tuple[tuple[str, int], ...] = ()
+
+    def bundle_limits(self, overrides: Mapping[str, int] | None = None) -> Limits:
+        """The limits this project builds within: the defaults, raised by `[limits]`, then
+        by `overrides` (the command line's `--max-*` options).
+
+        Raises:
+            LineupError: `usage_invalid` for an override out of range.
+        """
+        return Limits().raised(dict(self.limits)).raised(dict(overrides or {}))
 
     def where(self, key: str) -> Where:
         """The location of `app.<key>` in the config file (the file alone if unknown)."""
@@ -223,10 +237,27 @@ def _validate(
             )
         ]
     problems: list[Diagnostic] = []
-    for key in sorted(set(doc) - {"app"}):
+    for key in sorted(set(doc) - {"app", "limits"}):
         problems.append(
-            bad(f"unknown table or key {table}{key}", f"only [{table}app] is read", key=key)
+            bad(
+                f"unknown table or key {table}{key}",
+                f"only [{table}app] and [{table}limits] are read",
+                key=key,
+            )
         )
+    limits: tuple[tuple[str, int], ...] = ()
+    raw_limits = doc.get("limits", {})
+    try:
+        if not isinstance(raw_limits, dict):
+            raise LineupError(
+                "config_invalid",
+                f"{table}limits = {raw_limits!r} is not a table",
+                hint="a [limits] table, e.g. max_manifest_bytes = 8388608",
+            )
+        Limits().raised(raw_limits, code="config_invalid", source=f"{table}limits.")
+        limits = tuple(sorted(raw_limits.items()))
+    except LineupError as exc:
+        problems.append(bad(exc.message, exc.hint, key="limits"))
     for key in sorted(set(app) - _KNOWN):
         problems.append(
             bad(
@@ -323,6 +354,7 @@ def _validate(
             permissions=perms,
             lines=lines,
             source=source,
+            limits=limits,
         ),
         [],
     )

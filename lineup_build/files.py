@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lineup_build.diagnostics import Diagnostic, Where
 from lineup_build.fsutil import read_regular
-from lineup_build.reader import Limits, collision_key, entry_name_problem
+from lineup_build.reader import Limits, collision_key, entry_name_problem, raise_hint
 from lineup_sdk.errors import LineupError
 
 __all__ = ["Glob", "IncludedFile", "collect_files", "compile_glob", "path_problem"]
@@ -254,7 +254,9 @@ def collect_files(
                 continue
             folded[key] = rel
             if len(chosen) >= limits.max_files:
-                diags.append(_over(f"more than {limits.max_files} files match `include`", where))
+                diags.append(
+                    _over(f"more than {limits.max_files} files match `include`", where, "max_files")
+                )
                 return _sorted(chosen), diags
             try:  # a regular file still (not swapped for a FIFO), never over the limit
                 data = read_regular(
@@ -266,7 +268,7 @@ def collect_files(
             except LineupError as exc:
                 if isinstance(exc.details, dict) and exc.details.get("reason") == "too_large":
                     msg = f"the included files exceed {limits.max_total_bytes} bytes"
-                    diags.append(_over(msg, where))
+                    diags.append(_over(msg, where, "max_total_bytes"))
                     return _sorted(chosen), diags
                 diags.append(Diagnostic("include_unsafe", exc.message, where=Where(rel)))
                 continue
@@ -284,10 +286,10 @@ def _sorted(chosen: list[IncludedFile]) -> list[IncludedFile]:
     return sorted(chosen, key=lambda f: f.path)
 
 
-def _over(message: str, where: Where) -> Diagnostic:
+def _over(message: str, where: Where, key: str) -> Diagnostic:
     return Diagnostic(
         "limits_exceeded",
         message,
         where=where,
-        hint="narrow the `include` globs; a bundle this large would fail `lineup verify`",
+        hint=f"narrow the `include` globs; {raise_hint(key)}",
     )

@@ -17,7 +17,7 @@ from typing import Any
 from lineup_build.fsutil import no_duplicate_keys, reject_constant
 from lineup_build.manifest import manifest_schema
 from lineup_build.model import Manifest, Tool
-from lineup_build.reader import Limits
+from lineup_build.reader import Limits, raise_hint
 from lineup_build.schemas import canonical_json
 from lineup_build.tool_rules import (
     SCHEMA_FIELDS,
@@ -73,6 +73,7 @@ def parse_manifest(data: bytes, limits: Limits) -> Any:
         raise LineupError(
             "limits_exceeded",
             f"manifest.json is {len(data)} bytes, over the limit of {limits.max_manifest_bytes}",
+            hint=raise_hint("max_manifest_bytes"),
         )
     depth = json_depth(data, stop_above=limits.max_depth)
     if depth > limits.max_depth:

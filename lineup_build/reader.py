@@ -12,8 +12,8 @@ import re
 import stat
 import struct
 import unicodedata
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -23,6 +23,7 @@ from lineup_sdk.errors import LineupError
 
 __all__ = [
     "CHUNK",
+    "LIMIT_OPTIONS",
     "Archive",
     "ArchiveEntry",
     "Limits",
@@ -52,6 +53,34 @@ class Limits:
     max_total_bytes: int = 256 * 1024 * 1024
     max_path_bytes: int = 512
 
+    def raised(
+        self, values: Mapping[str, object], *, code: str = "usage_invalid", source: str = ""
+    ) -> Limits:
+        """These limits with `values` (`max_manifest_bytes`, `max_files`,
+        `max_total_bytes`: what a user may set) in their place.
+
+        Raises:
+            LineupError: `code` (`usage_invalid` for an option or argument,
+                `config_invalid` for `lineup.toml`) for an unknown name, or a value that
+                is not a whole number from 1 to the limit's ceiling; `source` prefixes the
+                name in the message (`limits.` for the config table).
+        """
+        for key, value in values.items():
+            if key not in LIMIT_OPTIONS:
+                raise LineupError(
+                    code,
+                    f"unknown limit {source}{key}",
+                    hint=f"the limits a user sets: {', '.join(sorted(LIMIT_OPTIONS))}",
+                )
+            ceiling = _CEILINGS[key]
+            if type(value) is not int or not 1 <= value <= ceiling:
+                raise LineupError(
+                    code,
+                    f"{source}{key} = {value!r} is not a whole number from 1 to {ceiling}",
+                    hint=f"e.g. {key} = {getattr(Limits(), key) * 2}",
+                )
+        return replace(self, **values)  # type: ignore[arg-type]
+
     @property
     def max_bundle_bytes(self) -> int:
         """The largest bundle file within these limits: content, manifest, signature,
@@ -59,6 +88,33 @@ class Limits:
         entries = self.max_files + 2
         per_entry = 30 + 46 + 2 * self.max_path_bytes + 64  # local + central records
         return self.max_total_bytes + 2 * self.max_manifest_bytes + entries * per_entry + 65_536
+
+
+#: The limits a user may set, and the option that sets each on `lineup build` and
+#: `lineup verify` (in `lineup.toml` they are keys of a `[limits]` table; in the Python API
+#: `Runtime.open(bundle_limits=Limits(...))` and `verify_bundle(limits=...)`).
+LIMIT_OPTIONS = {
+    "max_manifest_bytes": "--max-manifest-bytes",
+    "max_files": "--max-files",
+    "max_total_bytes": "--max-total-bytes",
+}
+#: How far each may be raised (the reader stays bounded whatever a user sets).
+_CEILINGS = {
+    "max_manifest_bytes": 1 << 30,  # 1 GiB
+    "max_files": 1_000_000,
+    "max_total_bytes": 1 << 36,  # 64 GiB
+}
+
+
+def raise_hint(key: str) -> str:
+    """The hint of a `limits_exceeded` over limit `key`: where a user raises it."""
+    option = LIMIT_OPTIONS[key]
+    return (
+        f"if it is meant to be this large, raise the limit: `{option} N` on lineup build "
+        f"and lineup verify, `{key} = N` under [limits] in lineup.toml (or "
+        f"[tool.lineup.limits]), `Runtime.open(..., bundle_limits=Limits({key}=N))` where "
+        "it is installed"
+    )
 
 
 @dataclass(frozen=True)
@@ -111,6 +167,11 @@ class Archive:
 
 def _err(code: str, message: str, **details: object) -> LineupError:
     return LineupError(code, message, details=details or None)
+
+
+def _over(key: str, message: str) -> LineupError:
+    """`limits_exceeded` over limit `key`, with the hint that names where to raise it."""
+    return LineupError("limits_exceeded", message, hint=raise_hint(key))
 
 
 def entry_name_problem(name: str) -> str | None:
@@ -187,9 +248,7 @@ def _parse(
     if disk or cd_disk or count_here != count:
         raise _err("bundle_not_canonical", "multi-disk archives are not bundles")
     if count > limits.max_files + 2:
-        raise _err(
-            "limits_exceeded", f"{count} entries exceed the limit of {limits.max_files} files"
-        )
+        raise _over("max_files", f"{count} entries exceed the limit of {limits.max_files} files")
     # Canonical records are 46 bytes plus the name; allow one maximal extra field beyond
     # that so a slightly odd archive is reported as non-canonical, not as over a limit.
     if cd_size > count * (_CENTRAL.size + limits.max_path_bytes) + _MAX_COMMENT:
@@ -219,12 +278,12 @@ def _parse(
     app_entries = sum(1 for e in entries if e.name.startswith("app/"))
     if app_entries > limits.max_files:
         problems.append(
-            _err("limits_exceeded", f"{app_entries} files exceed the limit of {limits.max_files}")
+            _over("max_files", f"{app_entries} files exceed the limit of {limits.max_files}")
         )
     if total > limits.max_total_bytes:
         problems.append(
-            _err(
-                "limits_exceeded",
+            _over(
+                "max_total_bytes",
                 f"{total} bytes of content exceed the limit of {limits.max_total_bytes}",
             )
         )
@@ -232,8 +291,8 @@ def _parse(
     manifest = next((e for e in entries if e.name == "manifest.json"), None)
     if manifest is not None and manifest.size > limits.max_manifest_bytes:
         problems.append(
-            _err(
-                "limits_exceeded",
+            _over(
+                "max_manifest_bytes",
                 f"manifest.json is {manifest.size} bytes, over the limit of "
                 f"{limits.max_manifest_bytes}",
             )

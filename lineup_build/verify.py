@@ -27,6 +27,7 @@ from lineup_build.reader import (
     Limits,
     entry_name_problem,
     iter_entry_chunks,
+    raise_hint,
     read_archive,
 )
 from lineup_build.signing import (
@@ -195,7 +196,11 @@ def _check_files(
     files = manifest.files
     if len(files) > limits.max_files:
         report.problems.append(
-            LineupError("limits_exceeded", f"the manifest lists {len(files)} files")
+            LineupError(
+                "limits_exceeded",
+                f"the manifest lists {len(files)} files, over the limit of {limits.max_files}",
+                hint=raise_hint("max_files"),
+            )
         )
         return []
     slices: list[FileSlice] = []

@@ -143,7 +143,9 @@ CODES: dict[str, tuple[str, str]] = {
     ),
     "limits_exceeded": (
         "The bundle or its manifest exceeds a size, count or depth limit.",
-        "Reduce the bundle's files or schema size, or raise the configured limit.",
+        "Reduce the bundle's files or schema size, or raise the limit: `--max-manifest-bytes`, "
+        "`--max-files`, `--max-total-bytes` on build and verify, `[limits]` in lineup.toml, "
+        "`Runtime.open(bundle_limits=Limits(...))`.",
     ),
     "signature_missing": (
         "The bundle has no `manifest.sig`.",

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from lineup_build.cli._common import TRUST_HELP, output, trust_store_path
+from lineup_sdk.errors import LineupError
 
-__all__ = ["GLOBAL_FLAGS", "VERIFY_OPTIONS", "Opt", "parse_verify", "run_verify"]
+__all__ = ["GLOBAL_FLAGS", "VERIFY_OPTIONS", "Opt", "limit_values", "parse_verify", "run_verify"]
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,22 @@ VERIFY_OPTIONS = {
         "How to contain the source's import for --source: best_effort, required or off.",
     ),
     "as_json": Opt(("--json",), "Print one JSON document instead.", flag=True),
+    "max_manifest_bytes": Opt(
+        ("--max-manifest-bytes",), "Accept a manifest.json up to N bytes (default 4 MiB)."
+    ),
+    "max_files": Opt(("--max-files",), "Accept up to N files (default 10,000)."),
+    "max_total_bytes": Opt(
+        ("--max-total-bytes",), "Accept up to N bytes of files in all (default 256 MiB)."
+    ),
 }
 VERIFY_DEFAULTS: dict[str, Any] = {
     "trust": None,
     "source": None,
     "sandbox": "best_effort",
     "as_json": False,
+    "max_manifest_bytes": None,
+    "max_files": None,
+    "max_total_bytes": None,
 }
 
 
@@ -109,17 +120,57 @@ def parse_verify(args: list[str]) -> tuple[dict[str, bool], dict[str, Any]] | No
     return glob, values
 
 
-def run_verify(
-    bundle: Path, trust: Path | None, source: Path | None, sandbox: str, as_json: bool
-) -> int:
-    """The body of `lineup verify`: check the bundle, render, return the exit status.
+def limit_values(**values: object) -> dict[str, int]:
+    """The `--max-*` options given (`None` when not), as whole numbers.
 
     Raises:
-        LineupError: `usage_invalid` without a trust store; `trust_store_invalid`.
+        LineupError: `usage_invalid` for a value that is not a whole number.
+    """
+    out: dict[str, int] = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, str):
+            if not value.isdigit():
+                option = "--" + name.replace("_", "-")
+                raise LineupError(
+                    "usage_invalid", f"{option} {value!r} is not a whole number of bytes or files"
+                )
+            value = int(value)
+        assert isinstance(value, int)
+        out[name] = value
+    return out
+
+
+def run_verify(
+    bundle: Path,
+    trust: Path | None,
+    source: Path | None,
+    sandbox: str,
+    as_json: bool,
+    max_manifest_bytes: int | str | None = None,
+    max_files: int | str | None = None,
+    max_total_bytes: int | str | None = None,
+) -> int:
+    """The body of `lineup verify`: check the bundle within the default limits raised by
+    the `--max-*` options, render, return the exit status.
+
+    Raises:
+        LineupError: `usage_invalid` without a trust store or for a bad `--max-*` value;
+            `trust_store_invalid`.
     """
     from lineup_build.cli import _render
+    from lineup_build.reader import Limits
     from lineup_build.trust import TrustStore
     from lineup_build.verify import check_bundle
+
+    limits = Limits().raised(
+        limit_values(
+            max_manifest_bytes=max_manifest_bytes,
+            max_files=max_files,
+            max_total_bytes=max_total_bytes,
+        )
+    )
 
     if source is not None or sandbox != VERIFY_DEFAULTS["sandbox"]:
         from lineup_sdk.sandbox import check_mode  # only --source imports anything
@@ -127,7 +178,9 @@ def run_verify(
         check_mode(sandbox)
     store = trust_store_path(trust, required=True, why="verify a bundle against")
     assert store is not None
-    report = check_bundle(bundle, TrustStore.load(store), source=source, sandbox=sandbox)
+    report = check_bundle(
+        bundle, TrustStore.load(store), source=source, sandbox=sandbox, limits=limits
+    )
     if as_json:
         _render.emit_json(report.to_dict())
     else:

@@ -26,10 +26,22 @@ def build(
     strict: Annotated[bool, typer.Option(help="Fail on warnings too.")] = False,
     sandbox: SandboxOpt = "best_effort",
     as_json: JsonOpt = False,
+    max_manifest_bytes: Annotated[
+        int | None,
+        typer.Option(help="Allow a manifest.json up to N bytes (default 4 MiB, or [limits])."),
+    ] = None,
+    max_files: Annotated[
+        int | None, typer.Option(help="Allow up to N files (default 10,000, or [limits]).")
+    ] = None,
+    max_total_bytes: Annotated[
+        int | None,
+        typer.Option(help="Allow up to N bytes of files in all (default 256 MiB, or [limits])."),
+    ] = None,
 ) -> None:
     """Build the signed, deterministic bundle `dist/<scope>-<version>.lineup`."""
     from lineup_build.build import build_project
     from lineup_build.cli import _render
+    from lineup_build.cli._fast import limit_values
     from lineup_sdk.sandbox import check_mode
 
     result = build_project(
@@ -39,6 +51,11 @@ def build(
         out_dir=out,
         strict=strict,
         sandbox=check_mode(sandbox),
+        limits=limit_values(
+            max_manifest_bytes=max_manifest_bytes,
+            max_files=max_files,
+            max_total_bytes=max_total_bytes,
+        ),
     )
     if as_json:
         _render.emit_json(envelope(**result.to_dict()))

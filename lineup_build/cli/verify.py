@@ -26,9 +26,23 @@ def verify(
     source: Annotated[Path | None, _opt("source")] = None,
     sandbox: Annotated[str, _opt("sandbox")] = "best_effort",
     as_json: Annotated[bool, _opt("as_json")] = False,
+    max_manifest_bytes: Annotated[int | None, _opt("max_manifest_bytes")] = None,
+    max_files: Annotated[int | None, _opt("max_files")] = None,
+    max_total_bytes: Annotated[int | None, _opt("max_total_bytes")] = None,
 ) -> None:
     """Verify a bundle: archive, signature, trust, manifest, files (runs no bundle code)."""
-    raise typer.Exit(run_verify(bundle, trust, source, sandbox, as_json))
+    raise typer.Exit(
+        run_verify(
+            bundle,
+            trust,
+            source,
+            sandbox,
+            as_json,
+            max_manifest_bytes,
+            max_files,
+            max_total_bytes,
+        )
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_build.model import Manifest
+from lineup_build.reader import Limits
 from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
 from lineup_runtime_lite.core import transitions as t
@@ -155,6 +156,7 @@ class AsyncRuntime:
         self._refused: dict[tuple[str, str], LineupError] = {}
         self._sandbox_mode = "best_effort"
         self._max_params_bytes = DEFAULT_MAX_PARAMS_BYTES
+        self._bundle_limits = Limits()
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread_id = 0
@@ -189,6 +191,7 @@ class AsyncRuntime:
         db_schema: str | None = None,
         node_id: str | None = None,
         node_lease_s: float = DEFAULT_LEASE_S,
+        bundle_limits: Limits | None = None,
     ) -> AsyncRuntime:
         """Open (or create) the runtime database at `path` (`:memory:` for tests).
 
@@ -247,6 +250,9 @@ class AsyncRuntime:
                 time) is recycled; its next delivery starts a new one.
             workers_memory_mb: Under `session`, one memory cap over all workers of this
                 runtime together, where a memory cgroup can be made (`sandbox` says).
+            bundle_limits: The limits `install` verifies bundles within (default
+                `Limits()`: manifest 4 MiB, 10,000 files, 256 MiB of files), e.g.
+                `Limits(max_manifest_bytes=8 << 20)` for an app of many tools.
 
         Raises:
             LineupError: `usage_invalid` for a bad option, `trust_store_invalid`,
@@ -278,6 +284,11 @@ class AsyncRuntime:
                 "worker_log_max_bytes not negative",
             )
         _integer("worker_processes", worker_processes, MIN_PROCESSES, MAX_PROCESSES)
+        if bundle_limits is not None and not isinstance(bundle_limits, Limits):
+            raise LineupError(
+                "usage_invalid",
+                f"bundle_limits must be a lineup_build.Limits, not {bundle_limits!r}",
+            )
         _seconds("validation_budget_s", validation_budget_s, most=3600)
         check_isolation(isolation)
         _seconds("session_idle_s", session_idle_s)
@@ -299,6 +310,7 @@ class AsyncRuntime:
         rt._loop = asyncio.get_running_loop()
         rt._thread_id = threading.get_ident()
         rt._max_params_bytes = max_params_bytes
+        rt._bundle_limits = bundle_limits or Limits()
         if isinstance(trust, TrustStore):
             rt.trust = trust
         else:
@@ -692,8 +704,9 @@ class AsyncRuntime:
 
         self._check_open()
         trust = self._current_trust()
+        limits = self._bundle_limits
         verified = await asyncio.get_running_loop().run_in_executor(
-            None, verify_bundle, Path(bundle), trust
+            None, lambda: verify_bundle(Path(bundle), trust, limits=limits)
         )
         result = self._install_verified(verified, dev_build)
         await self._engine.refresh_registry()

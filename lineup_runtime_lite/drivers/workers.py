@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -104,9 +105,11 @@ class WorkerPool:
         )
 
     def _touch(self, key: Key) -> None:
+        # a step deciding on the store thread asks too (`live`), where no loop runs: the
+        # clock is the monotonic one, and the loop's next touch arms the sweeper
         if self.options.isolation == "session":
-            self._used[key] = asyncio.get_running_loop().time()
-            if self._sweeper is None:
+            self._used[key] = time.monotonic()
+            if self._sweeper is None and _on_a_loop():
                 self._arm_sweeper()
 
     def live(self, scope: str, version: str, session: str) -> Worker | None:
@@ -137,7 +140,7 @@ class WorkerPool:
     def _sweep(self) -> None:
         """Recycle session workers idle for `session_idle_s` with nothing in flight."""
         self._sweeper = None
-        now = asyncio.get_running_loop().time()
+        now = time.monotonic()
         for key, worker in list(self.workers.items()):
             if worker.busy:  # idle time counts from the end of its last delivery
                 self._used[key] = now
@@ -228,3 +231,12 @@ class WorkerPool:
         self.draining.clear()
         if self.shared_memory is not None:
             self.shared_memory.remove()
+
+
+def _on_a_loop() -> bool:
+    """Whether this thread runs an event loop (the store thread does not)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

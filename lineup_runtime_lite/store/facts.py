@@ -83,12 +83,15 @@ class SqlFacts:
         self._locked.clear()
 
     def _mine(self, column: str) -> tuple[str, tuple[Any, ...]]:
-        """The condition that `column` (an App session id) is this node's (nothing on a
-        store of one runtime)."""
+        """The condition that `column` (an App session id, named with its table: the
+        condition is a subquery) is this node's (nothing on a store of one runtime)."""
         if self.node_id is None:
             return "", ()
+        # one lookup of `owners` per row found (its key), never the node's whole list,
+        # which grows with every App session the node ever served
         return (
-            f" AND {column} IN (SELECT app_session_id FROM owners WHERE node_id=?)",
+            " AND EXISTS (SELECT 1 FROM owners w "
+            f"WHERE w.app_session_id = {column} AND w.node_id=?)",
             (self.node_id,),
         )
 
@@ -269,7 +272,7 @@ class SqlFacts:
     def delivered_calls(self, app_session_id: str | None = None) -> list[Call]:
         """Calls left `delivered` (of one session, or all, oldest first)."""
         if app_session_id is None:
-            mine, args = self._mine("app_session_id")
+            mine, args = self._mine("calls.app_session_id")
             rows = self.db.execute(
                 f"SELECT * FROM calls WHERE state='delivered'{mine} ORDER BY created_ms, rowid",
                 args,
@@ -365,7 +368,7 @@ class SqlFacts:
 
     # -- clock ---------------------------------------------------------------------------
     def due_activations(self, now_ms: int) -> list[str]:
-        mine, args = self._mine("app_session_id")
+        mine, args = self._mine("activations.app_session_id")
         rows = self.db.execute(
             f"SELECT activation_id FROM activations WHERE state='starting' AND deadline_ms<=?"
             f"{mine} ORDER BY deadline_ms, rowid",
@@ -378,8 +381,8 @@ class SqlFacts:
         mine, args = "", tuple[str, ...]()
         if self.node_id is not None:  # one of no App session: any node's (its end is guarded)
             mine, args = (
-                " AND (o.app_session_id IS NULL OR o.app_session_id IN "
-                "(SELECT app_session_id FROM owners WHERE node_id=?))",
+                " AND (o.app_session_id IS NULL OR EXISTS (SELECT 1 FROM owners w "
+                "WHERE w.app_session_id = o.app_session_id AND w.node_id=?))",
                 (self.node_id,),
             )
         rows = self.db.execute(
@@ -391,7 +394,7 @@ class SqlFacts:
         return [(_operation(r), str(r["scope"])) for r in rows]
 
     def next_deadline(self) -> int | None:
-        mine, args = self._mine("app_session_id")
+        mine, args = self._mine("activations.app_session_id")
         row = self.db.execute(
             "SELECT MIN(d) FROM (SELECT MIN(deadline_ms) AS d FROM activations "
             f"WHERE state='starting'{mine} UNION ALL SELECT MIN(ends_ms) FROM operations "
@@ -424,7 +427,7 @@ class SqlFacts:
     # -- reconcile -----------------------------------------------------------------------
     def activations_to_drive(self) -> list[str]:
         """Starting activations that are not just waiting for the Host."""
-        mine, args = self._mine("app_session_id")
+        mine, args = self._mine("activations.app_session_id")
         rows = self.db.execute(
             "SELECT activation_id FROM activations WHERE state='starting' "
             f"AND (worker_ready=0 OR requires_foreground=0 OR foreground=1){mine} "
@@ -435,12 +438,15 @@ class SqlFacts:
 
     def sessions_to_pump(self) -> list[str]:
         """Sessions with queued calls of a ready activation, or a call left `delivered`."""
+        # a UNION of two reads of partial indexes (`calls_queued`, `calls_delivered`): the
+        # rows read are the pending calls, however many calls have finished
         mine, args = self._mine("c.app_session_id")
         rows = self.db.execute(
-            "SELECT DISTINCT c.app_session_id FROM calls c JOIN activations a "
+            "SELECT c.app_session_id FROM calls c JOIN activations a "
             "ON a.activation_id = c.activation_id "
-            f"WHERE ((c.state='queued' AND a.state='ready') OR c.state='delivered'){mine}",
-            args,
+            f"WHERE c.state='queued' AND a.state='ready'{mine} "
+            f"UNION SELECT c.app_session_id FROM calls c WHERE c.state='delivered'{mine}",
+            (*args, *args),
         ).fetchall()
         return [str(r[0]) for r in rows]
 

@@ -35,7 +35,12 @@ from lineup_runtime_lite.store.nodes import (
     default_node_id,
     live_nodes,
 )
-from lineup_runtime_lite.store.schema import SCHEMA_VERSION, pg_schema
+from lineup_runtime_lite.store.schema import (
+    _PG_MIGRATIONS,
+    PG_FIRST_VERSION,
+    SCHEMA_VERSION,
+    pg_schema,
+)
 from lineup_runtime_lite.store.sqlite import StoreRace, store_error
 from lineup_sdk import __version__
 from lineup_sdk.errors import LineupError
@@ -811,9 +816,9 @@ class PostgresStore:
 
     def _migrate(self, db: _PgConnection) -> None:
         """Create the tables at `SCHEMA_VERSION` (under the migration lock, so two
-        runtimes opening a new database at once create them once), or check the version
-        of those there: PostgreSQL databases start at the current schema, and a newer or
-        unknown one is `store_schema_unsupported`."""
+        runtimes opening a new database at once create them once), or move those there
+        forward through the PostgreSQL twins of the steps (`_PG_MIGRATIONS`, one
+        transaction); a newer or unknown version is `store_schema_unsupported`."""
         db.execute("BEGIN")
         try:
             db.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATE_LOCK,))
@@ -827,13 +832,21 @@ class PostgresStore:
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             for stmt in NODE_TABLES:  # a database one runtime served before nodes
                 db.execute(stmt)
+            text = str(row[0]) if row else ""
+            version = int(text) if text.isdigit() else 0
+            if PG_FIRST_VERSION <= version < SCHEMA_VERSION:  # each step's twin, in order
+                for step in range(version + 1, SCHEMA_VERSION + 1):
+                    for stmt in _PG_MIGRATIONS[step]:
+                        db.execute(stmt)
+                db.execute(
+                    "UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),)
+                )
+                version = SCHEMA_VERSION
             db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(Exception):
                 db.execute("ROLLBACK")
             raise
-        text = str(row[0]) if row else ""
-        version = int(text) if text.isdigit() else 0
         if version != SCHEMA_VERSION:
             written = (
                 "a newer LineUp wrote it" if version > SCHEMA_VERSION else "no LineUp wrote it"
@@ -841,7 +854,7 @@ class PostgresStore:
             raise LineupError(
                 "store_schema_unsupported",
                 f"{self.path} has store schema {text or 'none'} ({written}); this runtime "
-                f"reads schema {SCHEMA_VERSION} on PostgreSQL",
+                f"reads schemas {PG_FIRST_VERSION} to {SCHEMA_VERSION} on PostgreSQL",
             )
 
     # -- errors --------------------------------------------------------------------------

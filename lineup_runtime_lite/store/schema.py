@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-__all__ = ["PG_BUNDLES", "SCHEMA_VERSION", "_MIGRATIONS", "_SCHEMA", "pg_schema"]
+__all__ = [
+    "PG_BUNDLES",
+    "PG_FIRST_VERSION",
+    "SCHEMA_VERSION",
+    "_MIGRATIONS",
+    "_PG_MIGRATIONS",
+    "_SCHEMA",
+    "pg_schema",
+]
 
 #: The schema a new database gets (`_SCHEMA`) and an older one is migrated to on open.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: The whole current schema, for a new database. A change here needs a step in
 #: `_MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/test_store_migrations.py`
@@ -59,7 +67,27 @@ CREATE TABLE host_intents (
   superseded INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE host_events (dedup_key TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE INDEX host_intents_pending ON host_intents (delivered, superseded, instance, id);
+CREATE INDEX calls_queued ON calls (state, activation_id, seq) WHERE state = 'queued';
+CREATE INDEX calls_delivered ON calls (state, app_session_id, seq) WHERE state = 'delivered';
+CREATE INDEX calls_active ON calls (conversation_id, method) WHERE state IN ('queued', 'running');
+CREATE INDEX activations_starting ON activations (state, deadline_ms) WHERE state = 'starting';
+CREATE INDEX operations_focusing ON operations (state, ends_ms) WHERE state = 'focusing';
+CREATE INDEX operations_session ON operations (app_session_id, started_ms);
+CREATE INDEX im_records_conversation ON im_records (conversation_id, created_ms);
 """
+
+#: Schema 4's indexes (SQL both engines run: PostgreSQL's migration is the same); a
+#: database that has one already (made by a test from today's schema) keeps it.
+_V4_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS calls_queued ON calls (state, activation_id, seq) WHERE state = 'queued'",
+    "CREATE INDEX IF NOT EXISTS calls_delivered ON calls (state, app_session_id, seq) WHERE state = 'delivered'",
+    "CREATE INDEX IF NOT EXISTS calls_active ON calls (conversation_id, method) "
+    "WHERE state IN ('queued', 'running')",
+    "CREATE INDEX IF NOT EXISTS activations_starting ON activations (state, deadline_ms) WHERE state = 'starting'",
+    "CREATE INDEX IF NOT EXISTS operations_focusing ON operations (state, ends_ms) WHERE state = 'focusing'",
+    "CREATE INDEX IF NOT EXISTS operations_session ON operations (app_session_id, started_ms)",
+    "CREATE INDEX IF NOT EXISTS im_records_conversation ON im_records (conversation_id, created_ms)",
+)
 
 #: The versioned steps, in one place: `_MIGRATIONS[n]` moves a database from schema n-1 to
 #: n. Each step runs in one transaction with its version bump, so a failed or interrupted
@@ -79,8 +107,24 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     # database and its apps folder can move together and a relative path given at open
     # is never resolved again. Every version was unpacked to `<apps>/<scope>/<version>`.
     3: ("UPDATE app_versions SET dir = scope || '/' || version",),
+    # 4: work proportional to what is pending, not to history (issue 36): what a timer
+    # tick, a pump, recovery and open look for is found through partial indexes holding
+    # only the unfinished rows (queued and delivered calls, starting activations, focusing
+    # operations), and a conversation's operations and IM records through their own.
+    4: _V4_INDEXES,
 }
 assert sorted(_MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"
+
+#: The first schema a PostgreSQL database was created at (the store came with schema 3).
+PG_FIRST_VERSION = 3
+#: The PostgreSQL twin of each step after `PG_FIRST_VERSION`, in PostgreSQL's SQL: run in
+#: one transaction with its version bump, under the migration lock.
+_PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    4: _V4_INDEXES,
+}
+assert sorted(_PG_MIGRATIONS) == list(range(PG_FIRST_VERSION + 1, SCHEMA_VERSION + 1)), (
+    "a PostgreSQL twin for every step"
+)
 
 
 #: PostgreSQL only (SPEC 15): the verified bundle of every installed version, so a node

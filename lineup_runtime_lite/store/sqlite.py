@@ -1,4 +1,5 @@
-"""The runtime's SQLite store: one file, WAL, synchronous=FULL, `BEGIN IMMEDIATE` per change."""
+"""The runtime's SQLite store: one file, WAL, synchronous=FULL, `BEGIN IMMEDIATE` per change;
+group commits on a store thread, reads on the loop from a second connection."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import os
 import sqlite3
 import stat
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -71,55 +73,82 @@ def store_error(exc: BaseException, path: str) -> LineupError | None:
     return None
 
 
-class _ReadMappedConnection:
-    """The connection the facts run on: SQLite's, except that a statement failing outside
-    a transaction (a read of its own: `apps()`, `outbox.fetch`, recovery's reads) is
-    answered with the stable error at once, never the raw `sqlite3` one. Inside a
-    transaction it is raised as is: the transaction or batch rolls back and maps it."""
+class _SqliteRouter:
+    """The connection `SqlFacts` and the store's reads see (as PostgreSQL's router): the
+    writer connection for the thread that holds the store's write lock (a batch on the
+    store thread, a transaction on the loop), the reader connection (WAL: committed facts
+    only) for every other read, so a read on the event loop never waits for a batch in
+    flight, nor sees what it has not committed yet (SPEC 5.6).
 
-    __slots__ = ("_db", "_path")
+    A statement failing outside a transaction (a read of its own: `apps()`,
+    `outbox.fetch`, recovery's reads) is answered with the stable error at once, never the
+    raw `sqlite3` one. Inside a transaction it is raised as is: the transaction or batch
+    rolls back and maps it."""
 
-    def __init__(self, db: sqlite3.Connection, path: str) -> None:
-        self._db, self._path = db, path
+    __slots__ = ("_store",)
 
-    def _failed(self, exc: sqlite3.Error) -> BaseException:
-        mapped = None if self._db.in_transaction else store_error(exc, self._path)
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def _target(self) -> sqlite3.Connection:
+        store = self._store
+        reader = store._reader
+        if reader is None or store._owner == threading.get_ident():
+            return store.db
+        return reader
+
+    def _failed(self, db: sqlite3.Connection, exc: sqlite3.Error) -> BaseException:
+        mapped = None if db.in_transaction else store_error(exc, self._store.path)
         return exc if mapped is None else mapped
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
+        db = self._target()
         try:
-            return self._db.execute(sql, args)
+            return db.execute(sql, args)
         except sqlite3.Error as exc:
-            failed = self._failed(exc)
+            failed = self._failed(db, exc)
             if failed is exc:
                 raise
             raise failed from None
 
     def executemany(self, sql: str, seq: Any) -> sqlite3.Cursor:
+        db = self._target()
         try:
-            return self._db.executemany(sql, seq)
+            return db.executemany(sql, seq)
         except sqlite3.Error as exc:
-            failed = self._failed(exc)
+            failed = self._failed(db, exc)
             if failed is exc:
                 raise
             raise failed from None
 
     @property
     def in_transaction(self) -> bool:
-        return self._db.in_transaction
+        return self._target().in_transaction
 
 
 class Store:
-    """One SQLite connection, used only from the runtime's loop thread.
+    """One SQLite database: a writer connection, and for a file a reader connection.
 
-    Every state change goes through `transaction()`: `BEGIN IMMEDIATE`, the writes, COMMIT —
-    or ROLLBACK, leaving every table as it was. Disk and file failures surface as
-    `store_unavailable` / `store_corrupt` (see `store_error`).
+    Every state change goes through `transaction()` or `batch()` under the store's write
+    lock: `BEGIN IMMEDIATE`, the writes, COMMIT — or ROLLBACK, leaving every table as it
+    was. Group commits run on a store thread (`off_loop`, `drivers.commit.GroupCommit`):
+    the COMMIT and its fsync never hold up the event loop, whose reads go to the reader
+    connection meanwhile. Disk and file failures surface as `store_unavailable` /
+    `store_corrupt` (see `store_error`).
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._lock_fd: int | None = None
+        #: The thread holding the write lock (a batch, a transaction) and the lock.
+        self._owner: int | None = None
+        self._lock = threading.Lock()
+        #: The reader connection of a file (None for `:memory:`: one connection, on the loop).
+        self._reader: sqlite3.Connection | None = None
+        #: Whether `GroupCommit` runs batches on a store thread: a file's are (its fsync
+        #: never blocks the loop); `:memory:` has no fsync to wait for.
+        self.off_loop = False
+        self._router = _SqliteRouter(self)
         #: How many transactions committed; a caller that sees an exception compares it
         #: with its own count to tell "rolled back" from "committed, then failed".
         self.commits = 0
@@ -138,7 +167,14 @@ class Store:
             self.db.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self._clear_clean_close()
-            self.facts = SqlFacts(_ReadMappedConnection(self.db, self.path))  # type: ignore[arg-type]
+            if self.path != ":memory:":
+                self._reader = sqlite3.connect(
+                    target, isolation_level=None, check_same_thread=False
+                )
+                self._reader.row_factory = sqlite3.Row
+                self._reader.execute("PRAGMA query_only=ON")  # every write holds the lock
+                self.off_loop = True
+            self.facts = SqlFacts(self._router)  # type: ignore[arg-type]
         except (sqlite3.Error, OSError) as exc:
             self._close_quietly()
             mapped = store_error(exc, self.path)
@@ -150,10 +186,10 @@ class Store:
             raise
 
     def _close_quietly(self) -> None:
-        db = getattr(self, "db", None)
-        if db is not None:
-            with contextlib.suppress(sqlite3.Error):
-                db.close()
+        for db in (getattr(self, "db", None), self._reader):
+            if db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
         self._release_lock()
 
     # -- locking -------------------------------------------------------------------------
@@ -304,13 +340,29 @@ class Store:
 
     # -- transactions --------------------------------------------------------------------
     @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the write lock: this thread's statements go to the writer connection."""
+        with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._owner = None
+
+    @contextlib.contextmanager
     def transaction(self, *, fault_points: bool = True) -> Iterator[sqlite3.Connection]:
-        """`BEGIN IMMEDIATE` … COMMIT; any exception rolls everything back.
+        """`BEGIN IMMEDIATE` … COMMIT (after any batch in flight); any exception rolls
+        everything back.
 
         Raises:
             LineupError: `store_unavailable` / `store_corrupt` when the database fails
                 (after the rollback: nothing of this transaction was kept).
         """
+        with self._writing(), self._transaction(fault_points) as db:
+            yield db
+
+    @contextlib.contextmanager
+    def _transaction(self, fault_points: bool) -> Iterator[sqlite3.Connection]:
         try:
             if fault_points:
                 faults.hit("commit.before")
@@ -334,6 +386,12 @@ class Store:
             faults.hit("commit.after")
 
     def batch(self, steps: Sequence[Callable[[SqlFacts], T]]) -> list[T | BaseException]:
+        """Group commit (see `_batch`), holding the write lock: on the store thread, or on
+        the caller's when called directly."""
+        with self._writing():
+            return self._batch(steps)
+
+    def _batch(self, steps: Sequence[Callable[[SqlFacts], T]]) -> list[T | BaseException]:
         """Group commit: run every step in one `BEGIN IMMEDIATE … COMMIT`, each inside its
         own savepoint (RUNTIME-NOTES, "Group commit").
 
@@ -390,7 +448,7 @@ class Store:
     def one(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Row | None:
         """The first row of a read, or None."""
         try:
-            row: sqlite3.Row | None = self.db.execute(sql, args).fetchone()
+            row: sqlite3.Row | None = self._router.execute(sql, args).fetchone()
         except sqlite3.Error as exc:
             raise self._mapped(exc) from None
         return row
@@ -398,7 +456,7 @@ class Store:
     def all(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """Every row of a read."""
         try:
-            return list(self.db.execute(sql, args).fetchall())
+            return list(self._router.execute(sql, args).fetchall())
         except sqlite3.Error as exc:
             raise self._mapped(exc) from None
 
@@ -411,9 +469,6 @@ class Store:
         """A value from the meta table."""
         row = self.one("SELECT value FROM meta WHERE key=?", (key,))
         return str(row[0]) if row else None
-
-    #: Batches run on the loop thread: a local commit is cheaper than a thread hop.
-    off_loop = False
 
     #: Installed apps are the unpacked folders beside the file (not kept in the database).
     keeps_bundles = False
@@ -443,6 +498,9 @@ class Store:
             if self.path != ":memory:" and not self.db.in_transaction:
                 with contextlib.suppress(sqlite3.Error, LineupError):
                     self.set_meta(_CLEAN_CLOSE, "1")
-            self.db.close()
+            with self._lock:  # after any batch in flight
+                if self._reader is not None:
+                    self._reader.close()
+                self.db.close()
         finally:
             self._release_lock()

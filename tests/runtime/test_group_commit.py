@@ -6,6 +6,7 @@ commit that records it."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -322,3 +323,94 @@ def test_calls_of_one_session_in_one_batch_are_delivered_one_at_a_time(probe: Ru
     results = [r["messages"][-1] for r in finals if r is not None]
     assert [m.get("result") for m in results] == [base + 1, base + 2], results
     assert probe.surface("conv", "probe").get().data == {"items": ["x", "y"]}
+
+
+def test_a_files_batch_commits_on_the_store_thread_and_nothing_is_seen_before(
+    tmp_path: Path,
+) -> None:
+    """SQLite as PostgreSQL (issue 36): a file's group commit runs on the store thread, so
+    the loop goes on (and gathers the next batch) while one commits; the step reads its own
+    writes, the loop's reads see committed facts only, and the step's ticket resolves only
+    once its COMMIT has returned."""
+    store = Store(tmp_path / "rt.db")
+    inside, release = threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def slow(tx: Facts) -> int:
+        if threading.get_ident() == seen["loop"]:
+            inside.set()
+            raise AssertionError("the batch ran on the event loop's thread")
+        tx.apply(_intent(1))
+        seen["own"] = [i.instance for i in tx.intent_heads()]
+        inside.set()
+        if not release.wait(30):
+            raise AssertionError("never released")
+        return 1
+
+    async def go() -> int:
+        seen["loop"] = threading.get_ident()
+        gc = GroupCommit(store)
+        commits = store.commits
+        try:
+            first = asyncio.ensure_future(_await(gc.submit(slow)))
+            await asyncio.to_thread(inside.wait, 30)  # the transaction is open, not committed
+            assert "own" in seen, seen
+            assert seen["own"] == ["inst1"]  # the step reads what it wrote
+            assert store.facts.intent_heads() == []  # the loop sees committed facts only
+            assert store.commits == commits and not first.done()
+            second = gc.submit(_writes(2))  # gathers while the first batch commits
+            release.set()
+            assert await first == 1
+            assert store.commits == commits + 1
+            assert [i.instance for i in store.facts.intent_heads()] == ["inst1"]
+            assert await second == 2
+            return gc.batches
+        finally:
+            release.set()
+            gc.close()
+
+    try:
+        assert asyncio.run(go()) == 2
+        assert _intents(store) == ["k1", "k2"]
+    finally:
+        store.close()
+
+
+async def _await(ticket: Any) -> Any:
+    return await ticket
+
+
+def test_on_a_file_runtime_nothing_is_sent_before_the_commit_that_records_it(
+    trust: TrustStore, probe_bundle: Path, tmp_path: Path
+) -> None:
+    """The `delivered` commit fails on the store thread: the handler never runs (its
+    session data is unchanged), and the call ends once, answered from the facts."""
+    with Runtime.open(tmp_path / "rt.db", trust=trust) as rt:
+        assert rt._core.store.off_loop
+        rt.install(probe_bundle)
+        ready(rt)
+        before = rt.surface("conv", "probe").get()
+        faults.arm("commit.after_write", "full")
+        with pytest.raises(LineupError) as exc:
+            rt.call("a1", "conv", "probe.append", {"item": "x"})
+        assert exc.value.code == "store_unavailable"
+        rt.settle()
+        assert rt.surface("conv", "probe").get() == before  # not delivered
+        assert rt.call_record("a1") is None
+        again = rt.call("a1", "conv", "probe.append", {"item": "x"})
+        assert again["result"] == before.revision + 1
+        assert rt.surface("conv", "probe").get().data == {"items": ["x"]}
+
+
+def test_a_step_on_the_store_thread_may_ask_about_session_workers(
+    trust: TrustStore, probe_bundle: Path, tmp_path: Path
+) -> None:
+    """Accepting a call asks whether its session's worker is idle (to send it right after
+    the COMMIT); on a file that step runs on the store thread, where no event loop runs,
+    so the worker pool's bookkeeping must not need one (`isolation="session"`)."""
+    with Runtime.open(tmp_path / "rt.db", trust=trust, isolation="session") as rt:
+        rt.install(probe_bundle)
+        ready(rt)
+        assert rt.call("e1", "conv", "probe.echo", {"text": "x"})["result"] == "x"
+        many = rt.call_many([(f"m{i}", "conv", "probe.echo", {"text": str(i)}) for i in range(3)])
+        assert [m["stage"] for m in many] == ["result"] * 3 or all("stage" in m for m in many)
