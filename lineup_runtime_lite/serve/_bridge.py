@@ -150,7 +150,7 @@ class Bridge:
 
         self.rt = rt
         self.options = options or ServeOptions()
-        self.resources = Resources(self)
+        self.resources = Resources(rt, self.serves_scope)
         self.scopes: frozenset[str] | None = frozenset(scopes) if scopes is not None else None
         inventory = [e for e in rt.inventory() if self.serves(e["method"])]
         self.tools: dict[str, McpTool] = catalog(inventory, self.options.tool_names)

@@ -14,7 +14,9 @@ from mcp.shared.exceptions import MCPError
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.serve._bridge import Bridge
+    from collections.abc import Callable
+
+    from lineup_runtime_lite.api.runtime import Runtime
 
 __all__ = [
     "CACHE_TTL_MS",
@@ -62,8 +64,9 @@ class Resources:
     """The Surface documents a bridge serves, kept with their list entries and read again
     when a served app's current version changes (`lineup dev` re-installs on each edit)."""
 
-    def __init__(self, bridge: Bridge) -> None:
-        self._bridge = bridge
+    def __init__(self, rt: Runtime, serves_scope: Callable[[str], bool]) -> None:
+        self._rt = rt
+        self._serves_scope = serves_scope
         self._documents: dict[str, _Document] = {}
         self._versions: tuple[tuple[str, str], ...] | None = None
         self._lock = anyio.Lock()
@@ -85,13 +88,9 @@ class Resources:
             return self._documents
 
     def _load(self) -> dict[str, _Document]:
-        rt = self._bridge.rt
+        rt = self._rt
         served = tuple(
-            sorted(
-                (a["scope"], a["version"])
-                for a in rt.apps()
-                if self._bridge.serves_scope(a["scope"])
-            )
+            sorted((a["scope"], a["version"]) for a in rt.apps() if self._serves_scope(a["scope"]))
         )
         if served == self._versions:
             return self._documents

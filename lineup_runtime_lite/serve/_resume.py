@@ -19,7 +19,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -27,7 +27,23 @@ import mcp.types as mt
 from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.serve._bridge import Bridge
+    from lineup_runtime_lite.api.runtime import Runtime
+
+
+class _Waits(Protocol):
+    """What a replay needs of the bridge that answered the call (the bridge imports this
+    module, so it is named by what it does, not by its class)."""
+
+    @property
+    def rt(self) -> Runtime: ...
+
+    @property
+    def options(self) -> Any: ...
+
+    def _focus(self, m: dict[str, Any]) -> tuple[float | None, float | None]: ...
+
+    def _waiting_text(self, latest: dict[str, Any]) -> str: ...
+
 
 __all__ = [
     "RETRY_MS",
@@ -81,7 +97,7 @@ class CallStreams(EventStore):
     """The event store of one MCP session: ids from the calls' stored facts, nothing
     stored per event."""
 
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: _Waits) -> None:
         self._bridge = bridge
         self._by_request: dict[StreamId, OpenCall] = {}
         self._by_call: dict[str, OpenCall] = {}
@@ -210,7 +226,7 @@ async def _prime(
     return {"id": await store.store_event(stream_id, None), "data": "", "retry": RETRY_MS}
 
 
-def install(bridge: Bridge, manager: Any) -> None:
+def install(bridge: _Waits, manager: Any) -> None:
     """Give each MCP session the SDK's streamable HTTP manager admits its own `CallStreams`
     and the priming rule above (the SDK's transport takes one event store for all
     sessions, and request ids repeat across sessions)."""
