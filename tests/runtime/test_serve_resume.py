@@ -12,7 +12,7 @@ what is tested, and a dropped connection is a closed response)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -134,12 +134,17 @@ async def _session(url: str, version: str = "2025-11-25") -> AsyncIterator[Http]
 
 
 async def _all(
-    opened: AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]], seconds: float = 30
+    opened: AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]],
+    seconds: float = 30,
+    meanwhile: Callable[[], Awaitable[None]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Every event of a call's or a resume's stream, to its end (within `seconds`)."""
+    """Every event of a call's or a resume's stream, to its end (within `seconds`), with
+    `meanwhile` run alongside once the stream is open."""
     got: list[dict[str, Any]] = []
     with anyio.fail_after(seconds):
-        async with opened as stream:
+        async with opened as stream, anyio.create_task_group() as tg:
+            if meanwhile is not None:
+                tg.start_soon(meanwhile)
             async for event in stream:
                 got.append(event)
     return got
@@ -223,16 +228,11 @@ def test_a_resume_while_the_call_runs_follows_it_to_the_final(
                     last = event["id"]
                     if event["data"] and _stage_of(event) == "started":
                         break
-            replayed: list[dict[str, Any]] = []
-            async with http.resume(last) as stream, anyio.create_task_group() as tg:
 
-                async def finish() -> None:
-                    await advance(clock, MIN)
+            async def finish() -> None:
+                await advance(clock, MIN)
 
-                tg.start_soon(finish)
-                with anyio.fail_after(30):
-                    async for event in stream:
-                        replayed.append(event)
+            replayed = await _all(http.resume(last), meanwhile=finish)
             got = [e for e in replayed if e["data"]]
             assert got and got[-1]["data"]["id"] == 3
             assert got[-1]["data"]["result"]["structuredContent"]["status"] == "final"
@@ -324,19 +324,13 @@ def test_after_a_restart_the_old_session_is_404_and_a_repeat_call_replays_every_
             assert gone.status_code == 404
             http.session = ""
             await http.initialize()
-            got: list[dict[str, Any]] = []
-            call = http.call(2, "pomodoro-start", {"minutes": 1}, meta)
-            async with call as stream, anyio.create_task_group() as tg:
 
-                async def finish() -> None:
-                    while "started" not in _stages(rt, "focus-3"):
-                        await anyio.sleep(0.01)
-                    await advance(clock, MIN)
+            async def finish() -> None:
+                while "started" not in _stages(rt, "focus-3"):
+                    await anyio.sleep(0.01)
+                await advance(clock, MIN)
 
-                tg.start_soon(finish)
-                with anyio.fail_after(30):
-                    async for event in stream:
-                        got.append(event)
+            got = await _all(http.call(2, "pomodoro-start", {"minutes": 1}, meta), meanwhile=finish)
             data = [e for e in got if e["data"]]
             assert data[-1]["data"]["id"] == 2
             assert data[-1]["data"]["result"]["structuredContent"]["status"] == "final"
