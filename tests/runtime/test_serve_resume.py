@@ -12,7 +12,7 @@ what is tested, and a dropped connection is a closed response)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -136,7 +136,7 @@ async def _session(url: str, version: str = "2025-11-25") -> AsyncIterator[Http]
 async def _all(
     opened: AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]],
     seconds: float = 30,
-    meanwhile: Callable[[], Awaitable[None]] | None = None,
+    meanwhile: Callable[[], Coroutine[Any, Any, None]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every event of a call's or a resume's stream, to its end (within `seconds`), with
     `meanwhile` run alongside once the stream is open."""
