@@ -11,7 +11,7 @@ import pytest
 
 from lineup_build.cli.dev import should_open
 from lineup_build.init import init_project
-from tests.cli_kit import run_cli
+from tests.cli_kit import lineup_process, run_cli, start_lines
 
 
 @pytest.mark.parametrize(
@@ -84,27 +84,12 @@ def test_the_printed_urls_name_127_0_0_1_for_the_host_and_localhost_for_surfaces
     import http.client
     import os
     import re
-    import subprocess
 
     init_project(tmp_path / "todo", template="todo")
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-c", "from lineup_build.cli import main; main()", "dev"),
-            *(str(tmp_path / "todo"), "--port", "0", "--no-open", "--db", str(tmp_path / "d.db")),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    said: list[str] = []
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            said.append(line)
-            if "Surfaces on" in line:
-                break
+    args = ["dev", str(tmp_path / "todo"), "--port", "0", "--no-open"]
+    args += ["--db", str(tmp_path / "d.db")]
+    with lineup_process(args, None, {**os.environ, "PYTHONUNBUFFERED": "1"}) as proc:
+        said = start_lines(proc, lambda line: "Surfaces on" in line)
         text = "".join(said)
         page = re.search(r"Host page: (http://127\.0\.0\.1:(\d+)/\?token=(\S+))", text)
         surfaces = re.search(r"Surfaces on http://localhost:(\d+);", text)
@@ -128,15 +113,6 @@ def test_the_printed_urls_name_127_0_0_1_for_the_host_and_localhost_for_surfaces
         status, headers = get("localhost")
         assert status == 307 and headers["set-cookie"] is None
         assert headers["location"] == page.group(1)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def test_lineup_dev_on_postgres_serves_the_verified_surface_and_runs_a_call(
@@ -150,29 +126,13 @@ def test_lineup_dev_on_postgres_serves_the_verified_surface_and_runs_a_call(
     import json
     import os
     import re
-    import subprocess
     import time
 
     project = tmp_path / "todo"
     init_project(project, template="todo")
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-c", "from lineup_build.cli import main; main()", "dev"),
-            *(str(project), "--port", "0", "--no-open", "--db", pg_url),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    said: list[str] = []
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            said.append(line)
-            if "Surfaces on" in line:
-                break
+    args = ["dev", str(project), "--port", "0", "--no-open", "--db", pg_url]
+    with lineup_process(args, None, {**os.environ, "PYTHONUNBUFFERED": "1"}) as proc:
+        said = start_lines(proc, lambda line: "Surfaces on" in line)
         text = "".join(said)
         page = re.search(r"Host page: http://127\.0\.0\.1:(\d+)/\?token=(\S+)", text)
         surfaces = re.search(r"Surfaces on http://localhost:(\d+);", text)
@@ -253,12 +213,3 @@ def test_lineup_dev_on_postgres_serves_the_verified_surface_and_runs_a_call(
         status, body = surface(url)
         assert status == 409 and b"planted" not in body, body
         assert json.loads(body)["code"] == "install_tampered"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,9 @@ import pytest
 
 from lineup_build.init import init_project
 from lineup_runtime_lite.store.database import open_database
-from tests.cli_kit import run_cli
+from tests.cli_kit import Served, run_cli, serving_http
 from tests.pg_kit import PgServer, fresh_database
 
-LINEUP = [sys.executable, "-c", "from lineup_build.cli import main; main()"]
 TOKEN = "pg-token-0123456789"
 CALL_ID = "io.lineup/call_id"
 
@@ -93,53 +92,13 @@ def test_lineup_test_refuses_an_sqlite_db(
     assert json.loads(out)["error"]["code"] == "usage_invalid"
 
 
-def _serve_http(
-    cwd: Path, db: str, env: dict[str, str], *extra: str
-) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [*LINEUP, "serve", "todo", "--db", db, "--http", "127.0.0.1:0", *extra],
-        cwd=cwd,
-        env={**env, "LINEUP_SERVE_TOKEN": TOKEN},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url, said = "", []
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        said.append(line)
-        if " tools at " in line:
-            url = line.rsplit(" ", 1)[-1].strip()
-        if f"token {TOKEN}" in line:
-            break
-    assert url.startswith("http://127.0.0.1:"), "".join(said)
-    assert "state in postgresql://" in "".join(said)
-    return proc, url
-
-
-def _said_until_ready(proc: subprocess.Popen[str]) -> tuple[str, str]:
-    """What `lineup serve --http` said on start, and its URL."""
-    url, said = "", []
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        said.append(line)
-        if " tools at " in line:
-            url = line.rsplit(" ", 1)[-1].strip()
-        if f"token {TOKEN}" in line:
-            break
-    return "".join(said), url
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if proc.stderr is not None:
-        proc.stderr.close()
+@contextmanager
+def _serve_http(cwd: Path, db: str, env: dict[str, str], *extra: str) -> Iterator[Served]:
+    """`lineup serve todo --http` on `db`, started on PostgreSQL."""
+    with serving_http(["todo", "--db", db, "--http", "127.0.0.1:0", *extra], cwd, TOKEN, env) as on:
+        assert on.url.startswith("http://127.0.0.1:"), on.text
+        assert "state in postgresql://" in on.text
+        yield on
 
 
 def test_serve_http_on_postgres_restarts_and_moves_to_an_empty_cache(
@@ -160,11 +119,9 @@ def test_serve_http_on_postgres_restarts_and_moves_to_an_empty_cache(
             assert not added.is_error, added
             return added.structured_content
 
-    proc, url = _serve_http(first, pg_url, env_a)
-    try:
+    with _serve_http(first, pg_url, env_a) as served:
+        url = served.url
         added = anyio.run(add)
-    finally:
-        _stop(proc)
 
     second = tmp_path / "machine-b"  # the same project (and its dev key), another cache
     shutil.copytree(first, second)
@@ -177,11 +134,9 @@ def test_serve_http_on_postgres_restarts_and_moves_to_an_empty_cache(
             listed = await s.call_tool("todo-list", {})
             assert [i["title"] for i in listed.structured_content["items"]] == ["tea"]
 
-    proc, url = _serve_http(second, pg_url, env_b)
-    try:
+    with _serve_http(second, pg_url, env_b) as served:
+        url = served.url
         anyio.run(after)
-    finally:
-        _stop(proc)
     assert any(
         (tmp_path / "cache-b" / "lineup" / "apps").rglob("*.py")
     )  # unpacked from the database
@@ -200,47 +155,42 @@ def test_two_serve_nodes_on_one_database_and_the_failover_path(tmp_path: Path, p
 
     init_project(tmp_path / "todo", template="todo", scope="todo")
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    a, url_a = _serve_http(tmp_path, pg_url, env, "--node-id", "a", "--node-lease", "1")
-    try:
-        b, url_b = _serve_http(tmp_path, pg_url, env, "--node-id", "b", "--node-lease", "1")
-        try:
+    with (
+        _serve_http(tmp_path, pg_url, env, "--node-id", "a", "--node-lease", "1") as a,
+        _serve_http(tmp_path, pg_url, env, "--node-id", "b", "--node-lease", "1") as b,
+    ):
+        url_a, url_b = a.url, b.url
 
-            async def add(url: str, call_id: str, title: str) -> Any:
-                async with http_session(url, TOKEN) as s:
-                    got = await s.call_tool(
-                        "todo-add", {"title": title}, meta=call_meta({CALL_ID: call_id})
-                    )
-                    assert not got.is_error, got
-                    return got.structured_content
+        async def add(url: str, call_id: str, title: str) -> Any:
+            async with http_session(url, TOKEN) as s:
+                got = await s.call_tool(
+                    "todo-add", {"title": title}, meta=call_meta({CALL_ID: call_id})
+                )
+                assert not got.is_error, got
+                return got.structured_content
 
-            first = anyio.run(add, url_a, "n1", "tea")  # a owns the conversation
-            second = anyio.run(add, url_b, "n2", "milk")  # delivered by a, answered by b
-            assert first["count"] == 1 and second["count"] == 2, (first, second)
-            a.send_signal(signal.SIGKILL)
-            a.wait(timeout=30)
-            third = anyio.run(add, url_b, "n3", "eggs")  # b takes the conversation over
-            assert third["count"] == 3, third
+        first = anyio.run(add, url_a, "n1", "tea")  # a owns the conversation
+        second = anyio.run(add, url_b, "n2", "milk")  # delivered by a, answered by b
+        assert first["count"] == 1 and second["count"] == 2, (first, second)
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait(timeout=30)
+        third = anyio.run(add, url_b, "n3", "eggs")  # b takes the conversation over
+        assert third["count"] == 3, third
 
-            async def replays() -> None:
-                async with http_session(url_b, TOKEN) as s:
-                    again = await s.call_tool(
-                        "todo-add", {"title": "tea"}, meta=call_meta({CALL_ID: "n1"})
-                    )
-                    assert again.structured_content == first  # stored on a, replayed on b
-                    stored = await s.call_tool("lineup-result", {"call_id": "n2"})
-                    assert not stored.is_error, stored
-                    assert "milk" in json.dumps(stored.structured_content)
-                    listed = await s.call_tool("todo-list", {})
-                    titles = [i["title"] for i in listed.structured_content["items"]]
-                    assert titles == ["tea", "milk", "eggs"]  # each once, in order
+        async def replays() -> None:
+            async with http_session(url_b, TOKEN) as s:
+                again = await s.call_tool(
+                    "todo-add", {"title": "tea"}, meta=call_meta({CALL_ID: "n1"})
+                )
+                assert again.structured_content == first  # stored on a, replayed on b
+                stored = await s.call_tool("lineup-result", {"call_id": "n2"})
+                assert not stored.is_error, stored
+                assert "milk" in json.dumps(stored.structured_content)
+                listed = await s.call_tool("todo-list", {})
+                titles = [i["title"] for i in listed.structured_content["items"]]
+                assert titles == ["tea", "milk", "eggs"]  # each once, in order
 
-            anyio.run(replays)
-        finally:
-            _stop(b)
-    finally:
-        if a.poll() is None:
-            a.kill()
-        _stop(a)
+        anyio.run(replays)
 
 
 def test_serve_lists_no_tool_of_a_tampered_row_on_an_empty_and_a_filled_cache(
@@ -260,11 +210,8 @@ def test_serve_lists_no_tool_of_a_tampered_row_on_an_empty_and_a_filled_cache(
         async with http_session(url, TOKEN) as s:
             return list((await s.list_tools()).tools)
 
-    proc, url = _serve_http(first, pg_url, env_a)
-    try:
-        signed = anyio.run(listed, url)
-    finally:
-        _stop(proc)
+    with _serve_http(first, pg_url, env_a) as served:
+        signed = anyio.run(listed, served.url)
     assert "todo-add" in {t.name for t in signed}
     planted = "the database writer's words for the Agent"
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -278,21 +225,11 @@ def test_serve_lists_no_tool_of_a_tampered_row_on_an_empty_and_a_filled_cache(
     shutil.copytree(first, second)
     env_b = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache-b")}
     for cwd, env in ((first, env_a), (second, env_b)):
-        proc = subprocess.Popen(
-            [*LINEUP, "serve", "todo", "--db", pg_url, "--http", "127.0.0.1:0"],
-            cwd=cwd,
-            env={**env, "LINEUP_SERVE_TOKEN": TOKEN},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            said, url = _said_until_ready(proc)
-            assert url.startswith("http://127.0.0.1:"), said
-            tools = anyio.run(listed, url)
-        finally:
-            _stop(proc)
+        args = ["todo", "--db", pg_url, "--http", "127.0.0.1:0"]
+        with serving_http(args, cwd, TOKEN, env) as served:
+            said = served.text
+            assert served.url.startswith("http://127.0.0.1:"), said
+            tools = anyio.run(listed, served.url)
         assert [t.name for t in tools] == ["lineup-result"], tools  # the runtime's own
         assert planted not in repr(tools)
         assert "todo 1.0.0 untrusted, no tools served" in said and "install_tampered" in said

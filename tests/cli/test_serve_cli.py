@@ -18,10 +18,10 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from lineup_build.init import init_project
+from tests.cli_kit import LINEUP, serving_http
 from tests.runtime.serve_kit import call_meta, http_session, until
 
 CALL_ID = "io.lineup/call_id"
-LINEUP = [sys.executable, "-c", "from lineup_build.cli import main; main()"]
 #: CI installs the MCP Inspector and names its binary here (see .ci/run).
 INSPECTOR_ENV = "LINEUP_MCP_INSPECTOR"
 
@@ -145,45 +145,10 @@ def test_stdio_serve_restart_keeps_state_and_replays(apps: Path, tmp_path: Path)
 
 @pytest.fixture()
 def http_server(apps: Path, tmp_path: Path) -> Iterator[str]:
-    env = {**os.environ, "LINEUP_SERVE_TOKEN": "cli-token-0123456789"}
-    proc = subprocess.Popen(
-        [
-            *LINEUP,
-            "serve",
-            "todo",
-            "focus",
-            "--db",
-            str(tmp_path / "h.db"),
-            "--http",
-            "127.0.0.1:0",
-        ],
-        cwd=apps,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        url = ""
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if " tools at " in line:
-                url = line.rsplit(" ", 1)[-1].strip()
-            if "token cli-token-0123456789" in line:
-                break
-        assert url.startswith("http://127.0.0.1:"), url
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    args = ["todo", "focus", "--db", str(tmp_path / "h.db"), "--http", "127.0.0.1:0"]
+    with serving_http(args, apps, "cli-token-0123456789") as served:
+        assert served.url.startswith("http://127.0.0.1:"), served.url
+        yield served.url
 
 
 def test_http_serve_through_the_python_client(http_server: str) -> None:

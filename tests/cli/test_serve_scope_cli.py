@@ -6,9 +6,7 @@ loopback only with `--allow-remote` (a warning), answering the `--allowed-host` 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,10 +21,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from lineup_build.init import init_project
+from tests.cli_kit import LINEUP, lineup_process, serving_http, start_lines
 from tests.runtime.serve_kit import call_meta, http_session
 
 CALL_ID = "io.lineup/call_id"
-LINEUP = [sys.executable, "-c", "from lineup_build.cli import main; main()"]
 TOKEN = "scope-token-0123456789"
 BOTH = {
     "todo-add",
@@ -132,37 +130,9 @@ def test_stdio_serve_with_fewer_apps_serves_only_those(apps: Path, tmp_path: Pat
 @contextmanager
 def _http_server(apps: Path, *args: str) -> Iterator[tuple[str, list[str]]]:
     """A `lineup serve --http` process: `(url, the stderr lines up to its token line)`."""
-    env = {**os.environ, "LINEUP_SERVE_TOKEN": TOKEN}
-    proc = subprocess.Popen(
-        [*LINEUP, "serve", *args],
-        cwd=apps,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        url, said = "", []
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            said.append(line)
-            if " tools at " in line:
-                url = line.rsplit(" ", 1)[-1].strip()
-            if f"token {TOKEN}" in line:
-                break
-        assert url, "".join(said)
-        yield url, said
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+    with serving_http(list(args), apps, TOKEN) as served:
+        assert served.url, served.text
+        yield served.url, served.said
 
 
 def test_http_serve_with_fewer_apps_serves_only_those(apps: Path, tmp_path: Path) -> None:
@@ -273,23 +243,10 @@ def test_lineup_dev_serves_only_its_project_over_mcp(apps: Path, tmp_path: Path)
         assert await _names(s) == BOTH
 
     _stdio_session(apps, tmp_path / "serve.txt", ["todo", "focus", "--db", str(db)], install_both)
-    proc = subprocess.Popen(
-        [*LINEUP, "dev", "todo", "--db", str(db), "--no-open", "--port", "0"],
-        cwd=apps,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        found = None
-        said = []
-        for line in proc.stderr:
-            said.append(line)
-            found = re.search(r"MCP: (\S+)\s+\(Authorization: Bearer (\S+)\)", line)
-            if found:
-                break
+    mcp_line = re.compile(r"MCP: (\S+)\s+\(Authorization: Bearer (\S+)\)")
+    with lineup_process(["dev", "todo", "--db", str(db), "--no-open", "--port", "0"], apps) as proc:
+        said = start_lines(proc, lambda line: mcp_line.search(line) is not None)
+        found = mcp_line.search(said[-1]) if said else None
         assert found, "".join(said)
         url, token = found.group(1), found.group(2)
 
@@ -298,12 +255,3 @@ def test_lineup_dev_serves_only_its_project_over_mcp(apps: Path, tmp_path: Path)
                 return await _names(s)
 
         assert anyio.run(listed) == TODO_ONLY
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()

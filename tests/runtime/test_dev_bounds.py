@@ -60,6 +60,17 @@ def _instance(dev: DevServer, size: int = 10, conversation: str = "conv") -> str
     raise AssertionError("no session")
 
 
+def _answers_then_close(ws: RawWebSocket) -> tuple[int, int]:
+    """Frames read from `ws` up to its close frame: `(how many came before it, its close
+    code)`."""
+    answers = 0
+    while True:
+        opcode, payload = ws.frame()
+        if opcode == 8:
+            return answers, int.from_bytes(payload[:2], "big")
+        answers += 1
+
+
 def _bridge_url(dev: DevServer, token: str) -> str:
     host, port = address(dev.urls.surface_origin)
     return f"ws://{host}:{port}/_lineup/bridge?token={token}"
@@ -113,13 +124,8 @@ def test_a_client_that_stops_reading_is_closed_1008_and_its_queue_dropped(
         for i in range(1, 121):  # ~96 MB of answers, far over 16 MiB, never read meanwhile
             ws.send_text(json.dumps({"id": i, "op": "get"}))
         assert poll(lambda: not dev.host._connections, within_s=30)  # closed, queue dropped
-        answers = 0
-        while True:  # reading again: what was on the wire, then the close frame
-            opcode, payload = ws.frame()
-            if opcode == 8:
-                break
-            answers += 1
-        assert int.from_bytes(payload[:2], "big") == 1008
+        answers, code = _answers_then_close(ws)  # what was on the wire, then the close frame
+        assert code == 1008
         assert answers <= 80  # of 120: the rest was dropped with the queue
     finally:
         ws.close()
@@ -151,13 +157,8 @@ def test_each_bound_alone_closes_an_unread_bridge(
         for i in range(1, gets + 1):
             ws.send_text(json.dumps({"id": i, "op": "get"}))
         assert poll(lambda: not dev.host._connections, within_s=30)
-        answers = 0
-        while True:
-            opcode, payload = ws.frame()
-            if opcode == 8:
-                break
-            answers += 1
-        assert int.from_bytes(payload[:2], "big") == 1008
+        answers, code = _answers_then_close(ws)
+        assert code == 1008
         assert answers < gets
     finally:
         ws.close()
@@ -178,13 +179,8 @@ def test_many_unread_bridges_share_one_bound(dev: DevServer) -> None:
                 ws.send_text(json.dumps({"id": i, "op": "get"}))
         assert poll(lambda: not dev.host._connections, within_s=30)
         for ws in clients:
-            answers = 0
-            while True:
-                opcode, payload = ws.frame()
-                if opcode == 8:
-                    break
-                answers += 1
-            assert int.from_bytes(payload[:2], "big") == 1008
+            answers, code = _answers_then_close(ws)
+            assert code == 1008
             assert answers < 40
         assert dev.host.bridge_bytes == 0  # every queue dropped, nothing counted twice
     finally:

@@ -12,8 +12,8 @@ what is tested, and a dropped connection is a closed response)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,32 @@ async def events(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
         yield event
 
 
+@asynccontextmanager
+async def _session(url: str, version: str = "2025-11-25") -> AsyncIterator[Http]:
+    """An initialized session on a client of its own."""
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as client:
+        http = Http(client, url, version)
+        await http.initialize()
+        yield http
+
+
+async def _all(
+    opened: AbstractAsyncContextManager[AsyncIterator[dict[str, Any]]],
+    seconds: float = 30,
+    meanwhile: Callable[[], Coroutine[Any, Any, None]] | None = None,
+) -> list[dict[str, Any]]:
+    """Every event of a call's or a resume's stream, to its end (within `seconds`), with
+    `meanwhile` run alongside once the stream is open."""
+    got: list[dict[str, Any]] = []
+    with anyio.fail_after(seconds):
+        async with opened as stream, anyio.create_task_group() as tg:
+            if meanwhile is not None:
+                tg.start_soon(meanwhile)
+            async for event in stream:
+                got.append(event)
+    return got
+
+
 def _stages(rt: Runtime, call_id: str) -> list[str]:
     """The call's stored stages but the final (none before the call exists)."""
     record = rt.call_record(call_id)
@@ -151,9 +177,7 @@ def test_a_dropped_stream_resumes_with_every_remaining_event_once_the_final_last
     tmp_path: Path, trust: TrustStore, focus_bundle: Path, version: str
 ) -> None:
     async def main(rt: Runtime, clock: VirtualClock, url: str) -> None:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as client:
-            http = Http(client, url, version)
-            await http.initialize()
+        async with _session(url, version) as http:
             meta = {"progressToken": "p1", CALL_ID: "focus-1"}
             seen: list[dict[str, Any]] = []
             async with http.call(7, "pomodoro-start", {"minutes": 1}, meta) as stream:
@@ -174,10 +198,7 @@ def test_a_dropped_stream_resumes_with_every_remaining_event_once_the_final_last
                     "kind"
                 ] not in ("result", "error"):
                     await anyio.sleep(0.01)
-            replayed: list[dict[str, Any]] = []
-            async with http.resume(seen[-1]["id"]) as stream:
-                async for event in stream:
-                    replayed.append(event)
+            replayed = await _all(http.resume(seen[-1]["id"]))
             stored = _stages(rt, "focus-1")
             got = [e for e in replayed if e["data"]]
             assert got, "nothing replayed"
@@ -190,10 +211,7 @@ def test_a_dropped_stream_resumes_with_every_remaining_event_once_the_final_last
             assert ids == sorted(ids) and len(set(ids)) == len(ids)
             assert got[-1]["id"] == f"{len(stored) + 1}.focus-1"
             # resuming after the final replays nothing more than the final (ids are exact)
-            again: list[dict[str, Any]] = []
-            async with http.resume(got[-1]["id"]) as stream:
-                async for event in stream:
-                    again.append(event)
+            again = await _all(http.resume(got[-1]["id"]))
             assert [e for e in again if e["data"]] == [got[-1]]
 
     _run(tmp_path, trust, focus_bundle, main)
@@ -203,25 +221,18 @@ def test_a_resume_while_the_call_runs_follows_it_to_the_final(
     tmp_path: Path, trust: TrustStore, focus_bundle: Path
 ) -> None:
     async def main(rt: Runtime, clock: VirtualClock, url: str) -> None:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as client:
-            http = Http(client, url, "2025-11-25")
-            await http.initialize()
+        async with _session(url) as http:
             meta = {"progressToken": "p2", CALL_ID: "focus-2"}
             async with http.call(3, "pomodoro-start", {"minutes": 1}, meta) as stream:
                 async for event in stream:
                     last = event["id"]
                     if event["data"] and _stage_of(event) == "started":
                         break
-            replayed: list[dict[str, Any]] = []
-            async with http.resume(last) as stream, anyio.create_task_group() as tg:
 
-                async def finish() -> None:
-                    await advance(clock, MIN)
+            async def finish() -> None:
+                await advance(clock, MIN)
 
-                tg.start_soon(finish)
-                with anyio.fail_after(30):
-                    async for event in stream:
-                        replayed.append(event)
+            replayed = await _all(http.resume(last), meanwhile=finish)
             got = [e for e in replayed if e["data"]]
             assert got and got[-1]["data"]["id"] == 3
             assert got[-1]["data"]["result"]["structuredContent"]["status"] == "final"
@@ -234,15 +245,9 @@ def test_a_call_id_with_a_line_break_never_reaches_an_event_id(
     tmp_path: Path, trust: TrustStore, focus_bundle: Path
 ) -> None:
     async def main(rt: Runtime, clock: VirtualClock, url: str) -> None:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as client:
-            http = Http(client, url, "2025-11-25")
-            await http.initialize()
+        async with _session(url) as http:
             meta = {"progressToken": "p5", CALL_ID: "x\nevent: forged\ndata: {}"}
-            got: list[dict[str, Any]] = []
-            with anyio.fail_after(30):
-                async with http.call(5, "pomodoro-start", {"minutes": 1}, meta) as stream:
-                    async for event in stream:
-                        got.append(event)
+            got = await _all(http.call(5, "pomodoro-start", {"minutes": 1}, meta))
             assert all("\n" not in e.get("id", "") and "forged" not in e.get("id", "") for e in got)
             (answer,) = [e for e in got if e["data"]]
             assert answer["data"]["result"]["isError"] is True  # invalid_params, as always
@@ -255,15 +260,9 @@ def test_an_unknown_event_id_replays_nothing(
     tmp_path: Path, trust: TrustStore, focus_bundle: Path
 ) -> None:
     async def main(rt: Runtime, clock: VirtualClock, url: str) -> None:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as client:
-            http = Http(client, url, "2025-11-25")
-            await http.initialize()
+        async with _session(url) as http:
             for last in ("3.someone-elses-call", "garbage", "x1"):
-                got: list[dict[str, Any]] = []
-                with anyio.fail_after(10):
-                    async with http.resume(last) as stream:
-                        async for event in stream:
-                            got.append(event)
+                got = await _all(http.resume(last), seconds=10)
                 assert [e for e in got if e.get("data")] == []
 
     _run(tmp_path, trust, focus_bundle, main)
@@ -282,11 +281,7 @@ def test_another_session_cannot_resume_a_sessions_call(
                 async for event in stream:
                     if event["data"]:
                         break
-            got: list[dict[str, Any]] = []
-            with anyio.fail_after(10):
-                async with other.resume("0.focus-4") as stream:
-                    async for event in stream:
-                        got.append(event)
+            got = await _all(other.resume("0.focus-4"), seconds=10)
             assert [e for e in got if e.get("data")] == []
 
     _run(tmp_path, trust, focus_bundle, main)
@@ -303,9 +298,7 @@ def test_after_a_restart_the_old_session_is_404_and_a_repeat_call_replays_every_
 
     async def first() -> None:
         nonlocal old_session
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(30)) as client:
-            http = Http(client, server.url, "2025-11-25")
-            await http.initialize()
+        async with _session(server.url) as http:
             old_session = http.session
             async with http.call(1, "pomodoro-start", {"minutes": 1}, meta) as stream:
                 async for event in stream:
@@ -331,19 +324,13 @@ def test_after_a_restart_the_old_session_is_404_and_a_repeat_call_replays_every_
             assert gone.status_code == 404
             http.session = ""
             await http.initialize()
-            got: list[dict[str, Any]] = []
-            call = http.call(2, "pomodoro-start", {"minutes": 1}, meta)
-            async with call as stream, anyio.create_task_group() as tg:
 
-                async def finish() -> None:
-                    while "started" not in _stages(rt, "focus-3"):
-                        await anyio.sleep(0.01)
-                    await advance(clock, MIN)
+            async def finish() -> None:
+                while "started" not in _stages(rt, "focus-3"):
+                    await anyio.sleep(0.01)
+                await advance(clock, MIN)
 
-                tg.start_soon(finish)
-                with anyio.fail_after(30):
-                    async for event in stream:
-                        got.append(event)
+            got = await _all(http.call(2, "pomodoro-start", {"minutes": 1}, meta), meanwhile=finish)
             data = [e for e in got if e["data"]]
             assert data[-1]["data"]["id"] == 2
             assert data[-1]["data"]["result"]["structuredContent"]["status"] == "final"

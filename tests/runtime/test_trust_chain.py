@@ -116,6 +116,17 @@ def _elsewhere(tmp_path: Path, cache: Path, digest: str) -> str:
     return str(copy)
 
 
+def _install_and_run(
+    pg_url: str, trust: TrustStore, apps: Path, bundle: Path
+) -> list[dict[str, Any]]:
+    """`bundle` installed into `apps` and one call run (unpacked and run once): the
+    Inventory as signed."""
+    with Runtime.open(pg_url, trust=trust, apps_dir=apps) as rt:
+        rt.install(bundle)
+        assert _add(rt, "before")["kind"] == "result"
+        return rt.inventory()
+
+
 TAMPER: dict[str, Callable[[dict[str, Any], Path, Path], dict[str, Any]]] = {
     "manifest": lambda row, tmp, cache: {"manifest": _other_manifest(row)},
     "hash": lambda row, tmp, cache: {"manifest_sha256": "0" * 64},
@@ -138,9 +149,7 @@ def test_a_tampered_app_versions_row_is_refused(
     worker's start verifies again and refuses."""
     trust = _trust(rt_key)
     installed = tmp_path / "apps-a"
-    with Runtime.open(pg_url, trust=trust, apps_dir=installed) as rt:
-        rt.install(todo_bundle)
-        assert _add(rt, "before")["kind"] == "result"  # unpacked and run once
+    _install_and_run(pg_url, trust, installed, todo_bundle)
     row = _row(pg_url, "todo")
     apps = installed if cache == "filled" else tmp_path / "apps-b"
     with Runtime.open(pg_url, trust=trust, apps_dir=apps) as rt:
@@ -167,10 +176,7 @@ def test_a_tampered_row_lists_no_tools(
     says (a description the signer never signed), the app is reported untrusted."""
     trust = _trust(rt_key)
     installed = tmp_path / "apps-a"
-    with Runtime.open(pg_url, trust=trust, apps_dir=installed) as rt:
-        rt.install(todo_bundle)
-        assert _add(rt, "before")["kind"] == "result"
-        signed = rt.inventory()
+    signed = _install_and_run(pg_url, trust, installed, todo_bundle)
     row = _row(pg_url, "todo")
     _set(pg_url, "todo", **TAMPER[column](row, tmp_path, installed))
     apps = installed if cache == "filled" else tmp_path / "apps-b"

@@ -27,6 +27,7 @@ from typing import IO
 import pytest
 
 from lineup_build.init import init_project
+from tests.cli_kit import served_url, start_lines, stop_process
 from tests.users.mcp_clients_kit import HERE, lineup_command
 
 pytestmark = pytest.mark.slow
@@ -83,17 +84,6 @@ def test_the_pins_are_the_lock_file() -> None:
     assert "node_modules/" in (SOURCE / ".gitignore").read_text().split()
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
 def _drain(stream: IO[str], log: Path) -> None:
     with log.open("a") as out:
         for line in stream:
@@ -123,15 +113,10 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, st
             env={**os.environ, "LINEUP_SERVE_TOKEN": TOKEN},
         )
         try:
-            url = ""
-            assert server.stderr is not None
-            for line in server.stderr:
-                err.write(line)
-                if " tools at " in line:
-                    url = line.rsplit(" ", 1)[-1].strip()
-                if f"token {TOKEN}" in line:
-                    break
+            said = start_lines(server, lambda line: f"token {TOKEN}" in line)
+            err.writelines(said)
             err.flush()
+            url = served_url(said)
             # keep draining the server's stderr into the log (a full pipe would stall it)
             threading.Thread(target=_drain, args=(server.stderr, serve_log), daemon=True).start()
             assert url.startswith("http://127.0.0.1:"), serve_log.read_text()
@@ -149,16 +134,9 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, st
                 assert first.startswith("listening on http://127.0.0.1:"), first
                 yield folder, first.split()[-1] + "/mcp", serve_log
             finally:
-                _stop(proxy)
+                stop_process(proxy)
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-            if server.stderr is not None:
-                server.stderr.close()
+            stop_process(server)
 
 
 @pytest.mark.parametrize("scenario", APPLICABLE)
