@@ -13,7 +13,7 @@ drift hits them alike):
   events each replay sent (from the stored facts) and the time from the `GET` to the final.
 
     python benchmarks/bench_serve_resume.py --checkout /work/wt/base-89ded1c --checkout . \\
-        [--calls 300] [--resumes 30] [--json]
+        [--calls 300] [--resumes 30] [--json] [--smoke]
 
 It is not part of the test suite.
 """
@@ -212,7 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=300, help="timed tools/list and pings")
     ap.add_argument("--resumes", type=int, default=30, help="dropped streams resumed")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
+    ap.add_argument("--smoke", action="store_true", help="a tiny size, one round (CI)")
     args = ap.parse_args(argv)
+    if args.smoke:  # this checkout served alone, a few requests and one resume
+        args.checkout = args.checkout or [str(Path(__file__).resolve().parents[1])]
+        args.calls, args.resumes = 5, 1
     out: dict[str, Any] = {}
     if args.checkout:
         root = Path(tempfile.mkdtemp(prefix="bench-serve-http-"))

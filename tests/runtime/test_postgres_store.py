@@ -270,10 +270,14 @@ def test_a_node_whose_trust_store_refuses_the_recorded_bundle_does_not_run_it(
     with psycopg.connect(pg_url, autocommit=True) as conn:  # the recorded bytes damaged
         conn.execute("UPDATE bundles SET bytes = substring(bytes from 1 for 200)")
     with Runtime.open(pg_url, trust=trust, apps_dir=tmp_path / "b") as rt:
+        # the version lists no tools (SPEC 16.1): the Agent never sees it, a call to it is
+        # an unknown method, and apps() says why
+        assert not [t for t in rt.inventory() if t["method"].startswith("todo.")]
         first = rt.call("a1", "conv", "todo.add", {"title": "milk"})
-        rt.settle()
-        stages = [m["stage"] for m in rt.outbox.fetch(100) if m["call_id"] == "a1"]
-        assert first["stage"] == "accepted" and "activation_failed" in stages, stages
+        assert first["kind"] == "error", first
+        assert first["error"]["code"] == "unknown_method", first
+        (app,) = rt.apps()
+        assert app["trusted"] is False and app["problem"]["code"] == "bundle_unreadable", app
     assert not any((tmp_path / "b").rglob("*.py"))  # nothing unpacked
 
 
