@@ -1,1 +1,1 @@
-{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"/esJ5ooL5fCDsKTZu3kGBWSbZ3mGjSX2z7RCTT5U8DRV0tZX9XdBprOFLmsOMSXW0tzlQ3vhndHq6IXJbZ2kDQ=="}
+{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"JDEY/iTKyg1mqGrpDFokUdOfFEr66qB/BazdDLMKUjyY//EkMX+71CA8ibPojHVWrltzxn0rWdIrwAuXUGaRCA=="}
