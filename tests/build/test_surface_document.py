@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import shutil
 import zipfile
 from pathlib import Path
@@ -251,3 +252,46 @@ def test_an_included_file_at_the_document_path_is_refused() -> None:
     doc = build_surface_document(_page("<p>hi</p>", **{SURFACE_DOCUMENT: "x"}))
     assert doc.data is None
     assert [d.code for d in doc.diagnostics] == ["surface_not_inlinable"]
+
+
+def test_inspect_shows_the_document_and_its_csp(
+    todo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.build.test_verify_cli import run
+
+    root = tmp_path / "todo"
+    shutil.copytree(todo, root, ignore=shutil.ignore_patterns("dist", ".lineup"))
+    toml = root / "lineup.toml"
+    toml.write_text(
+        toml.read_text() + '\n[app.surface]\ncsp = {resource_domains = ["https://cdn.example"]}\n'
+    )
+    built = build_project(root, signing_key=KEY, out_dir=tmp_path / "dist", epoch=EPOCH)
+    assert built.ok and built.bundle and built.model and built.model.surface
+    status, out, _ = run(["inspect", str(built.bundle), "--json"], capsys)
+    assert status == 0
+    doc = json.loads(out)
+    assert doc["surface"] == {
+        "document": SURFACE_DOCUMENT,
+        "sha256": built.model.surface.sha256,
+        "size": built.model.surface.size,
+        "csp": {"resource_domains": ["https://cdn.example"]},
+    }
+    status, out, _ = run(["inspect", str(built.bundle)], capsys)
+    assert status == 0
+    for text in (SURFACE_DOCUMENT, built.model.surface.sha256, "https://cdn.example"):
+        assert text in out
+
+
+def test_a_bad_surface_table_is_config_invalid(todo: Path, tmp_path: Path) -> None:
+    root = tmp_path / "todo"
+    shutil.copytree(todo, root, ignore=shutil.ignore_patterns("dist", ".lineup"))
+    toml = root / "lineup.toml"
+    base = toml.read_text()
+    for bad in (
+        '\n[app.surface]\ncsp = {frame_domains = ["https://x"]}\n',
+        '\n[app.surface]\ncsp = {connect_domains = "https://x"}\n',
+        "\n[app.surface]\ntheme = 1\n",
+    ):
+        toml.write_text(base + bad)
+        check = check_project(root)
+        assert [d.code for d in check.diagnostics if d.severity == "error"] == ["config_invalid"]
