@@ -183,7 +183,7 @@ class Channel {
     this.listeners = new Set();
     this.bridgeId = null;
     this.starting = null;
-    bridge.onReconnect.add(() => this.restart());
+    this.hooked = false; // the reconnect hook, set on first use (no bridge before)
   }
 
   add(listener) {
@@ -198,6 +198,10 @@ class Channel {
 
   ensure() {
     if (this.bridgeId !== null || this.starting || this.listeners.size === 0) return this.starting;
+    if (!this.hooked) {
+      bridge.onReconnect.add(() => this.restart());
+      this.hooked = true;
+    }
     this.starting = bridge.subscribe(this.what, (frame) => this.onFrame(frame)).then(
       (id) => {
         this.starting = null;
