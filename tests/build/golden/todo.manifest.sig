@@ -1,1 +1,1 @@
-{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"JDEY/iTKyg1mqGrpDFokUdOfFEr66qB/BazdDLMKUjyY//EkMX+71CA8ibPojHVWrltzxn0rWdIrwAuXUGaRCA=="}
+{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"MLzlZVYca/SDlyGt2ELJgSQm1u9MOwbP+Jxn3iaLoexuz3SX881vzcx3azTG/LdX2/r96lsCaB87IcXn++WJCQ=="}
