@@ -85,7 +85,7 @@ def test_a_tampered_document_fails_verify(todo: Path, tmp_path: Path) -> None:
         (None, "file_missing"),
     ]:
         kept = [
-            BundleEntry(n, changed if n == name else d)
+            BundleEntry(n, d if n != name or changed is None else changed)
             for n, d in items.items()
             if not (n == name and changed is None)
         ]
@@ -122,7 +122,7 @@ def test_styles_images_and_scripts_are_inlined() -> None:
             '<html><head><link rel="stylesheet" href="app.css"></head><body>\n'
             '<img src="img/logo.png" alt="logo">\n'
             '<script type="module" src="app.js"></script></body></html>',
-            **{
+            **{  # type: ignore[arg-type]  # str and bytes values alike
                 "surface/app.css": "body { background: url('img/bg.png') }",
                 "surface/img/logo.png": b"\x89PNG-logo",
                 "surface/img/bg.png": b"\x89PNG-bg",
