@@ -220,6 +220,7 @@ def test_each_refused_form_names_file_and_line(file: str, line: int, html: str) 
             **{
                 "surface/app.js": "// the app\nconst a = 1;\nimport b from './b.js';\n",
                 "surface/app.css": "body {}\nh1 { background: url(gone.png) }\n",
+                "surface/icon.png": "an icon that exists: refused for its rel alone",
             },
         )
     )
