@@ -28,6 +28,7 @@ from lineup_build.signing import (
     sign_manifest,
     write_keypair,
 )
+from lineup_build.surface import SURFACE_DOCUMENT, build_surface_document
 from lineup_sdk.errors import LineupError
 
 __all__ = [
@@ -61,6 +62,8 @@ class CheckResult:
     sandbox: dict[str, Any] | None = None  # what the extractor's sandbox enforced
     #: The bundle limits the project builds within (`ProjectConfig.bundle_limits`).
     limits: Limits = field(default_factory=Limits)
+    #: The Surface as one document (SPEC 18.2); None without a Surface page.
+    surface_document: bytes | None = None
 
     def ok(self, *, strict: bool = False) -> bool:
         return not has_errors(self.diagnostics, strict=strict)
@@ -185,6 +188,9 @@ def check_project(
     )
     result.files = files
     result.diagnostics.extend(file_diags)
+    surface = build_surface_document(files)
+    result.surface_document = surface.data
+    result.diagnostics.extend(surface.diagnostics)
     if not any(f.path.endswith(".py") for f in files):
         result.diagnostics.append(
             Diagnostic(
@@ -230,7 +236,8 @@ def source_manifest(
     check = check_project(root, sandbox=sandbox)
     if not check.ok() or check.config is None:
         return None, check
-    return build_manifest(check.config, check.tools, check.files), check
+    manifest = build_manifest(check.config, check.tools, check.files, check.surface_document)
+    return manifest, check
 
 
 def dev_key_path(root: Path) -> Path:
@@ -307,7 +314,7 @@ def build_project(
             check.diagnostics.append(Diagnostic(exc.code, exc.message, hint=exc.hint))
     if not check.ok(strict=strict) or key is None or check.config is None:
         return BuildResult(False, None, None, None, None, check)
-    model = build_model(check.config, check.tools, check.files)
+    model = build_model(check.config, check.tools, check.files, check.surface_document)
     manifest = model.to_json()
     manifest_bytes = serialize_manifest(manifest)
     try:  # the limits `verify` enforces: never write a bundle its own verify refuses
@@ -315,10 +322,13 @@ def build_project(
     except LineupError as exc:
         check.diagnostics.append(Diagnostic(exc.code, exc.message, hint=exc.hint))
         return BuildResult(False, None, None, None, None, check)
+    app_files = [(f.path, f.data) for f in check.files]
+    if check.surface_document is not None:  # beside the files, in path order (SPEC 18.2)
+        app_files = sorted([*app_files, (SURFACE_DOCUMENT, check.surface_document)])
     entries = [
         BundleEntry("manifest.json", manifest_bytes),
         BundleEntry("manifest.sig", sign_manifest(key, manifest_bytes)),
-        *(BundleEntry(f"app/{f.path}", f.data) for f in check.files),
+        *(BundleEntry(f"app/{path}", data) for path, data in app_files),
     ]
     target = out / bundle_name(check.config)
     write_bundle(target, entries, epoch=epoch)

@@ -41,7 +41,18 @@ _SEMVER = re.compile(
     r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\Z"
 )
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
-_KNOWN = {"scope", "name", "version", "entry", "include", "dependencies", "permissions"}
+_KNOWN = {
+    "scope",
+    "name",
+    "version",
+    "entry",
+    "include",
+    "dependencies",
+    "permissions",
+    "surface",
+}
+#: `[app.surface] csp` keys: the domains a Surface may reach (SPEC 18.2).
+_CSP_KEYS = ("connect_domains", "resource_domains")
 #: `[app.permissions]` keys a project may set to true (SPEC 8).
 _PERMISSIONS = ("network",)
 
@@ -68,6 +79,8 @@ class ProjectConfig:
     #: The bundle limits the `[limits]` table raises (`max_manifest_bytes`, `max_files`,
     #: `max_total_bytes`), as sorted `(name, value)` pairs.
     limits: tuple[tuple[str, int], ...] = ()
+    #: `[app.surface] csp`: `(key, domains)` pairs, sorted (none: the host's default policy).
+    surface_csp: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def bundle_limits(self, overrides: Mapping[str, int] | None = None) -> Limits:
         """The limits this project builds within: the defaults, raised by `[limits]`, then
@@ -340,6 +353,30 @@ def _validate(
         )
         perms_raw = {}
     perms = tuple(sorted(k for k, v in perms_raw.items() if v))
+    csp: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    surface_raw = app.get("surface", {})
+    csp_raw = surface_raw.get("csp", {}) if isinstance(surface_raw, dict) else None
+    if (
+        not isinstance(surface_raw, dict)
+        or set(surface_raw) - {"csp"}
+        or not isinstance(csp_raw, dict)
+        or any(
+            k not in _CSP_KEYS
+            or not isinstance(v, list)
+            or not all(isinstance(d, str) and d and len(d) <= 253 for d in v)
+            for k, v in csp_raw.items()
+        )
+    ):
+        problems.append(
+            bad(
+                f"[{table}app.surface] = {surface_raw!r} is invalid",
+                "a table with csp = {connect_domains = [...], resource_domains = [...]}, e.g. "
+                'csp = {connect_domains = ["https://api.example.com"]}',
+                key="app.surface",
+            )
+        )
+    else:
+        csp = tuple(sorted((k, tuple(sorted(set(v)))) for k, v in csp_raw.items() if v))
     if problems:
         return None, problems
     return (
@@ -355,6 +392,7 @@ def _validate(
             lines=lines,
             source=source,
             limits=limits,
+            surface_csp=csp,
         ),
         [],
     )

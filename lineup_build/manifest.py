@@ -4,11 +4,12 @@ and validate it against the JSON Schema shipped in this package."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from lineup_build.model import AppInfo, FileEntry, Manifest, SdkInfo, Tool
+from lineup_build.model import AppInfo, FileEntry, Manifest, SdkInfo, SurfaceInfo, Tool
 from lineup_build.schemas import canonical_json
 from lineup_sdk import __version__ as SDK_VERSION
 
@@ -29,10 +30,20 @@ MANIFEST_VERSION = 1
 
 
 def build_model(
-    config: ProjectConfig, tools: list[dict[str, Any]], files: list[IncludedFile]
+    config: ProjectConfig,
+    tools: list[dict[str, Any]],
+    files: list[IncludedFile],
+    surface_document: bytes | None = None,
 ) -> Manifest:
     """The manifest of checked declarations: tools sorted by method, files as collected
-    (sorted by path); permissions and hints only when set, so older bundles are unchanged."""
+    (sorted by path); permissions and hints only when set, so older bundles are unchanged;
+    the `surface` object only with a Surface document (SPEC 18.2)."""
+    from lineup_build.surface import SURFACE_DOCUMENT
+
+    surface = None
+    if surface_document is not None:
+        digest = hashlib.sha256(surface_document).hexdigest()
+        surface = SurfaceInfo(SURFACE_DOCUMENT, digest, len(surface_document), config.surface_csp)
     return Manifest(
         manifest_version=MANIFEST_VERSION,
         app=AppInfo(
@@ -46,14 +57,18 @@ def build_model(
         sdk=SdkInfo(SDK_VERSION),
         tools=tuple(Tool.from_json(t) for t in sorted(tools, key=lambda t: t["method"])),
         files=tuple(FileEntry(f.path, f.sha256, f.size) for f in files),
+        surface=surface,
     )
 
 
 def build_manifest(
-    config: ProjectConfig, tools: list[dict[str, Any]], files: list[IncludedFile]
+    config: ProjectConfig,
+    tools: list[dict[str, Any]],
+    files: list[IncludedFile],
+    surface_document: bytes | None = None,
 ) -> dict[str, Any]:
     """The manifest as data (`build_model(...).to_json()`)."""
-    return build_model(config, tools, files).to_json()
+    return build_model(config, tools, files, surface_document).to_json()
 
 
 def serialize_manifest(manifest: dict[str, Any]) -> bytes:

@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MINIAPP_SDK", "RUNTIME", "AppInfo", "FileEntry", "Manifest", "SdkInfo", "Tool"]
+__all__ = [
+    "MINIAPP_SDK",
+    "RUNTIME",
+    "AppInfo",
+    "FileEntry",
+    "Manifest",
+    "SdkInfo",
+    "SurfaceInfo",
+    "Tool",
+]
 
 #: The delivery of a tool served by the Runtime's own handler catalog.
 RUNTIME = "runtime"
@@ -173,6 +182,36 @@ class FileEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class SurfaceInfo:
+    """The manifest's optional `surface` object (SPEC 18.2): the built Surface document's
+    path in `app/`, its sha256, and the `csp` from `[app.surface]` (keys with domains only).
+    """
+
+    document: str
+    sha256: str
+    size: int
+    csp: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> SurfaceInfo:
+        csp = tuple(sorted((k, tuple(v)) for k, v in obj.get("csp", {}).items()))
+        return cls(obj["document"], obj["sha256"], obj["size"], csp)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "document": self.document,
+            "sha256": self.sha256,
+            "size": self.size,
+            "csp": {k: list(v) for k, v in self.csp},
+        }
+
+    def csp_json(self) -> dict[str, list[str]]:
+        """The `csp` as MCP Apps' `_meta.ui.csp` spells it (`connectDomains`, ...)."""
+        camel = {"connect_domains": "connectDomains", "resource_domains": "resourceDomains"}
+        return {camel.get(k, k): list(v) for k, v in self.csp}
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     """A manifest v1 document as typed data (tools sorted by method, files by path, as
     the build writes them; the order read is kept).
@@ -190,6 +229,8 @@ class Manifest:
     sdk: SdkInfo
     tools: tuple[Tool, ...]
     files: tuple[FileEntry, ...]
+    #: The Surface document, when the app has a Surface (absent in older bundles).
+    surface: SurfaceInfo | None = None
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Manifest:
@@ -208,19 +249,23 @@ class Manifest:
                 sdk=SdkInfo(obj["sdk"]["version"]),
                 tools=tuple(Tool.from_json(t) for t in obj["tools"]),
                 files=tuple(FileEntry(f["path"], f["sha256"], f["size"]) for f in obj["files"]),
+                surface=SurfaceInfo.from_json(obj["surface"]) if "surface" in obj else None,
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a manifest v1 document: {exc!r}") from None
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as JSON data (the inverse of `from_json`)."""
-        return {
+        out: dict[str, Any] = {
             "manifest_version": self.manifest_version,
             "app": self.app.to_json(),
             "sdk": {"version": self.sdk.version},
             "tools": [t.to_json() for t in self.tools],
             "files": [{"path": f.path, "sha256": f.sha256, "size": f.size} for f in self.files],
         }
+        if self.surface is not None:
+            out["surface"] = self.surface.to_json()
+        return out
 
     def tool(self, method: str) -> Tool | None:
         """The tool declared for `method`, if any."""

@@ -115,6 +115,7 @@ class VerifyReport:
             "app": m.app.to_json() if m else None,
             "tools": [_tool_summary(t) for t in m.tools] if m else [],
             "files": [{"path": f.path, "size": f.size} for f in m.files] if m else [],
+            "surface": m.surface.to_json() if m and m.surface else None,
             "diagnostics": [p.to_dict() for p in self.problems],
         }
 
@@ -231,6 +232,30 @@ def _check_files(
             report.problems.append(problem)
         elif entry is not None:
             slices.append(FileSlice(path, entry.data_offset, entry.size, f.sha256))
+    surface = manifest.surface
+    if surface is not None:  # the Surface document: listed and hashed (SPEC 18.2)
+        name = f"app/{surface.document}"
+        entry = archive.by_name.get(name)
+        problem = None
+        if surface.document in listed:
+            problem = LineupError("manifest_invalid", f"manifest lists {surface.document!r} twice")
+        elif entry is None:
+            problem = LineupError(
+                "file_missing", f"{surface.document} (the Surface document) is not in the bundle"
+            )
+        elif entry.size != surface.size or _sha256(fh, entry, buf) != surface.sha256:
+            problem = LineupError(
+                "file_hash_mismatch",
+                f"{surface.document} (the Surface document): SHA-256 differs from the manifest",
+            )
+        listed.add(surface.document)
+        if problem is not None:
+            problem.details = {"path": surface.document}
+            report.problems.append(problem)
+        elif entry is not None:
+            slices.append(
+                FileSlice(surface.document, entry.data_offset, entry.size, surface.sha256)
+            )
     for name in archive.by_name:
         if name.startswith("app/") and name[4:] not in listed:
             report.problems.append(

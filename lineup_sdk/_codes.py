@@ -11,6 +11,12 @@ CODES: dict[str, tuple[str, str]] = {
         "field is invalid.",
         "Fix the named key in lineup.toml (see the project and manifest reference).",
     ),
+    "surface_not_inlinable": (
+        "The Surface page references something `lineup build` cannot inline into its one "
+        "document: an external URL, a missing file, an import other than `/_lineup/sdk.js`.",
+        "Ship the file in `include` and reference it by a relative path, or bundle a "
+        "multi-module Surface with your own bundler into one file listed in `include`.",
+    ),
     "entry_import_failed": (
         "The entry module could not be imported from the staged bundle files.",
         "Make sure `entry` names a module inside the `include` globs and imports cleanly.",

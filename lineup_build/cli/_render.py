@@ -277,6 +277,13 @@ def inspect_report(report: Any) -> None:
             ("permissions", ", ".join(m.app.permissions) or "none"),
             ("sdk", m.sdk.version),
         ]
+        if m.surface is not None:  # the Surface as one signed document (SPEC 18.2)
+            csp = "; ".join(f"{k} {' '.join(v)}" for k, v in m.surface.csp) or "host default"
+            rows += [
+                ("surface", f"{m.surface.document} ({m.surface.size} bytes)"),
+                ("surface sha256", m.surface.sha256),
+                ("surface csp", csp),
+            ]
     signature = doc["signature"] + (f" ({doc['signer_label']})" if doc["signer_label"] else "")
     rows += [("key id", doc["key_id"] or "-"), ("signature", signature)]
     rows.append(("manifest sha256", doc["manifest_sha256"] or "-"))

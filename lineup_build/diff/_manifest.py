@@ -1,7 +1,8 @@
 """`diff_manifests`: two manifests compared as an Agent written against OLD meets NEW.
 
 Tools removed, added or changed (delivery, long-running, activation, timeout, description,
-hints, runtime handler), the app's scope, permissions and dependencies, and every change
+hints, runtime handler), the app's scope, permissions and dependencies, the Surface's
+`csp` (SPEC 18.2), and every change
 in the input and result schemas (`_schema`). Pure: two typed `Manifest`s in, a
 `DiffReport` out; the fields are read typed, the schemas stay JSON data.
 """
@@ -111,6 +112,32 @@ def _app_changes(old: AppInfo, new: AppInfo) -> list[Change]:
                 f"dependency {dep!r} removed",
                 dep,
                 None,
+            )
+        )
+    return out
+
+
+def _csp_changes(old: Manifest, new: Manifest) -> list[Change]:
+    """A changed `surface.csp` key: breaking when it lets the Surface reach a domain it did
+    not (a host's operator reviews what a View may connect to), not when it only narrows."""
+    before = dict(old.surface.csp) if old.surface is not None else {}
+    after = dict(new.surface.csp) if new.surface is not None else {}
+    out: list[Change] = []
+    for key in sorted(set(before) | set(after)):
+        was, now = list(before.get(key, ())), list(after.get(key, ()))
+        if was == now:
+            continue
+        added = sorted(set(now) - set(was))
+        what = f"added {', '.join(added)}" if added else "narrowed"
+        out.append(
+            Change(
+                None,
+                f"/surface/csp/{key}",
+                "surface_csp_changed",
+                bool(added),
+                f"the Surface's csp {key} changed ({what}); hosts apply the new policy",
+                was or None,
+                now or None,
             )
         )
     return out
@@ -234,6 +261,7 @@ def diff_manifests(
         scope=new.app.scope,
     )
     report.changes.extend(_app_changes(old.app, new.app))
+    report.changes.extend(_csp_changes(old, new))
     before = {t.method: t for t in old.tools}
     after = {t.method: t for t in new.tools}
     for method in sorted(set(before) | set(after)):

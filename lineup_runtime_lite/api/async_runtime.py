@@ -740,9 +740,10 @@ class AsyncRuntime:
         return out
 
     async def surface_document(self, scope: str, version: str) -> bytes | None:
-        """The Surface document of an installed version, as signed: the bytes of its
-        `surface/index.html`, checked against the manifest's sha256 (so what a host renders
-        is what the signer signed); None when that version has no Surface (SPEC 18.1).
+        """The Surface document of an installed version, as signed: the one self-contained
+        document `lineup build` wrote (the manifest's `surface` object), checked against its
+        sha256 (so what a host renders is what the signer signed); None when that version
+        has no Surface (SPEC 18.1, 18.2).
 
         Raises:
             LineupError: `install_tampered` when the file differs from its manifest entry;
@@ -751,20 +752,34 @@ class AsyncRuntime:
         _usable_id("scope", scope)
         self._check_open()
         app, _ = await self._installed(scope, version)
-        entry = next((f for f in app.model.files if f.path == SURFACE_PAGE), None)
-        if entry is None:
+        surface = app.model.surface
+        if surface is None:
             return None
         try:
-            data = await asyncio.to_thread((app.root / SURFACE_PAGE).read_bytes)
+            data = await asyncio.to_thread((app.root / surface.document).read_bytes)
         except OSError:
             data = b""
-        if hashlib.sha256(data).hexdigest() != entry.sha256 or len(data) != entry.size:
+        if hashlib.sha256(data).hexdigest() != surface.sha256 or len(data) != surface.size:
             raise LineupError(
                 "install_tampered",
-                f"{scope} {version}: {SURFACE_PAGE} differs from its signed manifest entry",
+                f"{scope} {version}: {surface.document} differs from its signed manifest entry",
                 hint="install the bundle again",
             )
         return data
+
+    async def surface_csp(self, scope: str, version: str) -> dict[str, list[str]] | None:
+        """The `csp` an installed version's manifest declares for its Surface document, as
+        MCP Apps' `_meta.ui.csp` spells it (`connectDomains`, `resourceDomains`; `{}` when
+        `[app.surface]` declares none); None without a Surface (SPEC 18.2).
+
+        Raises:
+            LineupError: the trust codes of `_installed`.
+        """
+        _usable_id("scope", scope)
+        self._check_open()
+        app, _ = await self._installed(scope, version)
+        surface = app.model.surface
+        return surface.csp_json() if surface is not None else None
 
     async def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""

@@ -308,6 +308,11 @@ class Runtime:
         (see `AsyncRuntime.surface_document`)."""
         return self._run(self._art.surface_document(scope, version))
 
+    def surface_csp(self, scope: str, version: str) -> dict[str, list[str]] | None:
+        """The `csp` of an installed version's Surface document, None without a Surface
+        (see `AsyncRuntime.surface_csp`)."""
+        return self._run(self._art.surface_csp(scope, version))
+
     def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
         _usable_id("scope", scope)

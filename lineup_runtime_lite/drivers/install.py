@@ -292,7 +292,11 @@ class InstalledApp:
         return f"{self.scope} {self.version}"
 
     def files(self) -> list[tuple[str, int, str]]:
-        return [(e.path, e.size, e.sha256) for e in self.model.files]
+        out = [(e.path, e.size, e.sha256) for e in self.model.files]
+        surface = self.model.surface
+        if surface is not None:  # the Surface document (SPEC 18.2), listed beside them
+            out.append((surface.document, surface.size, surface.sha256))
+        return out
 
 
 def installed_row(store: Database, scope: str, version: str) -> dict[str, Any]:

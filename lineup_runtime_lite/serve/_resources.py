@@ -36,9 +36,9 @@ RESOURCE_NOT_FOUND_LEGACY = -32002
 #: How long a 2026-07-28 client may keep the list and a document (the served apps are fixed
 #: for the server's life; a restart may serve others).
 CACHE_TTL_MS = 60_000
-#: What `_meta.ui` says of every document: no connections beyond the host's default policy
-#: (`[app.surface] csp` is not declared), and a border around the View.
-UI_META: dict[str, Any] = {"csp": {}, "prefersBorder": True}
+#: What `_meta.ui` says of every document besides its `csp` (the manifest's): a border
+#: around the View.
+UI_META: dict[str, Any] = {"prefersBorder": True}
 
 
 def surface_uri(scope: str, version: str) -> str:
@@ -111,7 +111,7 @@ class Resources:
                     ),
                     "mimeType": MIME_TYPE,
                     "size": len(data),
-                    "_meta": {"ui": dict(UI_META)},
+                    "_meta": {"ui": {"csp": rt.surface_csp(scope, version) or {}, **UI_META}},
                 },
                 data,
             )
@@ -142,7 +142,7 @@ class Resources:
                     "uri": uri,
                     "mimeType": MIME_TYPE,
                     "text": doc.data.decode("utf-8", "replace"),
-                    "_meta": {"ui": dict(UI_META)},
+                    "_meta": {"ui": dict(doc.entry["_meta"]["ui"])},
                 }
             ],
             "ttlMs": CACHE_TTL_MS,

@@ -180,8 +180,8 @@ class DevHost:
         return None
 
     def surface_file(self, binding: Binding, rel: str) -> bytes | None:
-        """A file of the `surface/` of the build the instance's session runs, as that
-        build's manifest lists it, read from the version's verified install folder with
+        """A file of the `surface/` of the build the instance's session runs (for
+        `index.html`, the Surface document the build wrote), as that build's manifest lists it, read from the version's verified install folder with
         its hash checked (`Runtime.app_file`); None for a file the manifest does not list.
 
         Raises:
@@ -190,6 +190,10 @@ class DevHost:
         session = self._session_of(binding)
         if session is None:
             return None
+        if rel == "index.html":  # the page: the built, signed document hosts render (18.2)
+            document = self.rt.surface_document(binding.scope, session["version"])
+            if document is not None:
+                return document
         return self.rt.app_file(binding.scope, session["version"], f"surface/{rel}")
 
     # -- what the Host page shows --------------------------------------------------------

@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from lineup_build.surface import sdk_module
 from lineup_runtime_lite.web._devhost import MAX_TOKEN, Binding, BridgeLimits, Connection, DevHost
 from lineup_sdk.errors import LineupError
 
@@ -288,7 +289,8 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
     from starlette.routing import Route, WebSocketRoute
 
     async def sdk_js(request: Request) -> Response:
-        return Response(web_asset("sdk.js"), media_type="text/javascript", headers=dict(_CORS))
+        # the page's one SDK instance when it has one (a built document inlines it)
+        return Response(sdk_module(), media_type="text/javascript", headers=dict(_CORS))
 
     async def app_info(request: Request) -> Response:
         binding = dev.binding(request.query_params.get("token", ""))

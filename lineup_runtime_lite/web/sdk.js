@@ -21,16 +21,20 @@ const MAX_BACKOFF_MS = 5000;
 function surfaceToken() {
   // The Host frames a Surface at /s/<token>/...; the token never leaves this origin.
   const match = /^\/s\/([A-Za-z0-9_-]+)\//.exec(location.pathname);
-  if (!match) {
-    throw new LineupError(
-      "usage_invalid",
-      "this page is not a Surface the LineUp dev Host framed (no Surface token in its URL)",
-      "open the MiniApp through `lineup dev`",
-    );
-  }
-  return match[1];
+  return match ? match[1] : null;
 }
 
+function noTransport() {
+  return new LineupError(
+    "usage_invalid",
+    "this page is not a Surface the LineUp dev Host framed (no Surface token in its URL)",
+    "open the MiniApp through `lineup dev`",
+  );
+}
+
+// Under `lineup dev` (a Surface token in the URL) the SDK connects at import, so `sdk.app`
+// is available then (SPEC 14); anywhere else evaluating it does nothing: the transport is
+// looked up on first use (SPEC 18.2).
 const token = surfaceToken();
 // This page load: the Host counts `ready` once per load (a repeat is ignored; a reload is
 // a new load).
@@ -50,7 +54,7 @@ async function fetchApp() {
   return body;
 }
 
-const appInfo = Object.freeze(await fetchApp());
+const appInfo = token === null ? null : Object.freeze(await fetchApp());
 
 /** The bridge: one WebSocket, requests by id, subscriptions by id; reconnects with backoff. */
 class Bridge {
@@ -68,6 +72,7 @@ class Bridge {
   }
 
   connect() {
+    if (token === null) throw noTransport();
     const url = new URL("/_lineup/bridge", base);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     url.searchParams.set("token", token);
@@ -142,7 +147,24 @@ class Bridge {
   }
 }
 
-const bridge = new Bridge();
+let bridgeInstance = null;
+// The one bridge, opened on first use (at once under `lineup dev`).
+const bridge = new Proxy(
+  {},
+  {
+    get(_, name) {
+      bridgeInstance ??= new Bridge();
+      const value = bridgeInstance[name];
+      return typeof value === "function" ? value.bind(bridgeInstance) : value;
+    },
+    set(_, name, value) {
+      bridgeInstance ??= new Bridge();
+      bridgeInstance[name] = value;
+      return true;
+    },
+  },
+);
+if (token !== null) void bridge.open;
 
 function snapshotOf(result) {
   return Object.freeze({ revision: result.revision, data: result.data });
@@ -161,7 +183,7 @@ class Channel {
     this.listeners = new Set();
     this.bridgeId = null;
     this.starting = null;
-    bridge.onReconnect.add(() => this.restart());
+    this.hooked = false; // the reconnect hook, set on first use (no bridge before)
   }
 
   add(listener) {
@@ -176,6 +198,10 @@ class Channel {
 
   ensure() {
     if (this.bridgeId !== null || this.starting || this.listeners.size === 0) return this.starting;
+    if (!this.hooked) {
+      bridge.onReconnect.add(() => this.restart());
+      this.hooked = true;
+    }
     this.starting = bridge.subscribe(this.what, (frame) => this.onFrame(frame)).then(
       (id) => {
         this.starting = null;

@@ -764,6 +764,46 @@ CASES = [
 ]
 
 
+_SURFACE = {"document": "_lineup/surface.html", "sha256": "0" * 64, "size": 1, "csp": {}}
+
+
+def _with_csp(**csp: list[str]) -> Edit:
+    """The Surface document listed, with `csp` (SPEC 18.2)."""
+
+    def edit(m: dict[str, Any]) -> None:
+        m["surface"] = {**_SURFACE, "csp": dict(csp)}
+
+    return edit
+
+
+CASES += [
+    Case(
+        "surface_csp_widened",
+        _with_csp(connect_domains=["https://api.example.com"]),
+        {(None, "/surface/csp/connect_domains", "surface_csp_changed", True)},
+        False,
+        new="1.5.0",
+        old_edit=_with_csp(),
+    ),
+    Case(
+        "surface_csp_narrowed",
+        _with_csp(resource_domains=["https://cdn.example.com"]),
+        {(None, "/surface/csp/resource_domains", "surface_csp_changed", False)},
+        True,
+        new="1.4.3",
+        old_edit=_with_csp(resource_domains=["https://cdn.example.com", "https://x.example"]),
+    ),
+    Case(
+        "surface_unchanged_csp",
+        _with_csp(connect_domains=["https://api.example.com"]),
+        set(),
+        True,
+        new="1.4.3",
+        old_edit=_with_csp(connect_domains=["https://api.example.com"]),
+    ),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_pair(case: Case) -> None:
     base = base_manifest(case.old)

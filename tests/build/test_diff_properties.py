@@ -177,6 +177,7 @@ KINDS = set(RULES) | {
     "permission_removed",
     "dependency_added",
     "dependency_removed",
+    "surface_csp_changed",
 }
 
 

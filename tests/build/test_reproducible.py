@@ -161,7 +161,9 @@ def test_bundle_layout_is_canonical(bundle: bytes, todo_project: Path) -> None:
         and p.relative_to(todo_project).parts[0] in ("todo_app", "surface")
         and (p.suffix == ".py" or p.parts[-2] == "surface")
     )
-    assert names == ["manifest.json", "manifest.sig", *(f"app/{f}" for f in files)]
+    # the Surface document the build writes (SPEC 18.2) sits among them, in path order
+    listed = sorted([*files, "_lineup/surface.html"])
+    assert names == ["manifest.json", "manifest.sig", *(f"app/{f}" for f in listed)]
     for info in infos:
         assert info.compress_type == zipfile.ZIP_STORED
         assert info.external_attr >> 16 == 0o100644

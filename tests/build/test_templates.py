@@ -96,6 +96,7 @@ def test_init_then_build_through_the_cli(
     assert names == [
         "manifest.json",
         "manifest.sig",
+        "app/_lineup/surface.html",  # the Surface as one document (SPEC 18.2)
         "app/my_app_app/__init__.py",
         "app/my_app_app/tools.py",
         "app/surface/index.html",

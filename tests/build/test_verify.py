@@ -70,9 +70,14 @@ def test_extract_writes_exactly_the_listed_files(
     target = tmp_path / "out"
     verified.extract_to(target)
     written = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
-    assert written == sorted(f["path"] for f in verified.manifest["files"])
-    for rel in written:
+    # the listed files and the Surface document (SPEC 18.2), nothing else
+    surface = verified.manifest["surface"]
+    listed = [f["path"] for f in verified.manifest["files"]]
+    assert written == sorted([*listed, surface["document"]])
+    for rel in listed:
         assert (target / rel).read_bytes() == (root / rel).read_bytes()
+    document = (target / surface["document"]).read_bytes()
+    assert hashlib.sha256(document).hexdigest() == surface["sha256"]
 
 
 def test_extract_detects_a_bundle_changed_after_verification(tmp_path: Path) -> None:

@@ -41,11 +41,12 @@ def focus_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -
 
 
 def _signed_page(bundle: Path) -> bytes:
+    """The Surface as one signed document (SPEC 18.2): the manifest's `surface` entry."""
     with zipfile.ZipFile(bundle) as z:
         manifest = json.loads(z.read("manifest.json"))
-        page = z.read("app/surface/index.html")
-    (entry,) = [f for f in manifest["files"] if f["path"] == "surface/index.html"]
-    assert hashlib.sha256(page).hexdigest() == entry["sha256"]
+        surface = manifest["surface"]
+        page = z.read(f"app/{surface['document']}")
+    assert hashlib.sha256(page).hexdigest() == surface["sha256"]
     return page
 
 
@@ -141,7 +142,7 @@ def test_a_tampered_installed_page_is_never_served(
 ) -> None:
     rt, _ = open_runtime(tmp_path / "rt.db", trust, [todo_bundle])
     try:
-        (page,) = (tmp_path).rglob("surface/index.html")
+        (page,) = tmp_path.rglob("_lineup/surface.html")
         page.write_bytes(page.read_bytes() + b"<script>steal()</script>")
         with pytest.raises(LineupError) as caught:
             rt.surface_document("todo", "1.0.0")
@@ -154,7 +155,7 @@ def test_a_tampered_installed_page_answers_a_lineup_error_over_mcp(
     tmp_path: Path, trust: TrustStore, todo_bundle: Path
 ) -> None:
     async def main(rt: Runtime) -> None:
-        (page,) = tmp_path.rglob("surface/index.html")
+        (page,) = tmp_path.rglob("_lineup/surface.html")
         page.write_bytes(page.read_bytes() + b"<script>steal()</script>")
         async with raw_session(Bridge(rt, OPTIONS)) as raw:
             got = await raw.request("resources/read", {"uri": TODO_URI})
@@ -189,3 +190,30 @@ def test_a_new_current_version_is_listed_in_place_of_the_old(
             assert content.text == "<!doctype html><title>next</title>"
 
     _run(tmp_path, trust, [todo_bundle], main)
+
+
+def test_the_csp_comes_from_the_manifest(
+    tmp_path: Path, trust: TrustStore, rt_key: SigningKey
+) -> None:
+    """`[app.surface] csp` in lineup.toml → the manifest → `_meta.ui.csp` (SPEC 18.2)."""
+    root = tmp_path / "todo-csp"
+    init_project(root, template="todo", scope="todo")
+    toml = root / "lineup.toml"
+    toml.write_text(
+        toml.read_text()
+        + '\n[app.surface]\ncsp = {connect_domains = ["https://api.example.com"]}\n'
+    )
+    built = build_project(root, signing_key=rt_key)
+    assert built.ok and built.bundle is not None
+    assert built.manifest is not None
+    assert built.manifest["surface"]["csp"] == {"connect_domains": ["https://api.example.com"]}
+    want = {"ui": {"csp": {"connectDomains": ["https://api.example.com"]}, "prefersBorder": True}}
+
+    async def main(rt: Runtime) -> None:
+        async with memory_session(Bridge(rt, OPTIONS)) as s:
+            (listed,) = (await s.list_resources()).resources
+            assert listed.meta == want
+            (content,) = (await s.read_resource(TODO_URI)).contents
+            assert content.meta == want
+
+    _run(tmp_path, trust, [built.bundle], main)

@@ -1,1 +1,1 @@
-{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"/esJ5ooL5fCDsKTZu3kGBWSbZ3mGjSX2z7RCTT5U8DRV0tZX9XdBprOFLmsOMSXW0tzlQ3vhndHq6IXJbZ2kDQ=="}
+{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"MLzlZVYca/SDlyGt2ELJgSQm1u9MOwbP+Jxn3iaLoexuz3SX881vzcx3azTG/LdX2/r96lsCaB87IcXn++WJCQ=="}
