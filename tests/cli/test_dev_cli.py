@@ -4,11 +4,13 @@ extra's install hint, and when a browser opens (SPEC 14)."""
 from __future__ import annotations
 
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lineup_build.build import build_project
 from lineup_build.cli.dev import should_open
 from lineup_build.init import init_project
 from tests.cli_kit import lineup_process, run_cli, start_lines
@@ -193,7 +195,12 @@ def test_lineup_dev_on_postgres_serves_the_verified_surface_and_runs_a_call(
         )
         url = host("GET", f"/_lineup/api/surface?instance={instance}")["url"]
         status, body = surface(url)
-        assert status == 200 and body == (project / "surface" / "index.html").read_bytes()
+        # the Surface as one signed document (SPEC 18.2): what `lineup build` writes
+        built = build_project(project, dev_key=True, out_dir=tmp_path / "expected")
+        assert built.ok and built.bundle is not None
+        with zipfile.ZipFile(built.bundle) as z:
+            document = z.read(f"app/{json.loads(z.read('manifest.json'))['surface']['document']}")
+        assert status == 200 and body == document
         host("POST", "/_lineup/api/host", {"button": "confirm", "instance": instance})
         result = state_until(
             lambda s: next(
@@ -207,7 +214,7 @@ def test_lineup_dev_on_postgres_serves_the_verified_surface_and_runs_a_call(
         )
         assert result["result"]["item"]["title"] == "tea", result
         # the installed copy (named by its manifest's hash, not scope/version) rewritten
-        (installed,) = (project / ".lineup" / "dev-apps").glob("*/*/surface/index.html")
+        (installed,) = (project / ".lineup" / "dev-apps").glob("*/*/_lineup/surface.html")
         assert re.fullmatch(r"[0-9a-f]{64}", installed.parent.parent.name)
         installed.write_text("<script>planted()</script>")
         status, body = surface(url)

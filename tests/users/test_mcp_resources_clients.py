@@ -6,7 +6,9 @@ TypeScript test skips, except in CI, where it fails."""
 
 from __future__ import annotations
 
+import json
 import os
+import zipfile
 from pathlib import Path
 
 import anyio
@@ -16,6 +18,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from lineup_build.build import build_project
 from lineup_build.init import init_project
 from tests.users.mcp_clients_kit import TsSdkDriver, lineup_command, locate_ts_client
 
@@ -32,12 +35,22 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _document(apps: Path) -> str:
+    """The todo Surface as its one signed document (SPEC 18.2): what `lineup build` writes,
+    the same bytes whichever key signs it."""
+    result = build_project(apps / "todo", dev_key=True, out_dir=apps / "expected")
+    assert result.ok and result.bundle is not None
+    with zipfile.ZipFile(result.bundle) as z:
+        manifest = json.loads(z.read("manifest.json"))
+        return z.read(f"app/{manifest['surface']['document']}").decode()
+
+
 def _args(apps: Path) -> list[str]:
     return ["serve", "todo", "focus", "--db", str(apps / "serve.db")]
 
 
 def test_the_python_client_lists_and_reads_the_surfaces(apps: Path) -> None:
-    page = (apps / "todo" / "surface" / "index.html").read_text()
+    page = _document(apps)
 
     async def main() -> None:
         params = StdioServerParameters(command=lineup_command(), args=_args(apps), cwd=str(apps))
@@ -67,7 +80,7 @@ def test_the_typescript_client_lists_and_reads_the_surfaces(apps: Path) -> None:
         if os.environ.get("CI"):
             pytest.fail(f"the TypeScript client must run in CI: {folder}")
         pytest.skip(folder)
-    page = (apps / "todo" / "surface" / "index.html").read_text()
+    page = _document(apps)
     driver = TsSdkDriver(folder, apps, _args(apps), apps / "ts.log", 120)
     try:
         listed = driver.op("resources", 60)
