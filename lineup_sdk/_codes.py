@@ -282,6 +282,29 @@ CODES: dict[str, tuple[str, str]] = {
         "The tool acts only on an app that is already running in this conversation.",
         "Start the app with one of its activating tools first.",
     ),
+    "unknown_action": (
+        "No UI Action of that name: the app (or the build its App session runs) does not "
+        "declare it; an Agent tool's name is not an action.",
+        "Declare the action with `define_ui_actions` (`@actions.action`), rebuild, and ask "
+        "for one of the names `lineup inspect` lists under its UI Actions.",
+    ),
+    "action_id_conflict": (
+        "A UI Action's `client_id` and `seq` were already used in this App session with "
+        "another name or params.",
+        "Number every new action of a client with the next seq; resend an action only with "
+        "the same name and params.",
+    ),
+    "action_out_of_order": (
+        "A UI Action skipped a seq: per App session each client numbers its actions 1, 2, "
+        "3… and the runtime accepts only the next one (`details.expected_seq`).",
+        "Send the actions of a client in order, each seq after the previous one was "
+        "accepted or rejected; nothing was persisted.",
+    ),
+    "action_pending": (
+        "The wait for a UI Action's outcome ran out; the action stays queued and runs in its turn.",
+        "Send the same action again (same client_id, seq, name and params) to wait for, or "
+        "read, its outcome; or pass a longer `timeout`.",
+    ),
     "activation_failed": (
         "The app could not be activated; the call was not run.",
         "See `details.reason`; retry with a new call_id.",

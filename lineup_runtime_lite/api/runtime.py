@@ -107,6 +107,22 @@ class Surface:
 
         raise surface_write_refused()
 
+    def act(
+        self,
+        name: str,
+        params: Any,
+        *,
+        client_id: str,
+        seq: int,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Ask for a UI Action and wait for its outcome (`AsyncSurface.act`):
+        `{"action_id", "result", "revision"}`, or `LineupError` with the outcome's code
+        (`action_pending` when `timeout` ran out: the action stays queued)."""
+        return self._rt._run(
+            self._surface.act(name, params, client_id=client_id, seq=seq, timeout=timeout)
+        )
+
     def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
         return self._rt._run(self._surface.operations())

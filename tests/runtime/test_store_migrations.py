@@ -169,11 +169,14 @@ def test_a_failed_migration_step_leaves_the_database_at_its_old_version(
         cols = [r[1] for r in con.execute("PRAGMA table_info(host_intents)")]
         dirs = [r[0] for r in con.execute("SELECT dir FROM app_versions")]
         indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     finally:
         con.close()
     assert "superseded" in cols  # the steps before the broken one stand
     assert dirs and not any(d.startswith("/") for d in dirs)
-    assert "calls_queued" not in indexes  # the broken step (4) rolled back whole
+    assert "calls_queued" in indexes
+    assert "ui_actions" not in tables  # the broken step (5) rolled back whole
+    assert "ui_actions_queued" not in indexes
     Store(old_db).close()  # and the next open migrates it
     assert _version(old_db) == SCHEMA_VERSION
 
