@@ -12,6 +12,7 @@ import pytest
 from lineup_build.signing import SigningKey
 from lineup_runtime_lite import Runtime
 from lineup_sdk.errors import LineupError
+from tests.faults import invariants
 from tests.runtime.conftest import APPS, build_app
 
 
@@ -301,6 +302,7 @@ def test_a_worker_lost_mid_action_applies_nothing_once(
     # the queue goes on, on a new worker
     assert s.act("queue.push", {"item": "b"}, client_id="c", seq=3)["revision"] == 2
     assert items(rt) == ["a", "b"]
+    invariants.check(rt)
 
 
 def test_an_action_delivered_when_the_runtime_stopped_ends_interrupted_on_open(
@@ -441,6 +443,7 @@ def test_the_queue_head_is_the_lowest_seq_over_calls_and_actions(q: Runtime) -> 
     assert q.host.event("foreground_confirmed", conversation="conv", scope="queue")
     q.settle()
     assert items(q) == expected
+    invariants.check(q)
 
 
 # -- many writers ------------------------------------------------------------------------------
@@ -522,3 +525,84 @@ def test_agent_and_ui_writers_from_many_threads_end_as_the_serial_application(
     changed = frames[1:]
     assert [f[1] for f in changed] == list(range(frames[0][1] + 1, total + 1))
     assert all(kind == "session_data.changed" and count == rev for kind, rev, count in changed)
+    invariants.check(q)
+
+
+# -- a dev rebuild ---------------------------------------------------------------------------
+def test_a_dev_rebuild_that_drops_a_queued_action_records_its_outcome(tmp_path: Path) -> None:
+    """A session moved to a build that no longer declares a queued action (or whose params
+    no longer validate) gets `unknown_action` / `invalid_params` as its recorded outcome; the
+    queue goes on with the new code."""
+    import shutil
+
+    from lineup_build.dev import build_with_dev_key
+    from lineup_runtime_lite import HostSimulator, VirtualClock
+
+    project = tmp_path / "queue"
+    shutil.copytree(APPS / "queue", project)
+    first = build_with_dev_key(project, out_dir=tmp_path / "b1")
+    rt = Runtime.open(
+        tmp_path / "rt.db", trust=first.trust, clock=VirtualClock(), host=HostSimulator("manual")
+    )
+    try:
+        rt.install(first.bundle, dev_build=True)
+        assert rt.call("o1", "conv", "queue.open", {})["activation"] == "starting"
+        s = rt.surface("conv", "queue")
+        for seq, (name, params) in enumerate(
+            [
+                ("queue.push", {"item": "a"}),
+                ("queue.refuse", {"item": "x"}),
+                ("queue.peek", {}),
+            ],
+            start=1,
+        ):
+            with pytest.raises(LineupError) as exc:
+                s.act(name, params, client_id="c", seq=seq, timeout=0)
+            assert exc.value.code == "action_pending"
+        actions = project / "queue_app" / "actions.py"
+        text = actions.read_text()
+        text = text.replace('@actions.action("queue.push")', "")
+        text = text.replace(
+            "async def refuse(ctx: ActionContext, item: str)",
+            "async def refuse(ctx: ActionContext, item: int)",
+        )
+        actions.write_text(text)
+        second = build_with_dev_key(project, out_dir=tmp_path / "b2")
+        rt.install(second.bundle, dev_build=True)
+        assert rt.move_dev_sessions("queue") == 1
+        assert rt.host.event("foreground_confirmed", conversation="conv", scope="queue")
+        rt.settle()
+        assert code(lambda: s.act("queue.push", {"item": "a"}, client_id="c", seq=1)) == (
+            "unknown_action"
+        )
+        with pytest.raises(LineupError) as exc:
+            s.act("queue.refuse", {"item": "x"}, client_id="c", seq=2)
+        assert exc.value.code == "invalid_params"
+        assert exc.value.details[0]["path"] == "/item"
+        assert s.act("queue.peek", {}, client_id="c", seq=3)["result"] == 0
+        assert items(rt) == []
+        # and the new build refuses the dropped action before accepting it
+        assert code(lambda: s.act("queue.push", {"item": "b"}, client_id="c", seq=4)) == (
+            "unknown_action"
+        )
+    finally:
+        rt.close()
+
+
+def test_a_worker_serving_other_actions_than_the_manifest_is_a_method_mismatch(
+    tmp_path: Path, rt_key: SigningKey, trust: Any
+) -> None:
+    """The handshake compares the worker's actions with the manifest's, apart from its
+    tools (which match here)."""
+    from lineup_runtime_lite import HostSimulator, VirtualClock
+
+    bundle = build_app(APPS / "queue", tmp_path / "queue", rt_key, MISMATCH=True)
+    with Runtime.open(
+        ":memory:", trust=trust, clock=VirtualClock(), host=HostSimulator("manual")
+    ) as rt:
+        rt.install(bundle)
+        rt.call("m", "conv", "queue.read", {})
+        rt.settle()
+        [err] = [m for m in rt.outbox.all() if m["id"] == "m:error"]
+        assert err["error"]["code"] == "activation_failed"
+        assert err["error"]["details"] == {"reason": "method_mismatch"}

@@ -9,6 +9,18 @@ from lineup_sdk import ActionContext, ToolError, define_ui_actions
 
 actions = define_ui_actions(app_scope="queue")
 
+# Test switches travel in the bundle (a `switches.py` a test writes before building).
+try:
+    from queue_app import switches  # type: ignore[attr-defined]
+except ImportError:
+    switches = None
+
+if os.environ.get("LINEUP_SDK_COLLECT") == "1" and getattr(switches, "MISMATCH", False):
+
+    @actions.action("queue.only_in_manifest")
+    async def only_in_manifest(ctx: ActionContext) -> None:
+        """Declared at build time only (to provoke a method mismatch on the actions)."""
+
 
 async def _append(ctx: ActionContext, item: str) -> int:
     snap = await ctx.session_data.get()
