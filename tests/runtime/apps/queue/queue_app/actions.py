@@ -11,7 +11,7 @@ actions = define_ui_actions(app_scope="queue")
 
 # Test switches travel in the bundle (a `switches.py` a test writes before building).
 try:
-    from queue_app import switches  # type: ignore[attr-defined]
+    from queue_app import switches  # type: ignore[import-not-found]
 except ImportError:
     switches = None
 
