@@ -622,7 +622,7 @@ def test_async_surface_act_answers_on_the_callers_loop(trust: Any, queue_bundle:
             await art.settle()
             s = art.surface("conv", "queue")
             # several clients at once, on one loop: each applied once, in one order
-            outs = await asyncio.gather(
+            outs: list[Any] = await asyncio.gather(
                 *(
                     s.act("queue.push", {"item": f"{c}-{k}"}, client_id=c, seq=k)
                     for k in (1, 2, 3)
