@@ -49,10 +49,9 @@ def check(
             where = f"{root}: " if len(results) > 1 else ""
             if result.ok(strict=strict):
                 _render.line(
-                    "{}[green]ok[/]: {} tools, {} files",
+                    "{}[green]ok[/]: {}",
                     where,
-                    len(result.tools),
-                    len(result.files),
+                    _render.counts(len(result.tools), len(result.files), len(result.actions)),
                 )
             else:
                 errors = sum(1 for d in result.diagnostics if d.severity == "error" or strict)
