@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,23 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = build_project(BOARD, signing_key=KEY, out_dir=out, epoch=EPOCH)
     assert result.ok and result.bundle is not None, [d.to_dict() for d in result.diagnostics]
     return result.bundle
+
+
+# -- the golden manifest with actions -------------------------------------------------------
+
+GOLDEN = Path(__file__).parent / "golden" / "board.manifest.json"
+
+
+def test_golden_manifest_with_actions(board: Path) -> None:
+    """The board app's manifest byte for byte (regenerate after an intended change with
+    `LINEUP_REGEN_GOLDEN=1`, as the todo template's golden files)."""
+    with zipfile.ZipFile(board) as zf:
+        actual = zf.read("manifest.json")
+    if os.environ.get("LINEUP_REGEN_GOLDEN") == "1":
+        GOLDEN.write_bytes(actual)
+    assert actual == GOLDEN.read_bytes()
+    doc = json.loads(actual)
+    assert list(doc) == sorted(doc) and list(doc).index("ui_actions") > list(doc).index("tools")
 
 
 # -- verify --------------------------------------------------------------------------------
@@ -119,9 +138,31 @@ def test_an_app_without_actions_reports_an_empty_list(tmp_path: Path) -> None:
     assert check_bundle(path, None).to_dict()["ui_actions"] == []
 
 
-def test_check_and_verify_count_actions(board: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_verify_and_build_show_actions(
+    board: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(capsys, "check", str(BOARD))
     assert code == 0 and "1 tools, 2 UI Actions, 3 files" in out
+    store = tmp_path / "trust.toml"
+    trust(scopes=("board",)).save(store)
+    code, out, _ = run(capsys, "verify", "--trust", str(store), str(board))
+    assert code == 0 and "board 1.0.0, 1 tools, 2 UI Actions, 3 files" in out
+    project = tmp_path / "board"
+    shutil.copytree(BOARD, project, ignore=shutil.ignore_patterns("__pycache__", ".lineup"))
+    code, out, _ = run(capsys, "build", "--dev-key", "--out", str(tmp_path / "dist"), str(project))
+    assert code == 0
+    assert out.index("board.add") < out.index("UI Actions") < out.index("board.toggle")
+
+
+def test_a_bundle_without_actions_says_nothing_of_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.build.bundle_kit import good_bundle
+
+    path = tmp_path / "todo.lineup"
+    path.write_bytes(good_bundle())
+    code, out, _ = run(capsys, "inspect", str(path))
+    assert code == 0 and "UI Action" not in out
 
 
 # -- docs ----------------------------------------------------------------------------------
