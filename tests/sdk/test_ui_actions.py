@@ -579,6 +579,18 @@ def test_kinds_are_not_interchangeable(worker: WorkerPipe) -> None:
         }
     )
     assert worker.read()["error"]["code"] == "invalid_params"
+    # a kind the worker does not know finds no handler
+    worker.send(
+        {
+            "t": "deliver",
+            "id": 5,
+            "kind": "bogus",
+            "method": "board.add",
+            "params": {"title": "x"},
+            "ctx": _ctx(call_id="k3"),
+        }
+    )
+    assert worker.read()["error"]["code"] == "handler_failed"
     # the tool still runs as a tool call
     worker.send(
         {
