@@ -143,6 +143,11 @@ def test_check_verify_and_build_show_actions(
 ) -> None:
     code, out, _ = run(capsys, "check", str(BOARD))
     assert code == 0 and "1 tools, 2 UI Actions, 3 files" in out
+    code, out, _ = run(capsys, "check", "--json", str(BOARD))
+    doc = json.loads(out)
+    assert doc["tools"] == ["board.add"]
+    assert doc["ui_actions"] == ["board.clear_done", "board.toggle"]
+    assert doc["projects"][0]["ui_actions"] == 2
     store = tmp_path / "trust.toml"
     trust(scopes=("board",)).save(store)
     code, out, _ = run(capsys, "verify", "--trust", str(store), str(board))
