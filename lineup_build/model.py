@@ -111,6 +111,7 @@ class Tool:
             kept as written (`30` stays an int, so the bytes do not change).
         handler_key: The catalog key of a `runtime` tool (None otherwise).
         hints: The author's behaviour hints as sorted `(name, value)` pairs.
+        surface: Linked to the app's Surface (SPEC 18.2); written only when true.
     """
 
     method: str
@@ -123,6 +124,7 @@ class Tool:
     timeout_s: float | None = None
     handler_key: str | None = None
     hints: tuple[tuple[str, bool], ...] = ()
+    surface: bool = False
 
     @property
     def is_runtime(self) -> bool:
@@ -150,6 +152,7 @@ class Tool:
             timeout_s=None if runtime else obj["timeout_s"],
             handler_key=obj["handler_key"] if runtime else None,
             hints=tuple(sorted((obj.get("hints") or {}).items())),
+            surface=obj.get("surface") is True,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -170,6 +173,8 @@ class Tool:
         out["result_schema"] = self.result_schema
         if self.hints:
             out["hints"] = dict(self.hints)
+        if self.surface:
+            out["surface"] = True
         return out
 
 

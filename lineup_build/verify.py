@@ -141,6 +141,8 @@ def _tool_summary(tool: Tool) -> dict[str, Any]:
     out["description"] = tool.description
     if tool.hints:
         out["hints"] = tool.hint_map
+    if tool.surface:
+        out["surface"] = True
     return out
 
 

@@ -404,4 +404,12 @@ CODES: dict[str, tuple[str, str]] = {
         "`lineup serve` refuses to start.",
         "Rebuild the app with another scope (`lineup build` refuses `lineup` too).",
     ),
+    # --- the Surface as an MCP App (SPEC 18.2) ---
+    "view_invalid": (
+        "An app-only tool (`lineup-surface-sync`, `lineup-ui-action`) got no valid `view`: "
+        "missing, not signed by this runtime, expired (24 hours), or of another conversation "
+        "than the one its request names.",
+        "Reload the View: its host passes a fresh `view` in the `_meta` of the next linked "
+        "tool result, and every sync answer carries a refreshed one.",
+    ),
 }

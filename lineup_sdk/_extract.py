@@ -109,6 +109,8 @@ class _Extractor:
         }
         if decl.hints:
             out["hints"] = dict(sorted(decl.hints.items()))
+        if decl.surface:
+            out["surface"] = True
         if decl.delivery == "runtime":
             assert decl.handler_key is not None
             entry = CATALOG[decl.handler_key]

@@ -85,6 +85,8 @@ class Declaration:
         handler_location: Where the handler was attached.
         hints: The author's behaviour hints for Agents (`read_only`, `destructive`,
             `idempotent`, `open_world`), only those set; data, never behaviour.
+        surface: Linked to the app's Surface: MCP Apps hosts show the Surface beside its
+            answers (SPEC 18.2).
     """
 
     method: str
@@ -100,6 +102,7 @@ class Declaration:
     handler: Callable[..., Any] | None = None
     handler_location: Location | None = None
     hints: dict[str, bool] = field(default_factory=dict)
+    surface: bool = False
 
 
 #: Behaviour hints an author may state on a tool (SPEC 10: they become MCP annotations).
@@ -201,6 +204,19 @@ class ToolRegistry:
             out[name] = value
         return out
 
+    def _surface(self, method: str, where: Location, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        self._report(
+            Problem(
+                "config_invalid",
+                f"surface={value!r} of {method!r} must be True or False",
+                where,
+                hint="surface=True links the tool to the app's Surface in MCP Apps hosts",
+            )
+        )
+        return False
+
     # -- declaring ---------------------------------------------------------------------
     def tool(
         self,
@@ -213,6 +229,7 @@ class ToolRegistry:
         destructive: bool | None = None,
         idempotent: bool | None = None,
         open_world: bool | None = None,
+        surface: bool = False,
     ) -> Callable[[F], F]:
         """Declare a `miniapp_sdk` tool and its handler in one place.
 
@@ -225,8 +242,11 @@ class ToolRegistry:
             destructive: Hint: the tool may delete or overwrite what it changes.
             idempotent: Hint: repeating the call with the same arguments changes nothing more.
             open_world: Hint: the tool reaches beyond the app (the network, other systems).
+            surface: Link the tool to the app's Surface: hosts that render MCP Apps show
+                the Surface beside each of its answers (SPEC 18.2).
         """
         where = _caller()
+        surface = self._surface(method, where, surface)
         hints = self._hints(
             method,
             where,
@@ -249,6 +269,7 @@ class ToolRegistry:
                     handler=fn,
                     handler_location=where,
                     hints=hints,
+                    surface=surface,
                 )
             return fn
 
@@ -267,12 +288,14 @@ class ToolRegistry:
         destructive: bool | None = None,
         idempotent: bool | None = None,
         open_world: bool | None = None,
+        surface: bool = False,
     ) -> None:
         """Declare a `miniapp_sdk` tool schema-first; attach its handler with `handler()`.
 
-        The hints are those of `tool()`.
+        The hints and `surface` are those of `tool()`.
         """
         where = _caller()
+        surface = self._surface(method, where, surface)
         hints = self._hints(
             method,
             where,
@@ -293,6 +316,7 @@ class ToolRegistry:
                 input_schema=input_schema,
                 result_schema=result_schema,
                 hints=hints,
+                surface=surface,
             )
 
     def handler(self, method: str) -> Callable[[F], F]:
@@ -345,12 +369,15 @@ class ToolRegistry:
         description: str | None = None,
         input_schema: dict[str, Any] | None = None,
         result_schema: dict[str, Any] | None = None,
+        surface: bool = False,
     ) -> None:
         """Declare a `delivery = runtime` tool served by a catalog handler key.
 
         The schemas come from the catalog; pass them only to restate the catalog's.
+        `surface` is that of `tool()`.
         """
         where = _caller()
+        surface = self._surface(method, where, surface)
         if handler_key not in CATALOG:
             self._report(
                 Problem(
@@ -373,6 +400,7 @@ class ToolRegistry:
                 input_schema=input_schema,
                 result_schema=result_schema,
                 handler_key=handler_key,
+                surface=surface,
             )
 
     # -- reading -----------------------------------------------------------------------

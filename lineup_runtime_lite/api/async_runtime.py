@@ -1028,6 +1028,31 @@ class AsyncRuntime:
         self._check_open()
         return self._engine.facts.meta_keys(f"call_mark:{mark}:")
 
+    async def app_session(self, conversation_id: str, scope: str) -> dict[str, Any] | None:
+        """A conversation's App session for an app scope (`app_session_id`, `version` it is
+        pinned to), or None before any call of that conversation reached the app."""
+        _usable_id("conversation_id", conversation_id)
+        _usable_id("scope", scope)
+        self._check_open()
+        session, _ = self._engine.facts.session_and_activation(conversation_id, scope)
+        if session is None:
+            return None
+        return {"app_session_id": session.app_session_id, "version": session.version}
+
+    async def surface_view_key(self) -> bytes:
+        """The 32 random bytes `lineup serve` signs Surface `view` capabilities with (SPEC
+        18.2): kept in the store's meta table, created at first use by whichever node asks
+        first (an insert that never overwrites, then a read), the same on every node."""
+        self._check_open()
+        facts = self._engine.facts
+        value = facts.meta_value(_VIEW_KEY)
+        if value is None:
+            with self._engine.store.transaction():
+                facts.add_meta(_VIEW_KEY, os.urandom(32).hex())
+            value = facts.meta_value(_VIEW_KEY)
+        assert value is not None
+        return bytes.fromhex(value)
+
     async def settle(self) -> None:
         """Wait until background work (activations, deliveries) and Surface listeners
         have settled (a listener may start more work)."""
@@ -1362,6 +1387,8 @@ class AsyncSurface:
         ]
 
 
+#: The meta key of the Surface view signing key (SPEC 18.2).
+_VIEW_KEY = "surface_view_key"
 #: A Surface client's id (SPEC 17).
 _CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: The largest `seq` of a UI Action (JavaScript's largest safe integer).

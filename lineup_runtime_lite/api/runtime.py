@@ -406,6 +406,14 @@ class Runtime:
         """The call_ids `mark_call` marked with `mark`, in no particular order."""
         return self._run(self._art.marked_calls(mark))
 
+    def app_session(self, conversation_id: str, scope: str) -> dict[str, Any] | None:
+        """A conversation's App session for a scope (see `AsyncRuntime.app_session`)."""
+        return self._run(self._art.app_session(conversation_id, scope))
+
+    def surface_view_key(self) -> bytes:
+        """The Surface `view` signing key (see `AsyncRuntime.surface_view_key`)."""
+        return self._run(self._art.surface_view_key())
+
     def kill_workers(self, scope: str) -> int:
         """A fault, for simulations and tests: kill the running workers of an app scope now
         (see `AsyncRuntime.kill_workers`); returns how many."""

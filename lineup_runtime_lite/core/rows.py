@@ -38,6 +38,8 @@ class RegistryEntry:
     result_schema: Any
     handler_key: str | None
     hints: tuple[tuple[str, bool], ...] = ()
+    #: Linked to the app's Surface (SPEC 18.2).
+    surface: bool = False
 
     def inventory(self) -> dict[str, Any]:
         """The Agent Inventory entry: no delivery internals, no handler keys; `hints`
@@ -53,6 +55,8 @@ class RegistryEntry:
         }
         if self.hints:
             out["hints"] = dict(self.hints)
+        if self.surface:
+            out["surface"] = True
         return out
 
 

@@ -79,6 +79,7 @@ def load_tools(
             result_schema=t.result_schema,
             handler_key=t.handler_key,
             hints=t.hints,
+            surface=t.surface,
         )
         for t in model.tools
     ]

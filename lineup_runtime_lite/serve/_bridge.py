@@ -33,6 +33,17 @@ from lineup_runtime_lite.serve._mapping import (
     progress_text,
     result_tool_entry,
 )
+from lineup_runtime_lite.serve._mcpapps import (
+    ACTION_ENTRY,
+    APP_TOOLS,
+    EXTENSION,
+    SERVER_SETTINGS,
+    SURFACE_META,
+    SYNC_ENTRY,
+    McpApps,
+    linked_entry,
+    ui_declared,
+)
 from lineup_runtime_lite.serve._resources import Resources
 from lineup_runtime_lite.serve._resume import SCOPE_CALL_ID, SCOPE_STREAMS, CallStreams, OpenCall
 from lineup_sdk import __version__
@@ -179,8 +190,14 @@ class Bridge:
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
         )
-        self._wire_listing: dict[str, dict[str, Any]] = {}
+        self._wire_listing: dict[tuple[str, bool], dict[str, Any]] = {}
+        self._ui_listing: tuple[tuple[str, ...], dict[str, Any]] | None = None
         self.add_middleware(self._cached_listing)
+        # MCP Apps (SPEC 18.2): advertised in `extensions` on 2026-07-28, added to the raw
+        # `initialize` result on the handshake revisions
+        self.apps = McpApps(rt, self.serves_scope, self.options.conversation)
+        self.server.extensions[EXTENSION] = dict(SERVER_SETTINGS)
+        self.add_middleware(McpApps.declare_on_initialize)
         _tasks.install(self)
 
     def initialization_options(self) -> InitializationOptions:
@@ -209,22 +226,55 @@ class Bridge:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         """The tool list never changes while serving: the first `tools/list` per protocol
-        revision goes through the SDK (validated, shaped, stamped), later ones reuse it."""
+        revision and MCP Apps declaration goes through the SDK (validated, shaped,
+        stamped), later ones reuse it."""
         if ctx.method != "tools/list":
             return await call_next(ctx)
-        cached = self._wire_listing.get(ctx.protocol_version)
+        declared = ui_declared(ctx)
+        if declared:  # a served document's version may change (`lineup dev` rebuilds)
+            await self._ui_tools()
+        key = (ctx.protocol_version, declared)
+        cached = self._wire_listing.get(key)
         if cached is not None:
             return dict(cached)
         result = await call_next(ctx)
         if isinstance(result, dict):
-            self._wire_listing[ctx.protocol_version] = dict(result)
+            self._wire_listing[key] = dict(result)
         return result
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None
     ) -> Any:
         # the wire dicts are built once; the SDK validates and dumps them per request
+        if ui_declared(ctx):
+            return await self._ui_tools()
         return self._listing
+
+    async def _ui_tools(self) -> dict[str, Any]:
+        """The listing for a client that declared MCP Apps: linked tools with
+        `_meta.ui.resourceUri` (their app's served document), then the app-only tools."""
+        docs = await self.resources.documents()
+        uris = tuple(sorted(docs))
+        if self._ui_listing is not None and self._ui_listing[0] == uris:
+            return self._ui_listing[1]
+        by_scope = {uri.split("/")[3]: uri for uri in uris}
+        tools = []
+        for t in self.tools.values():
+            uri = by_scope.get(t.method.split(".", 1)[0]) if t.surface else None
+            tools.append(linked_entry(t, uri) if uri is not None else t.entry)
+        listing = {**self._listing, "tools": [*tools, *self._listing["tools"][len(tools) :]]}
+        listing["tools"] += [SYNC_ENTRY, ACTION_ENTRY]
+        if self._ui_listing is not None:  # another served version: list it afresh
+            self._wire_listing = {k: v for k, v in self._wire_listing.items() if not k[1]}
+        self._ui_listing = (uris, listing)
+        return listing
+
+    def answers_at_acceptance(self, ctx: ServerRequestContext[Any, Any], name: str) -> bool:
+        """Whether a `tools/call` of `name` answers as soon as it is accepted whatever the
+        request asks (progress, a task): a linked long-running tool for a client that
+        declared MCP Apps, so its View follows at once (SPEC 18.2)."""
+        tool = self.tools.get(name) or self.tools.get(other_spelling(name))
+        return tool is not None and tool.surface and tool.long_running and ui_declared(ctx)
 
     # -- resources (SPEC 18.1) -------------------------------------------------------------
     async def _list_resources(
@@ -347,7 +397,12 @@ class Bridge:
     ) -> Any:
         if params.name == RESULT_TOOL:
             return {"resultType": "complete", **await self._result_tool(params)}
+        declared = ui_declared(ctx)
+        if declared and params.name in APP_TOOLS:
+            app_answer = await self.apps.call(params.name, params.arguments, params.meta)
+            return {"resultType": "complete", **app_answer}
         tool = self.tool(params.name)
+        at_acceptance = declared and tool.surface and tool.long_running
         streams, minted = _http_streams(ctx)
         meta: Any = params.meta
         if minted is not None and not (isinstance(meta, dict) and CALL_ID_META in meta):
@@ -364,6 +419,8 @@ class Bridge:
             # held with progress until the final when the client asked for progress; else
             # at most max_wait_s, so no client's own timeout ends the call unanswered
             limit = None if progress.token is not None else self.options.max_wait_s
+            if at_acceptance:  # a linked long-running tool, for a UI client (SPEC 18.2)
+                limit = 0
             final, latest = await self.wait_final_within(str(call_id), limit, progress, msg)
             if final is None:
                 answer = {"resultType": "complete", **pending_result(tool, latest, str(call_id))}
@@ -376,6 +433,10 @@ class Bridge:
                 progress.index = len(record["messages"]) if record else 0
         if stream is not None:  # the answer's event covers the messages read so far
             stream.answer_index = progress.index
+        if declared and tool.surface:
+            view = await self.apps.surface_meta(tool.method.split(".", 1)[0], str(conversation))
+            if view is not None:
+                answer["_meta"] = {**answer.get("_meta", {}), SURFACE_META: view}
         return answer
 
     async def _result_tool(self, params: mt.CallToolRequestParams) -> dict[str, Any]:

@@ -56,6 +56,8 @@ class McpTool:
     long_running: bool
     object_result: bool
     entry: dict[str, Any]
+    #: Linked to its app's Surface (`surface=True`): a UI client gets `_meta.ui` (SPEC 18.2).
+    surface: bool = False
 
 
 def tool_name(method: str, style: str) -> str:
@@ -153,7 +155,14 @@ def mcp_tool(entry: dict[str, Any], style: str) -> McpTool:
         wire["annotations"] = notes
     if entry["long_running"]:
         wire["execution"] = {"taskSupport": "optional"}
-    return McpTool(name, entry["method"], bool(entry["long_running"]), is_object, wire)
+    return McpTool(
+        name,
+        entry["method"],
+        bool(entry["long_running"]),
+        is_object,
+        wire,
+        bool(entry.get("surface")),
+    )
 
 
 def catalog(inventory: list[dict[str, Any]], style: str = "dashed") -> dict[str, McpTool]:

@@ -33,6 +33,10 @@ class TaskHost(Protocol):
 
     def tool_of_method(self, method: str) -> McpTool | None: ...
 
+    def answers_at_acceptance(self, ctx: ServerRequestContext[Any, Any], name: str) -> bool:
+        """Whether a call of `name` answers at acceptance for this request (no task)."""
+        ...
+
     def ids(self, meta: Any) -> tuple[str, str]:
         """`(call_id, conversation_id)` from a request's `_meta`."""
         ...

@@ -103,6 +103,8 @@ def install(bridge: TaskHost) -> None:
             and ctx.protocol_version == TASKS_VERSION
             and isinstance(ctx.params, dict)
             and ctx.params.get("task") is not None
+            # a linked long-running tool answers at acceptance for a UI client (SPEC 18.2)
+            and not bridge.answers_at_acceptance(ctx, str(ctx.params.get("name")))
         ):
             return await create(ctx)
         return await call_next(ctx)

@@ -114,6 +114,8 @@ class TasksExtension(Extension):
         plain `tools/call` (a request that did not opt in never gets a `CreateTaskResult`)."""
         if not declared(ctx) or params.name == RESULT_TOOL:  # the toolchain's tool: never a task
             return await call_next(ctx)
+        if self._bridge.answers_at_acceptance(ctx, params.name):  # SPEC 18.2: no task here
+            return await call_next(ctx)
         bridge = self._bridge
         tool = bridge.tool(params.name)
         if not tool.long_running:

@@ -654,6 +654,10 @@ class SqlFacts:
             (key, value),
         )
 
+    def add_meta(self, key: str, value: str) -> None:
+        """Write a meta value unless the key holds one already (first writer wins)."""
+        self.db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO NOTHING", (key, value))
+
     def sessions_of(self, scope: str | None = None) -> list[Session]:
         """Every App session (of one scope), oldest first."""
         if scope is None:
