@@ -126,11 +126,11 @@ class Surface:
 
     async def asubmit(
         self,
-        name: str,
+        name: Any,
         params: Any,
         *,
-        client_id: str,
-        seq: int,
+        client_id: Any,
+        seq: Any,
         timeout: float | None = None,
     ) -> tuple[dict[str, Any], Awaitable[dict[str, Any]]]:
         """`AsyncSurface.submit` for asyncio code on another event loop (the dev Host's
