@@ -8,6 +8,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import threading
@@ -146,18 +147,27 @@ class Surface:
         result: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
 
         def copy(task: asyncio.Future[dict[str, Any]]) -> None:
-            if task.cancelled():
-                result.cancel()
-            elif (exc := task.exception()) is not None:
-                result.set_exception(exc)
-            else:
-                result.set_result(task.result())
+            # the caller may have stopped waiting (cancelled `result`) meanwhile
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                if task.cancelled():
+                    result.cancel()
+                elif (exc := task.exception()) is not None:
+                    result.set_exception(exc)
+                else:
+                    result.set_result(task.result())
 
         async def accept() -> dict[str, Any]:
             accepted, outcome = await self._surface.submit(
                 name, params, client_id=client_id, seq=seq, timeout=timeout
             )
             outcome.add_done_callback(copy)
+
+            def stop_waiting(f: concurrent.futures.Future[dict[str, Any]]) -> None:
+                if f.cancelled():  # only the wait ends: the action stays queued
+                    with contextlib.suppress(RuntimeError):
+                        rt._loop.call_soon_threadsafe(outcome.cancel)
+
+            result.add_done_callback(stop_waiting)
             return accepted
 
         accepted = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(accept(), rt._loop))
