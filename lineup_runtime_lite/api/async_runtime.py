@@ -812,6 +812,18 @@ class AsyncRuntime:
             )
         return out
 
+    async def kill_workers(self, scope: str) -> int:
+        """A fault, for simulations and tests (the `crash_worker` scenario step): kill the
+        running workers of an app scope now, as a crash would — what they were running ends
+        `delivery_interrupted`, the next delivery starts a new worker. Returns how many."""
+        _usable_id("scope", scope)
+        self._check_open()
+        engine = self._engine
+        doomed = [w for key, w in list(engine.workers.items()) if key[0] == scope]
+        for worker in doomed:
+            await worker.kill()
+        return len(doomed)
+
     async def move_dev_sessions(self, scope: str) -> int:
         """Move every session pinned to an older dev build of `scope` to its current
         version, when that is a dev build too (`lineup dev` after a rebuild, SPEC 14; the

@@ -678,10 +678,12 @@ class Engine:
         try:
             done = await asyncio.wait_for(asyncio.shield(out), timeout)
         except TimeoutError:
-            raise LineupError(
+            pending = LineupError(
                 "action_pending",
                 f"action {ev.action_id!r} has no outcome yet after {timeout:g} s; it stays queued",
-            ) from None
+            )
+            pending.action_id = ev.action_id  # type: ignore[attr-defined]
+            raise pending from None
         finally:
             waiters = self._outcomes.get(key)
             if waiters is not None and out in waiters:
@@ -812,8 +814,10 @@ def _outcome_of(action_id: str, done: Action) -> dict[str, Any]:
     """A finished UI Action's outcome `{action_id, result, revision}`, or its error raised."""
     assert done.outcome is not None
     outcome = json.loads(done.outcome)
-    if "error" in outcome:
-        raise _raised(outcome["error"])
+    if "error" in outcome:  # an accepted action's outcome: it names the action
+        error = _raised(outcome["error"])
+        error.action_id = action_id  # type: ignore[attr-defined]
+        raise error
     return {"action_id": action_id, "result": outcome["result"], "revision": done.revision}
 
 

@@ -456,6 +456,11 @@ class Runtime:
         """The call_ids `mark_call` marked with `mark`, in no particular order."""
         return self._run(self._art.marked_calls(mark))
 
+    def kill_workers(self, scope: str) -> int:
+        """A fault, for simulations and tests: kill the running workers of an app scope now
+        (see `AsyncRuntime.kill_workers`); returns how many."""
+        return self._run(self._art.kill_workers(scope))
+
     def settle(self) -> None:
         """Wait until background work (activations, deliveries) and Surface listeners
         have settled (a listener may start more work; one settling waits for all but

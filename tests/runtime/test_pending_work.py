@@ -356,3 +356,27 @@ def test_postgres_moves_a_schema_3_database_to_5(pg_url: str) -> None:
     with pytest.raises(LineupError) as exc:
         open_database(pg_url, node_id="n1")
     assert exc.value.code == "store_schema_unsupported"
+
+
+def test_without_schema_5s_indexes_the_check_finds_the_action_scans(
+    history_db: Path, tmp_path: Path
+) -> None:
+    """The rule's own check for the UI Actions' reads (SPEC 17): without their partial
+    indexes (and the queue's), recovery's and the pump's reads of actions scan the 100,000
+    finished ones."""
+    copy = tmp_path / "no-v5.db"
+    shutil.copyfile(history_db, copy)
+    con = sqlite3.connect(copy)
+    con.row_factory = sqlite3.Row
+    try:
+        for name in ("ui_actions_queued", "ui_actions_delivered", "ui_actions_queue"):
+            con.execute(f"DROP INDEX {name}")
+        recording = Recording(con)
+        facts = SqlFacts(recording)  # type: ignore[arg-type]
+        facts.delivered_actions()
+        facts.waiting_actions("pa1")
+        facts.sessions_to_pump()
+        for sql, args in recording.seen:
+            assert _history_scans(_sqlite_plan(con, sql, args)), sql
+    finally:
+        con.close()

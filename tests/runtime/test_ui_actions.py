@@ -606,3 +606,37 @@ def test_a_worker_serving_other_actions_than_the_manifest_is_a_method_mismatch(
         [err] = [m for m in rt.outbox.all() if m["id"] == "m:error"]
         assert err["error"]["code"] == "activation_failed"
         assert err["error"]["details"] == {"reason": "method_mismatch"}
+
+
+def test_async_surface_act_answers_on_the_callers_loop(trust: Any, queue_bundle: Path) -> None:
+    import asyncio
+
+    from lineup_runtime_lite import AsyncRuntime, HostSimulator, VirtualClock
+
+    async def main() -> list[Any]:
+        async with await AsyncRuntime.open(
+            ":memory:", trust=trust, clock=VirtualClock(), host=HostSimulator("manual")
+        ) as art:
+            await art.install(queue_bundle)
+            await art.call("up", "conv", "queue.read", {})
+            await art.settle()
+            s = art.surface("conv", "queue")
+            # several clients at once, on one loop: each applied once, in one order
+            outs: list[Any] = await asyncio.gather(
+                *(
+                    s.act("queue.push", {"item": f"{c}-{k}"}, client_id=c, seq=k)
+                    for k in (1, 2, 3)
+                    for c in ("a", "b")
+                )
+            )
+            try:
+                await s.act("queue.push", {"item": "x"}, client_id="a", seq=9)
+            except LineupError as exc:
+                outs.append(exc.code)
+            snap = await s.get()
+            return [outs, snap.revision, sorted(snap.data["items"])]  # type: ignore[index]
+
+    outs, revision, got = asyncio.run(main())
+    assert sorted(o["revision"] for o in outs[:-1]) == list(range(1, 7))
+    assert outs[-1] == "action_out_of_order"
+    assert revision == 6 and got == sorted(f"{c}-{k}" for k in (1, 2, 3) for c in "ab")
