@@ -1,1 +1,1 @@
-{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"KKIa1cxW1A7bCa0sBR/iEDy2p2m535CB1tGS9Ymv174QvdMdFtftWVRn7YAb2GCWCG049mKvz4BO9R7locEsCw=="}
+{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"Vpczmsww+cOD9M7h+CTPv01ySeuSvcAiyyJlsEHsPGi66SSL/YwQkQHoqqlNOO7nJD7pQvTZHyKY8JpHzp+1Bw=="}
