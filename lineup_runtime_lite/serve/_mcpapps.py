@@ -45,6 +45,8 @@ EXTENSION = "io.modelcontextprotocol/ui"
 SERVER_SETTINGS: dict[str, Any] = {"mimeTypes": [MIME_TYPE]}
 #: The revisions whose capabilities travel per request (no `initialize`).
 MODERN = frozenset({"2026-07-28"})
+#: The flat key of the extension's preview drafts (ext-apps still writes both).
+LEGACY_URI_META = "ui/resourceUri"
 #: The key of a linked tool's answer `_meta` that only the View reads.
 SURFACE_META = "io.lineup/surface"
 SYNC_TOOL = "lineup-surface-sync"
@@ -173,6 +175,7 @@ def linked_entry(tool: McpTool, uri: str) -> dict[str, Any]:
     task support for a long-running one (it answers at acceptance there)."""
     entry = copy.deepcopy(tool.entry)
     entry["_meta"]["ui"] = {"resourceUri": uri}
+    entry["_meta"][LEGACY_URI_META] = uri  # hosts of the extension's preview read this key
     if tool.long_running:
         entry.pop("execution", None)
     return entry

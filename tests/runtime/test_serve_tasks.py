@@ -101,7 +101,9 @@ def test_the_extension_is_advertised_without_the_legacy_tasks_capability(
     async def main(rt: Runtime, clock: object) -> None:
         async with modern_session(Bridge(rt, FAST)) as c:
             found = (await c.request("server/discover"))["result"]
-            assert found["capabilities"]["extensions"] == {TASKS: {}}
+            # the tasks extension, beside MCP Apps (SPEC 18.2)
+            assert found["capabilities"]["extensions"][TASKS] == {}
+            assert set(found["capabilities"]["extensions"]) == {TASKS, "io.modelcontextprotocol/ui"}
             assert "tasks" not in found["capabilities"]  # no legacy tasks on 2026-07-28
             tools = (await c.request("tools/list"))["result"]["tools"]
             assert all("execution" not in t for t in tools)  # 2025-11-25's taskSupport
