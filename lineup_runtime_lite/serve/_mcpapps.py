@@ -235,6 +235,7 @@ class McpApps:
             "view": mint(await self.key(), view),
             "revision": snap.revision,
             "version": session["version"],
+            "scope": scope,
         }
 
     # -- app-only tools ------------------------------------------------------------------
@@ -344,6 +345,7 @@ class McpApps:
             "view": mint(await self.key(), renewed),
             "revision": revision,
             "version": view.version,
+            "scope": view.scope,
         }
 
     async def _action(self, view: View, args: Mapping[str, Any]) -> dict[str, Any]:

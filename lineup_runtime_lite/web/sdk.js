@@ -6,6 +6,12 @@
 // bridge are the runtime's Surface frames: session_data.snapshot / session_data.changed,
 // each {revision, data}. A UI Action (`act`) is answered twice: `{accepted: seq}` once the
 // runtime persisted it (or an error: rejected before acceptance), then its outcome.
+//
+// Inside an MCP Apps host (a frame with no Surface token in its URL, SPEC 18.2) the same API
+// runs on a second transport, `McpAppsBridge`: the View side of the extension
+// io.modelcontextprotocol/ui, JSON-RPC over postMessage to the host, which forwards
+// `tools/call` of the app-only tools lineup-surface-sync and lineup-ui-action to
+// `lineup serve`.
 
 /** An error of the LineUp toolchain: the same stable `code`s as the runtime. */
 export class LineupError extends Error {
@@ -47,7 +53,8 @@ const token = surfaceToken();
 const PAGE_LOAD = Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) =>
   b.toString(16).padStart(2, "0"),
 ).join("");
-const base = new URL("/", import.meta.url);
+// (an MCP Apps host renders the document from `srcdoc`, whose URL has no base to resolve)
+const base = token === null ? null : new URL("/", import.meta.url);
 
 async function fetchApp() {
   const url = new URL("/_lineup/app", base);
@@ -175,18 +182,284 @@ class Bridge {
   }
 }
 
+/** The View's protocol revision of MCP Apps, and this SDK's version (for `appInfo`). */
+const MCP_APPS_PROTOCOL = "2026-01-26";
+const SDK_VERSION = "0.3.0";
+const SURFACE_META = "io.lineup/surface";
+/** The longest a sync is held by the server (it clamps wait_s to this). */
+const SYNC_WAIT_S = 25;
+/** UI Action codes answered before acceptance (SPEC 17): no seq was used. */
+const BEFORE_ACCEPTANCE = new Set([
+  "unknown_action",
+  "invalid_params",
+  "app_not_running",
+  "action_out_of_order",
+  "action_id_conflict",
+  "view_invalid",
+]);
+
+function inMcpAppsHost() {
+  return token === null && typeof window !== "undefined" && window.parent !== window;
+}
+
+/**
+ * The View side of MCP Apps, with the interface of `Bridge` so every rule above it (the
+ * shared channels, TIS2-04, one UI Action at a time) holds on both transports:
+ * `ui/initialize` then `ui/notifications/initialized`; the view, first revision and version
+ * from the tool result's `_meta`; `get` = a sync with after_revision -1; every subscription
+ * (session data and operations) rides one long-poll loop, paused while `document.hidden`
+ * and stopped at `ui/resource-teardown`; an action = `tools/call lineup-ui-action`;
+ * `ui/notifications/size-changed` when the page's size changes.
+ */
+class McpAppsBridge {
+  constructor() {
+    this.nextId = 1;
+    this.calls = new Map(); // JSON-RPC id -> {resolve, reject}
+    this.subs = new Map(); // subscription id -> {what, handler}
+    this.onReconnect = new Set(); // never fired: postMessage does not reconnect
+    this.onOpen = new Set();
+    this.open = true;
+    this.view = null;
+    this.info = null; // {scope, version, revision} from the first tool result
+    this.torn = false;
+    this.polling = false;
+    this.revision = -1; // the newest revision delivered
+    this.opsVersion = undefined; // the newest operations_version delivered
+    this.data = null;
+    this.operations = null;
+    this.warned = false;
+    this.waiters = []; // resolve() of everyone awaiting the first tool result
+    this.wake = null; // resolves a paused loop
+    this.stats = { syncs: 0 }; // read by tests
+    window.addEventListener("message", (event) => this.receive(event));
+    document.addEventListener("visibilitychange", () => {
+      if (!document.hidden && this.wake) this.wake();
+    });
+    this.handshake = this.post("ui/initialize", {
+      appInfo: { name: "lineup-surface", version: SDK_VERSION },
+      appCapabilities: {},
+      protocolVersion: MCP_APPS_PROTOCOL,
+    }).then((result) => {
+      this.notify("ui/notifications/initialized", {});
+      this.watchSize();
+      return result;
+    });
+  }
+
+  send(message) {
+    window.parent.postMessage({ jsonrpc: "2.0", ...message }, "*");
+  }
+
+  post(method, params) {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.calls.set(id, { resolve, reject });
+      this.send({ id, method, params });
+    });
+  }
+
+  notify(method, params) {
+    this.send({ method, params });
+  }
+
+  receive(event) {
+    if (event.source !== window.parent) return;
+    const msg = event.data;
+    if (!msg || msg.jsonrpc !== "2.0") return;
+    if (msg.method === undefined) {
+      const call = this.calls.get(msg.id);
+      if (!call) return;
+      this.calls.delete(msg.id);
+      if (msg.error) call.reject(new LineupError("usage_invalid", msg.error.message || "refused"));
+      else call.resolve(msg.result);
+      return;
+    }
+    if (msg.method === "ui/notifications/tool-result") this.toolResult(msg.params || {});
+    else if (msg.method === "ui/resource-teardown") {
+      this.teardown();
+      this.send({ id: msg.id, result: {} });
+    } else if (msg.id !== undefined) {
+      this.send({ id: msg.id, result: {} }); // ping and requests this View has nothing for
+    }
+  }
+
+  toolResult(result) {
+    const meta = (result._meta || {})[SURFACE_META];
+    if (!meta || typeof meta.view !== "string") return; // a call that reached no App session
+    this.view = meta.view;
+    if (this.info === null) {
+      this.info = Object.freeze({ scope: meta.scope ?? null, version: meta.version, revision: meta.revision });
+      for (const resolve of this.waiters.splice(0)) resolve(this.info);
+    }
+    if (this.subs.size > 0) this.poll();
+  }
+
+  ready() {
+    if (this.info !== null) return Promise.resolve(this.info);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  teardown() {
+    this.torn = true;
+    if (this.wake) this.wake();
+  }
+
+  watchSize() {
+    if (typeof ResizeObserver === "undefined") return;
+    let last = "";
+    const observer = new ResizeObserver(() => {
+      const el = document.documentElement;
+      const size = { width: Math.ceil(el.scrollWidth), height: Math.ceil(el.scrollHeight) };
+      const key = `${size.width}x${size.height}`;
+      if (key === last || this.torn) return;
+      last = key;
+      this.notify("ui/notifications/size-changed", size);
+    });
+    observer.observe(document.documentElement);
+  }
+
+  async tool(name, args) {
+    await this.handshake;
+    if (this.view === null) await this.ready();
+    if (this.torn) throw new LineupError("usage_invalid", "the host tore this View down");
+    const result = await this.post("tools/call", {
+      name,
+      arguments: { view: this.view, protocol: 1, ...args },
+    });
+    const meta = (result && result._meta) || {};
+    if (meta[SURFACE_META] && typeof meta[SURFACE_META].view === "string") {
+      this.view = meta[SURFACE_META].view; // refreshed by every answer
+    }
+    if (result && result.isError) {
+      const error = meta["io.lineup/error"] || { code: "usage_invalid", message: "refused" };
+      throw errorOf(error);
+    }
+    return result.structuredContent;
+  }
+
+  sync(after, wait) {
+    this.stats.syncs += 1;
+    const args = { after_revision: after, wait_s: wait };
+    if (this.opsVersion !== undefined && after >= 0) args.after_operations = this.opsVersion;
+    return this.tool("lineup-surface-sync", args);
+  }
+
+  versionCheck(body) {
+    if (this.warned || !body.served_version || body.version === body.served_version) return;
+    this.warned = true;
+    const text =
+      `This conversation's ${this.info?.scope ?? "app"} session is pinned to version ` +
+      `${body.version}; this View is version ${body.served_version}. What it shows may differ.`;
+    console.warn(text);
+    const banner = document.createElement("div");
+    banner.setAttribute("data-lineup-version-warning", "");
+    banner.setAttribute("role", "status");
+    banner.textContent = text;
+    banner.style.cssText = "padding:4px 8px;background:#fff3cd;color:#664d03;font:12px sans-serif";
+    document.body.prepend(banner);
+  }
+
+  deliver(body) {
+    if (body.status !== "changed") return;
+    this.versionCheck(body);
+    if (body.revision > this.revision) {
+      this.revision = body.revision;
+      this.data = body.data;
+      const frame = { frame: "session_data.snapshot", revision: body.revision, data: body.data };
+      for (const sub of [...this.subs.values()]) if (sub.what === "session_data") sub.handler(frame);
+    }
+    if (body.operations_version !== this.opsVersion) {
+      this.opsVersion = body.operations_version;
+      this.operations = body.operations;
+      for (const sub of [...this.subs.values()]) {
+        if (sub.what === "operations") sub.handler({ operations: body.operations });
+      }
+    }
+  }
+
+  /** The one long-poll loop: runs while anyone subscribes, the View is shown and alive. */
+  async poll() {
+    if (this.polling || this.view === null) return;
+    this.polling = true;
+    try {
+      let first = this.revision < 0;
+      while (this.subs.size > 0 && !this.torn) {
+        if (document.hidden) {
+          await new Promise((resolve) => (this.wake = resolve));
+          this.wake = null;
+          continue;
+        }
+        try {
+          this.deliver(await this.sync(first ? -1 : this.revision, first ? 0 : SYNC_WAIT_S));
+          first = false;
+        } catch (err) {
+          console.error("lineup-surface-sync failed", err);
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+        }
+      }
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  async request(op, args = {}) {
+    if (op === "ready") return undefined; // no Host event travels over MCP (SPEC 10)
+    if (op !== "get") throw new LineupError("usage_invalid", `${op} is not available in an MCP Apps host`);
+    const body = await this.sync(-1, 0);
+    this.versionCheck(body);
+    if (args.what === "operations") return { operations: body.operations };
+    return { revision: body.revision, data: body.data };
+  }
+
+  async subscribe(what, handler) {
+    const id = this.nextId++;
+    this.subs.set(id, { what, handler });
+    // a later subscriber of a kind gets what the loop already has
+    if (what === "session_data" && this.revision >= 0) {
+      handler({ frame: "session_data.snapshot", revision: this.revision, data: this.data });
+    } else if (what === "operations" && this.operations !== null) {
+      handler({ operations: this.operations });
+    }
+    void this.handshake.then(() => this.poll());
+    return id;
+  }
+
+  unsubscribe(id) {
+    this.subs.delete(id);
+  }
+
+  sendMany(op, args, handler) {
+    if (op !== "act") return false;
+    const { name, params, client, seq } = args;
+    this.tool("lineup-ui-action", { client_id: client, seq, name, params }).then(
+      (outcome) => {
+        handler({ accepted: seq });
+        handler({ outcome });
+      },
+      (error) => {
+        if (!BEFORE_ACCEPTANCE.has(error.code)) handler({ accepted: seq });
+        handler({ error: { code: error.code, message: error.message, hint: error.hint, details: error.details } });
+      },
+    );
+    return true;
+  }
+
+  forget() {}
+}
+
 let bridgeInstance = null;
-// The one bridge, opened on first use (at once under `lineup dev`).
+// The one bridge, opened on first use (at once under `lineup dev`): the dev Host's
+// WebSocket, or the View side of MCP Apps in a host's frame.
 const bridge = new Proxy(
   {},
   {
     get(_, name) {
-      bridgeInstance ??= new Bridge();
+      bridgeInstance ??= inMcpAppsHost() ? new McpAppsBridge() : new Bridge();
       const value = bridgeInstance[name];
       return typeof value === "function" ? value.bind(bridgeInstance) : value;
     },
     set(_, name, value) {
-      bridgeInstance ??= new Bridge();
+      bridgeInstance ??= inMcpAppsHost() ? new McpAppsBridge() : new Bridge();
       bridgeInstance[name] = value;
       return true;
     },
@@ -462,8 +735,19 @@ const actions = new (class {
 })();
 
 export const sdk = Object.freeze({
-  /** `{scope, appSessionId, conversationId, instance}` of the instance shown. */
-  app: appInfo,
+  /**
+   * `{scope, appSessionId, conversationId, instance}` of the instance shown under
+   * `lineup dev`; in an MCP Apps host `null` until the first tool result, then
+   * `{scope, version, revision}` (await `sdk.ready()`).
+   */
+  get app() {
+    return appInfo ?? (bridgeInstance instanceof McpAppsBridge ? bridgeInstance.info : null);
+  },
+  /** Resolves with `sdk.app` once it is known (at once under `lineup dev`). */
+  async ready() {
+    if (appInfo !== null) return appInfo;
+    return bridge.ready();
+  },
   sessionData: Object.freeze({
     /** The current session data: `{data, revision}` (`{data: null, revision: 0}` when empty). */
     async get() {

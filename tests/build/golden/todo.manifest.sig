@@ -1,1 +1,1 @@
-{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"Vpczmsww+cOD9M7h+CTPv01ySeuSvcAiyyJlsEHsPGi66SSL/YwQkQHoqqlNOO7nJD7pQvTZHyKY8JpHzp+1Bw=="}
+{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"U6u5ISSN6Ucqlpwe+af94g18i+hszBPng9xDXAhhHZwoKwZ8oSMXjl28jr+0Ag1ToJajR1Lsw3duoV7Qt+1qDg=="}
