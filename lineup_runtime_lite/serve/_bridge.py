@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 __all__ = ["TASK_MARK", "Bridge", "ServeOptions"]
 
 FINAL_KINDS = ("result", "error")
+#: How often (seconds) a UI client's `tools/list` looks whether a served document changed.
+UI_RECHECK_S = 1.0
 #: The runtime's mark on a call that a request created as an MCP task (it opted in).
 TASK_MARK = "mcp_task"
 
@@ -192,6 +194,7 @@ class Bridge:
         )
         self._wire_listing: dict[tuple[str, bool], dict[str, Any]] = {}
         self._ui_listing: tuple[tuple[str, ...], dict[str, Any]] | None = None
+        self._ui_checked = -UI_RECHECK_S
         self.add_middleware(self._cached_listing)
         # MCP Apps (SPEC 18.2): advertised in `extensions` on 2026-07-28, added to the raw
         # `initialize` result on the handshake revisions
@@ -231,8 +234,11 @@ class Bridge:
         if ctx.method != "tools/list":
             return await call_next(ctx)
         declared = ui_declared(ctx)
-        if declared:  # a served document's version may change (`lineup dev` rebuilds)
+        if declared and time.monotonic() - self._ui_checked >= UI_RECHECK_S:
+            # a served document's version may change (`lineup dev` rebuilds): looked at
+            # most once a second, so the cached list stays as cheap as the plain one
             await self._ui_tools()
+            self._ui_checked = time.monotonic()
         key = (ctx.protocol_version, declared)
         cached = self._wire_listing.get(key)
         if cached is not None:
@@ -247,7 +253,7 @@ class Bridge:
     ) -> Any:
         # the wire dicts are built once; the SDK validates and dumps them per request
         if ui_declared(ctx):
-            return await self._ui_tools()
+            return self._ui_listing[1] if self._ui_listing else await self._ui_tools()
         return self._listing
 
     async def _ui_tools(self) -> dict[str, Any]:
