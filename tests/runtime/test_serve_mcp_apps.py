@@ -435,19 +435,21 @@ def test_a_linked_long_running_tool_answers_at_acceptance_for_a_ui_client_only(
         token = {"progressToken": "p1"}
         async with raw_session(bridge, extensions=DECLARED) as ui:
             meta = {**token, CONV: "ui", CALL_ID: "focus-ui"}
-            got = await call(ui, "pomodoro.start", {"minutes": 1}, meta)
+            with anyio.fail_after(20):  # at acceptance; never held until the final
+                got = await call(ui, "pomodoro.start", {"minutes": 1}, meta)
             assert got["structuredContent"]["status"] == "pending"  # despite the token
             assert got["_meta"][SURFACE]["version"] == "1.0.0"
             # a task opt-in is answered the same way
-            task = await ui.request(
-                "tools/call",
-                {
-                    "name": "pomodoro.start",
-                    "arguments": {"minutes": 1},
-                    "task": {},
-                    "_meta": {CONV: "ui2", CALL_ID: "focus-task"},
-                },
-            )
+            with anyio.fail_after(20):
+                task = await ui.request(
+                    "tools/call",
+                    {
+                        "name": "pomodoro.start",
+                        "arguments": {"minutes": 1},
+                        "task": {},
+                        "_meta": {CONV: "ui2", CALL_ID: "focus-task"},
+                    },
+                )
             assert "task" not in task["result"], task
             assert task["result"]["structuredContent"]["status"] == "pending"
         async with raw_session(bridge) as plain:
@@ -468,3 +470,26 @@ def test_a_linked_long_running_tool_answers_at_acceptance_for_a_ui_client_only(
             assert SURFACE not in done[0]["_meta"]
 
     run_on(tmp_path, trust, [focus_bundle], main)
+
+
+def test_sync_clamps_wait_s_and_checks_its_protocol(
+    tmp_path: Path, trust: TrustStore, todo_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lineup_runtime_lite.serve import _mcpapps
+
+    monkeypatch.setattr(_mcpapps, "MAX_SYNC_WAIT_S", 0.05)  # the clamp, scaled down
+
+    async def main(rt: Runtime, clock: VirtualClock) -> None:
+        async with raw_session(Bridge(rt, FAST), extensions=DECLARED) as raw:
+            view = (await view_of(raw))["view"]
+            args = {"view": view, "protocol": 1, "after_revision": 1}
+            first = await call(raw, "lineup-surface-sync", {**args, "after_revision": -1})
+            args["after_operations"] = first["structuredContent"]["operations_version"]
+            with anyio.fail_after(10):
+                held = await call(raw, "lineup-surface-sync", {**args, "wait_s": 3600})
+            assert held["structuredContent"]["status"] == "unchanged"
+            for tool in sorted(APP_ONLY):
+                other = await call(raw, tool, {**args, "protocol": 2})
+                assert code_of(other) == "invalid_params"
+
+    run_on(tmp_path, trust, [todo_bundle], main)
