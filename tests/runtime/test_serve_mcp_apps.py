@@ -493,3 +493,17 @@ def test_sync_clamps_wait_s_and_checks_its_protocol(
                 assert code_of(other) == "invalid_params"
 
     run_on(tmp_path, trust, [todo_bundle], main)
+
+
+def test_the_first_view_key_written_wins(tmp_path: Path) -> None:
+    """Two nodes creating the key at once: the second insert leaves the first key."""
+    from lineup_runtime_lite.store.database import open_database
+
+    db = open_database(tmp_path / "keys.db")
+    try:
+        for value in ("first", "second"):
+            with db.transaction():
+                db.facts.add_meta("surface_view_key", value)
+        assert db.meta("surface_view_key") == "first"
+    finally:
+        db.close()
