@@ -390,7 +390,9 @@ class DevHost:
     # -- the fault seam ------------------------------------------------------------------
     def fault(self, kind: str, instance: str | None, count: int = 1) -> int:
         """Test-only (`LINEUP_DEV_FAULTS=1`): `drop_frame` drops the next `count` change
-        frames of the instance's bridges; `reconnect` closes them. Returns how many bridges.
+        frames of the instance's bridges; `reconnect` closes them; `crash_worker` kills the
+        app's running workers (what they run ends `delivery_interrupted`). Returns how many
+        bridges (workers, for `crash_worker`).
 
         Raises:
             LineupError: `usage_invalid` when the seam is off or the fault is unknown.
@@ -401,6 +403,8 @@ class DevHost:
                 "the dev Host's fault seam is off",
                 hint=f"start lineup dev with {FAULTS_ENV}=1 (tests only)",
             )
+        if kind == "crash_worker":  # kill the app's workers, as a crash would
+            return self.rt.kill_workers(self.scope)
         conns = self._connections_of(instance)
         if kind == "drop_frame":
             for c in conns:
@@ -411,7 +415,9 @@ class DevHost:
                     c.close_requested()
         else:
             raise LineupError(
-                "usage_invalid", f"unknown fault {kind!r}", hint="drop_frame, reconnect"
+                "usage_invalid",
+                f"unknown fault {kind!r}",
+                hint="drop_frame, reconnect, crash_worker",
             )
         return len(conns)
 

@@ -177,3 +177,37 @@ def test_replace_is_still_refused_on_the_bridge(dev: DevServer) -> None:
         [refused] = _answers(ws, {"id": 1, "op": "replace", "data": {}, "expected_revision": 1})
     assert refused["error"]["code"] == "usage_invalid"
     assert "act" in refused["error"]["message"]
+
+
+def test_the_dev_servers_connections_send_without_nagles_delay() -> None:
+    """A bridge answers an action twice in quick succession (and a change frame beside it):
+    with Nagle's algorithm on, the second small write waits for the browser's delayed ACK
+    (~40 ms). The listening sockets name TCP, so asyncio sets TCP_NODELAY on what they
+    accept."""
+    import asyncio
+    import socket
+
+    from lineup_runtime_lite.web._server import bind_free, bind_localhost
+
+    async def accepted_nodelay(listening: socket.socket) -> int:
+        seen: list[int] = []
+
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(on_client, sock=listening)
+        async with server:
+            host, port = listening.getsockname()[:2]
+            _, writer = await asyncio.open_connection(host, port)
+            while not seen:
+                await asyncio.sleep(0.01)
+            writer.close()
+        return seen[0]
+
+    assert asyncio.run(accepted_nodelay(bind_free(0))) != 0
+    first, *others = bind_localhost(0)
+    for sock in others:
+        sock.close()
+    assert asyncio.run(accepted_nodelay(first)) != 0
