@@ -4,6 +4,7 @@ when it fails, times out or is interrupted. On both engines."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -382,3 +383,26 @@ def test_frames_strictly_increase_one_per_committed_change_across_sessions(
         # one frame per delivery, revisions 1..n, each with both of its writes
         assert frames[1:] == [("session_data.changed", r, 2 * r) for r in range(1, per_conv + 1)]
         assert data(art, conv).revision == per_conv
+    assert art._core.delivery._held == {}  # every slot a write took was given back
+
+
+def test_held_snapshots_count_in_the_bridge_flow_bound(art: Runtime, tmp_path: Path) -> None:
+    """SPEC 13.3 counts a delivery's pending snapshot: past the worker's bound, a first
+    write waits until a delivery holding one is answered (here the bound is 1)."""
+    pool = art._core.pool
+    pool.options = dataclasses.replace(pool.options, max_requests=1)
+    gate = tmp_path / "gate"
+    first = _in_flight(art, "h1", "c1", "atomic.write_then_wait", {"gate": str(gate)})
+    try:
+        _poll(lambda: _holds(art, "c1"))
+        second = _in_flight(art, "h2", "c2", "atomic.twice", {"tag": "b"})
+        _poll(lambda: bool(art._core.delivery._slot_waiters))  # its first write waits
+        assert not _holds(art, "c2")
+        assert data(art, "c2") == Snapshot(None, 0)
+    finally:
+        gate.touch()
+    assert first()["result"] == "released"
+    assert second()["result"] == {"base": 0, "first": 1, "seen": [1, ["b-1"]], "second": 1}
+    assert data(art, "c1") == Snapshot({"items": ["waited"]}, 1)
+    assert data(art, "c2") == Snapshot({"items": ["b-1", "b-2"]}, 1)
+    assert art._core.delivery._held == {} and art._core.delivery._slot_waiters == {}
