@@ -26,8 +26,9 @@ CODES: dict[str, tuple[str, str]] = {
         "Call `tools = define_agent_tools(app_scope=...)` in the entry module.",
     ),
     "registry_multiple": (
-        "More than one `define_agent_tools(...)` registry was defined.",
-        "Keep exactly one registry per MiniApp and import it where needed.",
+        "More than one `define_agent_tools(...)` registry, or more than one "
+        "`define_ui_actions(...)` registry, was defined.",
+        "Keep exactly one registry of each per MiniApp and import it where needed.",
     ),
     "invalid_method_name": (
         "A method name does not match `<scope>.<verb>` with lowercase `[a-z][a-z0-9_]*` segments.",
@@ -38,7 +39,8 @@ CODES: dict[str, tuple[str, str]] = {
         "Prefix the method with the app scope from lineup.toml.",
     ),
     "duplicate_method": (
-        "The same method is declared more than once.",
+        "The same method is declared more than once: as two tools, two UI Actions, or a "
+        "tool and a UI Action (they share one namespace).",
         "Remove or rename one of the two declarations.",
     ),
     "missing_handler": (

@@ -13,7 +13,6 @@ import json
 import os
 import select
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from lineup_build.manifest import manifest_schema_errors, serialize_manifest
 from lineup_build.manifest_checks import schema_problems
 from lineup_build.model import Manifest, UiAction
 from lineup_sdk import ActionContext, DeclarationError, define_ui_actions
+from lineup_sdk.sandbox import Sandbox
 
 BOARD = Path(__file__).parent / "apps" / "board"
 
@@ -396,21 +396,24 @@ def test_an_empty_action_list_is_not_canonical(signing_key: Any, tmp_path: Path)
 
 
 class WorkerPipe:
-    """The real `lineup_sdk._worker` over its two pipes (no sandbox: the launcher's
-    `main` called directly), driven line by line with a bounded wait."""
+    """The real worker process, started as the runtime starts it (the sandbox launcher
+    running `lineup_sdk._worker` on two private pipes), driven line by line with a
+    bounded wait."""
 
     def __init__(self, app_dir: Path, entry: str) -> None:
         p2c_r, self._w = os.pipe()
         self._r, c2p_w = os.pipe()
-        code = "import sys; from lineup_sdk._worker import main; main(sys.argv[1:], {})"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(app_dir), *sys.path])}
+        self.box = Sandbox("best_effort", app_dir)
+        self.box.prepare()
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, entry, str(p2c_r), str(c2p_w)],
+            self.box.argv("lineup_sdk._worker", [entry, str(p2c_r), str(c2p_w)]),
             pass_fds=(p2c_r, c2p_w),
             cwd=app_dir,
-            env=env,
+            env=self.box.env(),
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         os.close(p2c_r)
         os.close(c2p_w)
@@ -438,6 +441,7 @@ class WorkerPipe:
             self.proc.kill()
             self.proc.wait()
         os.close(self._r)
+        self.box.cleanup()
 
 
 @pytest.fixture
@@ -575,6 +579,18 @@ def test_kinds_are_not_interchangeable(worker: WorkerPipe) -> None:
         }
     )
     assert worker.read()["error"]["code"] == "invalid_params"
+    # a kind the worker does not know finds no handler
+    worker.send(
+        {
+            "t": "deliver",
+            "id": 5,
+            "kind": "bogus",
+            "method": "board.add",
+            "params": {"title": "x"},
+            "ctx": _ctx(call_id="k3"),
+        }
+    )
+    assert worker.read()["error"]["code"] == "handler_failed"
     # the tool still runs as a tool call
     worker.send(
         {
