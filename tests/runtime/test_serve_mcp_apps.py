@@ -507,3 +507,24 @@ def test_the_first_view_key_written_wins(tmp_path: Path) -> None:
         assert db.meta("surface_view_key") == "first"
     finally:
         db.close()
+
+
+def test_2026_07_28_a_tasks_opt_in_on_a_linked_tool_answers_at_acceptance_for_a_ui_client(
+    tmp_path: Path, trust: TrustStore, focus_bundle: Path
+) -> None:
+    tasks = {"io.modelcontextprotocol/tasks": {}}
+
+    async def main(rt: Runtime, clock: VirtualClock) -> None:
+        bridge = Bridge(rt, FAST)
+        async with modern(bridge, {"extensions": {**DECLARED, **tasks}}) as ui:
+            params = {"name": "pomodoro.start", "arguments": {"minutes": 1}}
+            with anyio.fail_after(20):
+                got = await ui.request("tools/call", {**params, "_meta": {CONV: "m-ui"}})
+            assert got["result"]["resultType"] == "complete"
+            assert got["result"]["structuredContent"]["status"] == "pending"
+            assert got["result"]["_meta"][SURFACE]["version"] == "1.0.0"
+            ui.capabilities = {"extensions": tasks}  # the same call without MCP Apps
+            task = await ui.request("tools/call", {**params, "_meta": {CONV: "m-plain"}})
+            assert task["result"]["resultType"] == "task"
+
+    run_on(tmp_path, trust, [focus_bundle], main)
