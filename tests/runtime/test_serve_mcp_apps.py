@@ -512,7 +512,7 @@ def test_the_first_view_key_written_wins(tmp_path: Path) -> None:
 def test_2026_07_28_a_tasks_opt_in_on_a_linked_tool_answers_at_acceptance_for_a_ui_client(
     tmp_path: Path, trust: TrustStore, focus_bundle: Path
 ) -> None:
-    tasks = {"io.modelcontextprotocol/tasks": {}}
+    tasks: dict[str, Any] = {"io.modelcontextprotocol/tasks": {}}
 
     async def main(rt: Runtime, clock: VirtualClock) -> None:
         bridge = Bridge(rt, FAST)
