@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,14 +67,21 @@ class Host:
 
 @contextmanager
 def running_host(
-    tmp_path: Path, templates: list[str], *, extra: list[str] | None = None
+    tmp_path: Path,
+    templates: list[str],
+    *,
+    extra: list[str] | None = None,
+    prepare: Callable[[Path], None] | None = None,
 ) -> Iterator[Host]:
-    """`lineup serve --http` on fresh projects of `templates`, and the host's Node process."""
+    """`lineup serve --http` on fresh projects of `templates` (each passed to `prepare`
+    once created), and the host's Node process."""
     folder = required()
     apps = tmp_path / "apps"
     for template in templates:
         if not (apps / template).exists():  # a restart keeps the projects (and the db)
             init_project(apps / template, template=template)
+            if prepare is not None:
+                prepare(apps / template)
     work = tmp_path / "host"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()

@@ -136,3 +136,34 @@ def test_a_view_of_a_session_pinned_to_another_version_warns(tmp_path: Path) -> 
         text = view.inner_text("[data-lineup-version-warning]")
         assert "1.0.0" in text and "1.1.0" in text
         wait_titles(view, ["milk"])
+
+
+PROBE = """
+  <script type="module">
+    import { sdk } from "/_lineup/sdk.js";
+    document.body.dataset.appAtLoad = JSON.stringify(sdk.app);
+    await sdk.host.ready();  // a no-op in an MCP Apps host
+    const app = await sdk.ready();
+    document.body.dataset.app = JSON.stringify(app);
+    document.body.dataset.same = String(app === sdk.app);
+  </script>
+</body>"""
+
+
+def _probe(project: Path) -> None:
+    page = project / "surface" / "index.html"
+    page.write_text(page.read_text().replace("</body>", PROBE, 1))
+
+
+def test_sdk_app_is_null_until_the_tool_result_then_ready_resolves_with_it(
+    tmp_path: Path,
+) -> None:
+    with running_host(tmp_path, ["todo"], prepare=_probe) as host, host_page(host) as page:
+        page.evaluate("lineupHost.open('todo-add', {title: 'milk'})")
+        view = views(page)[0]
+        view.wait_for_function("() => document.body.dataset.same !== undefined")
+        data = view.evaluate("({...document.body.dataset})")
+        assert data["appAtLoad"] == "null"
+        app = json.loads(data["app"])
+        assert app["scope"] == "todo" and app["version"] == "1.0.0"
+        assert data["same"] == "true"
