@@ -63,7 +63,8 @@ const sandbox = await listen((req, res) => {
   res.writeHead(200, { "Content-Type": "text/html; charset=utf-8" });
   res.end(sandboxPage);
 });
-const sandboxOrigin = `http://127.0.0.1:${sandbox.address().port}`;
+// another site than the host page (localhost, not 127.0.0.1), as a real host's sandbox is
+const sandboxOrigin = `http://localhost:${sandbox.address().port}`;
 
 const host = await listen(async (req, res) => {
   try {
