@@ -8,6 +8,7 @@ answers are today's."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -15,6 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 
 from lineup_runtime_lite.serve._mapping import CONVERSATION_META, ERROR_META, McpTool
@@ -56,8 +59,8 @@ APP_TOOLS = (SYNC_TOOL, ACTION_TOOL)
 MAX_SYNC_WAIT_S = 25.0
 #: The app-only tools' argument protocols this runtime answers.
 PROTOCOLS = (1,)
-#: The longest real pause between two looks at a waiting sync's session.
-SYNC_POLL_S = 0.05
+#: How often (seconds) a waiting sync looks at the operation facts (session data wakes it).
+SYNC_POLL_S = 0.25
 
 
 def declares(settings: Any) -> bool:
@@ -294,15 +297,11 @@ class McpApps:
         def look() -> tuple[Any, list[dict[str, Any]]]:
             return surface.get(), surface.operations()
 
-        delay = 0.002
-        with anyio.move_on_after(min(float(wait_s), MAX_SYNC_WAIT_S)):
-            while True:
-                snap, ops = await anyio.to_thread.run_sync(look)
-                ops_version = operations_version(ops)
-                if snap.revision > after or after_ops != ops_version:
-                    return await self._changed(view, snap, ops, ops_version)
-                await anyio.sleep(delay)
-                delay = min(delay * 2, SYNC_POLL_S)
+        limit = min(float(wait_s), MAX_SYNC_WAIT_S)
+        if limit > 0:
+            answer = await self._wait(view, surface, look, after, after_ops, limit)
+            if answer is not None:
+                return answer
         snap, ops = await anyio.to_thread.run_sync(look)
         ops_version = operations_version(ops)
         if snap.revision > after or after_ops != ops_version:
@@ -310,6 +309,40 @@ class McpApps:
         structured = {"status": "unchanged", "revision": snap.revision}
         structured["operations_version"] = ops_version
         return _answer(structured, {SURFACE_META: await self._fresh(view, snap.revision)})
+
+    async def _wait(
+        self,
+        view: View,
+        surface: Any,
+        look: Any,
+        after: int,
+        after_ops: Any,
+        limit: float,
+    ) -> dict[str, Any] | None:
+        """Hold a sync up to `limit` seconds: woken by the session data's subscription
+        (no polling for data), looking at the operation facts every `SYNC_POLL_S`."""
+        token = anyio.lowlevel.current_token()
+        wake = [anyio.Event()]
+
+        def on_frame(kind: str, snap: Any) -> None:  # on the subscription's thread
+            with contextlib.suppress(RuntimeError):  # the request is gone: nothing to wake
+                anyio.from_thread.run_sync(wake[0].set, token=token)
+
+        off = await anyio.to_thread.run_sync(surface.subscribe, on_frame)
+        try:
+            with anyio.move_on_after(limit):
+                while True:
+                    wake[0] = anyio.Event()  # before looking: a change after the look wakes
+                    snap, ops = await anyio.to_thread.run_sync(look)
+                    ops_version = operations_version(ops)
+                    if snap.revision > after or after_ops != ops_version:
+                        return await self._changed(view, snap, ops, ops_version)
+                    with anyio.move_on_after(SYNC_POLL_S):
+                        await wake[0].wait()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(off)
+        return None
 
     async def _changed(
         self, view: View, snap: Any, ops: list[dict[str, Any]], ops_version: str
