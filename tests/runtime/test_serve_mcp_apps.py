@@ -367,15 +367,29 @@ def test_view_invalid_missing_forged_expired_and_other_conversation(
 
 
 def test_the_view_key_is_kept_in_the_store_across_restarts(
-    tmp_path: Path, trust: TrustStore, todo_bundle: Path
+    db_target: str, trust: TrustStore, tmp_path: Path
 ) -> None:
-    rt, _ = open_runtime(tmp_path / "rt.db", trust, [todo_bundle])
+    """Created at first use, the same after a restart (and, on PostgreSQL, on another node
+    of the same database)."""
+    rt = Runtime.open(db_target, trust=trust, clock=VirtualClock())
     try:
         key = rt.surface_view_key()
         assert len(key) == 32 and rt.surface_view_key() == key
+        if db_target.startswith("postgresql"):
+            other = Runtime.open(
+                db_target,
+                trust=trust,
+                clock=VirtualClock(),
+                node_id="second-node",
+                apps_dir=tmp_path / "second-apps",
+            )
+            try:
+                assert other.surface_view_key() == key
+            finally:
+                other.close()
     finally:
         rt.close()
-    rt, _ = open_runtime(tmp_path / "rt.db", trust, [])
+    rt = Runtime.open(db_target, trust=trust, clock=VirtualClock())
     try:
         assert rt.surface_view_key() == key
     finally:
