@@ -723,6 +723,7 @@ class Engine:
             "dirty": len(self.delivery._dirty),
             "capabilities": len(self.delivery._caps),
             "finals": len(self._finals),
+            "outcomes": len(self._outcomes),
             "driving": len(self.activations._driving),
             "tasks": len(self._tasks),
             "subscriptions": len(self.subs),

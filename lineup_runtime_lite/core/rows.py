@@ -17,6 +17,7 @@ __all__ = [
     "Call",
     "Intent",
     "Operation",
+    "PendingData",
     "RegistryEntry",
     "Session",
 ]
@@ -166,3 +167,21 @@ class Intent:
     instance: str
     body: str
     activation_state: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingData:
+    """The session data one delivery's handler wrote and the runtime holds until the
+    delivery's answer (SPEC 17, "every delivery atomic"): its canonical JSON bytes, to be
+    committed as revision `base + 1` with the answer, or dropped with a failure. Not tied
+    to a call: any kind of delivery (a tool call's, a UI Action's) holds one the same way."""
+
+    scope: str
+    app_session_id: str
+    #: The committed revision the delivery started from.
+    base: int
+    data: bytes
+
+    @property
+    def revision(self) -> int:
+        return self.base + 1

@@ -10,7 +10,8 @@ Index (by name): calls — `decide_call` (the one acceptance decision: `screen_c
 `accept_call`), `retried_call`, `reject_call`, `answer_now`,
 `accept_starting`, `enqueue_ready`; activations — `advance_activation`, `end_activation`,
 `worker_lost`, `host_event_action`; delivery — `next_delivery`, `answer_delivery`,
-`interrupt_delivery`; session data — `replace_session_data`; Host relay —
+`interrupt_delivery`; session data — `hold_replace` (a handler's write, held by its
+delivery) and `commit_pending` (written with the delivery's answer); Host relay —
 `supersede_ended`, `intent_delivered`. The Pomodoro's own transitions are in `pomodoro.py`.
 """
 
@@ -53,10 +54,11 @@ from lineup_runtime_lite.core.rows import (
     Activation,
     Call,
     Intent,
+    PendingData,
     RegistryEntry,
     Session,
 )
-from lineup_sdk.context import Snapshot, session_data_blob
+from lineup_sdk.context import session_data_blob
 from lineup_sdk.errors import LineupError
 
 __all__ = [
@@ -72,10 +74,12 @@ __all__ = [
     "answer_delivery",
     "answer_error",
     "answer_now",
+    "commit_pending",
     "decide_action",
     "decide_call",
     "end_activation",
     "enqueue_ready",
+    "hold_replace",
     "host_event_action",
     "intent_delivered",
     "interrupt_action",
@@ -84,7 +88,6 @@ __all__ = [
     "needs_fresh_ids",
     "next_delivery",
     "reject_call",
-    "replace_session_data",
     "retried_call",
     "screen_call",
     "show_surface",
@@ -748,16 +751,19 @@ def answer_action(
     entry: ActionEntry,
     *,
     now: int,
-    revision: int,
+    committed: int,
+    pending: PendingData | None = None,
     reply: Mapping[str, Any] | None = None,
     result_problems: Checked | None = None,
     timed_out: bool = False,
     worker_error: tuple[str, str] | None = None,
     worker_reason: str | None = None,
 ) -> Decision:
-    """The one outcome of a delivered UI Action (SPEC 17), as a call's final is decided
-    (`answer_delivery`): its result with `revision` (the session data's revision after it),
-    or the error (`app.<code>` for a `ToolError`; data unchanged)."""
+    """The one outcome of a delivered UI Action (SPEC 17), decided as a call's final is
+    (`answer_delivery`): its result commits the session data its handler wrote (`pending`,
+    held by the delivery) in the same decision, as one revision, and carries the revision
+    after it (`committed`, the stored one, when it wrote nothing); an error (`app.<code>`
+    for a `ToolError`, `handler_timeout`, …) drops what it wrote: nothing applied."""
     stage, payload = _delivery_outcome(
         entry.name,
         entry.timeout_s,
@@ -767,9 +773,21 @@ def answer_action(
         worker_error=worker_error,
         worker_reason=worker_reason,
     )
-    if stage == "result":
-        return Decision((_action_done(action, now, result=payload, revision=revision),))
-    return Decision((_action_done(action, now, error=payload),))
+    if stage != "result":
+        return Decision((_action_done(action, now, error=payload),))
+    if pending is None:
+        return Decision((_action_done(action, now, result=payload, revision=committed),))
+    written = commit_pending(pending, committed)
+    if written is None:
+        error = error_body(
+            "handler_failed",
+            f"{entry.name}: the session data changed under the delivery (revision "
+            f"{committed}, the delivery started at {pending.base}); nothing it wrote was "
+            "applied",
+        )
+        return Decision((_action_done(action, now, error=error),))
+    done = _action_done(action, now, result=payload, revision=pending.revision)
+    return Decision((*written, done))
 
 
 def interrupt_action(action: Action, now: int, *, why: str | None = None) -> Decision:
@@ -789,10 +807,47 @@ def answer_delivery(
     timed_out: bool = False,
     worker_error: tuple[str, str] | None = None,
     worker_reason: str | None = None,
+    pending: PendingData | None = None,
+    committed: int | None = None,
 ) -> Decision:
     """The one final answer of a delivered call: its result, the handler's error, a
     timeout, or the worker's failure (`(kind, message)`, with the `details.reason` where
-    one is known: `memory_limit`, `cpu_limit`, `worker_lost`)."""
+    one is known: `memory_limit`, `cpu_limit`, `worker_lost`).
+
+    `pending` is the session data its handler wrote (held by the delivery, SPEC 17) and
+    `committed` the revision stored now: a result writes the pending snapshot in the same
+    decision as the final, as one revision; any other answer drops it (nothing applied)."""
+    decision = _answer(
+        call, tool, now, reply, result_problems, timed_out, worker_error, worker_reason
+    )
+    if pending is None or not any(m["stage"] == "result" for m in decision.finals):
+        return decision
+    assert committed is not None
+    written = commit_pending(pending, committed)
+    if written is None:
+        return _final(
+            call,
+            now,
+            error=error_body(
+                "handler_failed",
+                f"{tool.method}: the session data changed under the delivery "
+                f"(revision {committed}, the delivery started at {pending.base}); "
+                "nothing it wrote was applied",
+            ),
+        )
+    return Decision((*written, *decision.changes))
+
+
+def _answer(
+    call: Call,
+    tool: RegistryEntry,
+    now: int,
+    reply: Mapping[str, Any] | None,
+    result_problems: Checked | None,
+    timed_out: bool,
+    worker_error: tuple[str, str] | None,
+    worker_reason: str | None,
+) -> Decision:
     stage, payload = _delivery_outcome(
         tool.method,
         tool.timeout_s,
@@ -906,24 +961,42 @@ def move_dev_sessions(
 
 
 # -- session data ---------------------------------------------------------------------------
-def replace_session_data(
-    current: Snapshot, scope: str, app_session_id: str, data: Any, expected_revision: Any
-) -> tuple[Decision, Snapshot]:
-    """A CAS replace (SPEC 5.5): the decision and the snapshot it makes.
+def hold_replace(
+    held: PendingData | None,
+    committed: int,
+    scope: str,
+    app_session_id: str,
+    data: Any,
+    expected_revision: Any,
+) -> PendingData:
+    """A handler's CAS replace inside its delivery (SPEC 5.5, 17): checked against the
+    snapshot the delivery holds (`held`), or the `committed` revision before its first
+    write; the new pending snapshot, revision base + 1 for the first write and every later
+    one (replaced in place). Nothing is written: `commit_pending` does, with the answer.
 
     Raises:
         LineupError: `session_data_invalid`, `session_data_too_large`,
             `session_data_revision_conflict`.
     """
     blob = session_data_blob(data, expected_revision)
-    if current.revision != expected_revision:
+    current = held.revision if held is not None else committed
+    if current != expected_revision:
         raise LineupError(
             "session_data_revision_conflict",
-            f"session data is at revision {current.revision}, not {expected_revision}",
+            f"session data is at revision {current}, not {expected_revision}",
         )
-    text = blob.decode("utf-8")
-    change = ReplaceSessionData(scope, app_session_id, expected_revision, text)
-    return Decision((change,)), Snapshot(json.loads(text), expected_revision + 1)
+    base = held.base if held is not None else committed
+    return PendingData(scope, app_session_id, base, blob)
+
+
+def commit_pending(pending: PendingData, committed: int) -> tuple[Change, ...] | None:
+    """The change that writes a delivery's pending snapshot with its answer, as revision
+    base + 1; None when the stored revision is no longer the delivery's base (deliveries of
+    one App session are serial, so this is a defence: the delivery then applies nothing)."""
+    if committed != pending.base:
+        return None
+    text = pending.data.decode("utf-8")
+    return (ReplaceSessionData(pending.scope, pending.app_session_id, pending.base, text),)
 
 
 # -- the Host relay -------------------------------------------------------------------------

@@ -115,7 +115,13 @@ def test_a_skipped_seq_is_out_of_order_and_uses_no_seq(q: Runtime) -> None:
     assert code(lambda: s.act("queue.push", {"item": "b"}, client_id="c1", seq=3)) == (
         "action_out_of_order"
     )
-    assert s.act("queue.push", {"item": "b"}, client_id="c1", seq=2)["revision"] == 2
+    second = s.act("queue.push", {"item": "b"}, client_id="c1", seq=2)
+    assert second["revision"] == 2
+    # the mark moved on: seq 2 again is a replay, seq 3 the next
+    assert s.act("queue.push", {"item": "b"}, client_id="c1", seq=2) == second
+    assert s.act("queue.peek", {}, client_id="c1", seq=3)["result"] == 2
+    assert items(q) == ["a", "b"]
+    invariants.check(q)
 
 
 def _nothing_persisted(rt: Runtime, before: dict[str, Any]) -> None:
@@ -308,42 +314,38 @@ def test_a_worker_lost_mid_action_applies_nothing_once(
 def test_an_action_delivered_when_the_runtime_stopped_ends_interrupted_on_open(
     tmp_path: Path, trust_file: Path, queue_bundle: Path
 ) -> None:
-    """Recovery sees actions as it sees calls: one left `delivered` by a runtime that
-    stopped ends `delivery_interrupted` on the next open (never delivered again)."""
+    """Recovery sees actions as it sees calls: one left `delivered` by a runtime that was
+    killed (the row as a kill -9 mid-delivery leaves it) ends `delivery_interrupted` on the
+    next open, and is never delivered again."""
+    import sqlite3
+
     from lineup_runtime_lite import HostSimulator, VirtualClock
 
     db = tmp_path / "rt.db"
-    rt = Runtime.open(db, trust=trust_file, clock=VirtualClock(), host=HostSimulator("manual"))
-    try:
+    with Runtime.open(
+        db, trust=trust_file, clock=VirtualClock(), host=HostSimulator("manual")
+    ) as rt:
         rt.install(queue_bundle)
         start(rt)
-        s = rt.surface("conv", "queue")
-        assert code(lambda: s.act("queue.hang", {}, client_id="c", seq=1, timeout=0)) == (
-            "action_pending"
+        rt.surface("conv", "queue").act("queue.peek", {}, client_id="c", seq=1)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute(
+            "UPDATE ui_actions SET state='delivered', outcome=NULL, revision=NULL, "
+            "ended_ms=NULL WHERE client_id='c' AND client_seq=1"
         )
-        sid = rt._core.facts.session("conv", "queue").app_session_id  # type: ignore[union-attr]
-        for _ in range(2000):  # until its delivery is committed
-            if rt._core.facts.delivered_actions(sid):
-                break
-            rt._run(asyncio_sleep(0.005))
-        assert [a.action_id for a in rt._core.facts.delivered_actions(sid)] == ["c:1"]
-    finally:
-        rt.close()
-    rt = Runtime.open(db, trust=trust_file, clock=VirtualClock(), host=HostSimulator("manual"))
-    try:
+    con.close()
+    with Runtime.open(
+        db, trust=trust_file, clock=VirtualClock(), host=HostSimulator("manual")
+    ) as rt:
+        assert rt._core.facts.delivered_actions() == []  # recovered on open
         s = rt.surface("conv", "queue")
-        assert code(lambda: s.act("queue.hang", {}, client_id="c", seq=1)) == (
-            "delivery_interrupted"
-        )
-        assert rt._core.facts.delivered_actions() == []
-    finally:
-        rt.close()
-
-
-async def asyncio_sleep(seconds: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(seconds)
+        with pytest.raises(LineupError) as exc:
+            s.act("queue.peek", {}, client_id="c", seq=1)
+        assert exc.value.code == "delivery_interrupted"
+        assert getattr(exc.value, "action_id", None) == "c:1"
+        assert rt._core.workers == {}  # never delivered again: no worker was needed
+        invariants.check(rt)
 
 
 def test_replay_of_an_applied_action_after_a_restart(
@@ -526,6 +528,8 @@ def test_agent_and_ui_writers_from_many_threads_end_as_the_serial_application(
     assert [f[1] for f in changed] == list(range(frames[0][1] + 1, total + 1))
     assert all(kind == "session_data.changed" and count == rev for kind, rev, count in changed)
     invariants.check(q)
+    held = q._core.held()
+    assert held["outcomes"] == 0 and held["pumps"] == 0  # nothing held once answered
 
 
 # -- a dev rebuild ---------------------------------------------------------------------------
@@ -640,3 +644,25 @@ def test_async_surface_act_answers_on_the_callers_loop(trust: Any, queue_bundle:
     assert sorted(o["revision"] for o in outs[:-1]) == list(range(1, 7))
     assert outs[-1] == "action_out_of_order"
     assert revision == 6 and got == sorted(f"{c}-{k}" for k in (1, 2, 3) for c in "ab")
+
+
+def test_an_action_left_delivered_by_a_failed_step_ends_interrupted_and_the_queue_goes_on(
+    q: Runtime,
+) -> None:
+    """A pump step that committed an action `delivered` and failed before sending it (a
+    fault right before the send): at most once, so the pump's next step ends it
+    `delivery_interrupted` — nothing applied — and delivers what is behind it."""
+    from lineup_runtime_lite.store import faults
+
+    start(q)
+    s = q.surface("conv", "queue")
+    faults.arm("deliver.before_send")
+    try:
+        with pytest.raises(LineupError) as exc:
+            s.act("queue.push", {"item": "a"}, client_id="c", seq=1)
+    finally:
+        faults.disarm()
+    assert exc.value.code == "delivery_interrupted"
+    assert s.act("queue.push", {"item": "b"}, client_id="c", seq=2)["revision"] == 1
+    assert items(q) == ["b"]
+    invariants.check(q)
