@@ -90,6 +90,7 @@ def test_a_business_refusal_is_accepted_then_the_outcome_raises(q: Runtime) -> N
         return exc.value.code
 
     assert asyncio.run(go()) == "app.refused"
+    assert s.get().data is None  # what it appended before refusing is not kept
 
 
 def test_a_resend_is_accepted_again_and_answers_the_stored_outcome(q: Runtime) -> None:
