@@ -135,7 +135,7 @@ def test_an_open_waits_for_no_fsync_and_commits_fully_afterwards(
     real = sqlite3.connect
 
     def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        con = real(*args, **kwargs)
+        con: sqlite3.Connection = real(*args, **kwargs)
         con.set_trace_callback(said.append)
         return con
 
@@ -145,7 +145,7 @@ def test_an_open_waits_for_no_fsync_and_commits_fully_afterwards(
         pragmas = [s for s in said[:cleared] if s.startswith("PRAGMA synchronous")]
         assert pragmas[-1] == "PRAGMA synchronous=NORMAL", said
         assert "PRAGMA synchronous=FULL" in said[cleared:], said
-        (level,) = rt._core.store.db.execute("PRAGMA synchronous").fetchone()  # type: ignore[attr-defined]
+        (level,) = rt._core.store.db.execute("PRAGMA synchronous").fetchone()
         assert level == 2  # FULL
     assert marker(used_db) == [("closed_clean", "1")]
 
