@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_build.bundle import BundleEntry, write_bundle
-from lineup_build.checks import check_tools, diagnostics_from_problems
+from lineup_build.checks import check_actions, check_tools, diagnostics_from_problems
 from lineup_build.config import ProjectConfig, load_config
 from lineup_build.diagnostics import Diagnostic, Where, has_errors
 from lineup_build.files import IncludedFile, collect_files
@@ -58,6 +58,8 @@ class CheckResult:
     config: ProjectConfig | None
     tools: list[dict[str, Any]] = field(default_factory=list)
     files: list[IncludedFile] = field(default_factory=list)
+    #: The extracted UI Actions (SPEC 17), sorted by name.
+    actions: list[dict[str, Any]] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sandbox: dict[str, Any] | None = None  # what the extractor's sandbox enforced
     #: The bundle limits the project builds within (`ProjectConfig.bundle_limits`).
@@ -207,21 +209,24 @@ def check_project(
             # nothing in the app's own files to point at: blame the `entry` key
             problem["location"] = config.where("entry").to_dict()
     result.diagnostics.extend(diagnostics_from_problems(extracted["problems"]))
-    registry = extracted.get("registry")
-    if registry is not None and registry["app_scope"] != config.scope:
-        loc = registry.get("location")
-        result.diagnostics.append(
-            Diagnostic(
-                "config_invalid",
-                f"the registry's app_scope {registry['app_scope']!r} differs from "
-                f"{config.source}'s scope {config.scope!r}",
-                where=Where(loc["file"], loc["line"]) if loc else None,
-                related=(config.where("scope"),),
-                hint="use the same scope in both places",
+    for key, what in (("registry", "registry"), ("action_registry", "UI Action registry")):
+        registry = extracted.get(key)
+        if registry is not None and registry["app_scope"] != config.scope:
+            loc = registry.get("location")
+            result.diagnostics.append(
+                Diagnostic(
+                    "config_invalid",
+                    f"the {what}'s app_scope {registry['app_scope']!r} differs from "
+                    f"{config.source}'s scope {config.scope!r}",
+                    where=Where(loc["file"], loc["line"]) if loc else None,
+                    related=(config.where("scope"),),
+                    hint="use the same scope in both places",
+                )
             )
-        )
     result.tools = extracted["tools"]
+    result.actions = extracted.get("actions", [])
     result.diagnostics.extend(check_tools(result.tools, config.scope))
+    result.diagnostics.extend(check_actions(result.actions, config.scope))
     result.diagnostics.sort(key=Diagnostic.sort_key)
     return result
 
@@ -236,7 +241,9 @@ def source_manifest(
     check = check_project(root, sandbox=sandbox)
     if not check.ok() or check.config is None:
         return None, check
-    manifest = build_manifest(check.config, check.tools, check.files, check.surface_document)
+    manifest = build_manifest(
+        check.config, check.tools, check.files, check.surface_document, actions=check.actions
+    )
     return manifest, check
 
 
@@ -314,7 +321,9 @@ def build_project(
             check.diagnostics.append(Diagnostic(exc.code, exc.message, hint=exc.hint))
     if not check.ok(strict=strict) or key is None or check.config is None:
         return BuildResult(False, None, None, None, None, check)
-    model = build_model(check.config, check.tools, check.files, check.surface_document)
+    model = build_model(
+        check.config, check.tools, check.files, check.surface_document, actions=check.actions
+    )
     manifest = model.to_json()
     manifest_bytes = serialize_manifest(manifest)
     try:  # the limits `verify` enforces: never write a bundle its own verify refuses

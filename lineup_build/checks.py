@@ -20,7 +20,7 @@ from lineup_build.tool_rules import (
     timeout_ok,
 )
 
-__all__ = ["LARGE_SCHEMA_BYTES", "check_tools", "diagnostics_from_problems"]
+__all__ = ["LARGE_SCHEMA_BYTES", "check_actions", "check_tools", "diagnostics_from_problems"]
 
 LARGE_SCHEMA_BYTES = 64 * 1024
 
@@ -173,29 +173,53 @@ def check_tools(tools: list[dict[str, Any]], scope: str) -> list[Diagnostic]:
             out.extend(_runtime_diags(tool, scope, where))
         out.extend(_schema_diags(tool, where))
         out.extend(_field_diags(tool, where))
-        if not tool.get("description"):
-            out.append(
-                Diagnostic(
-                    "missing_description",
-                    f"{method}: the tool has no description",
-                    severity="warning",
-                    where=where,
-                    hint="add a docstring or description=...",
-                )
+        out.extend(_description_diags(tool, where, "tool"))
+    return out
+
+
+def _description_diags(spec: dict[str, Any], where: Where | None, what: str) -> list[Diagnostic]:
+    """`missing_description` warnings for the tool or action and its parameters."""
+    out = []
+    method = spec["method"]
+    if not spec.get("description"):
+        out.append(
+            Diagnostic(
+                "missing_description",
+                f"{method}: the {what} has no description",
+                severity="warning",
+                where=where,
+                hint="add a docstring or description=...",
             )
-        schema = tool["input_schema"]
-        props = schema.get("properties") if isinstance(schema, dict) else None
-        if isinstance(props, dict):
-            for name, prop in props.items():
-                if not _has_description(prop, schema):
-                    out.append(
-                        Diagnostic(
-                            "missing_description",
-                            f"{method}: parameter {name!r} has no description",
-                            severity="warning",
-                            where=where,
-                            hint="use Field(description=...) or document it in the docstring (Google `Args:`, "
-                            "NumPy `Parameters` or reST `:param name:`)",
-                        )
+        )
+    schema = spec["input_schema"]
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if isinstance(props, dict):
+        for name, prop in props.items():
+            if not _has_description(prop, schema):
+                out.append(
+                    Diagnostic(
+                        "missing_description",
+                        f"{method}: parameter {name!r} has no description",
+                        severity="warning",
+                        where=where,
+                        hint="use Field(description=...) or document it in the docstring (Google `Args:`, "
+                        "NumPy `Parameters` or reST `:param name:`)",
                     )
+                )
+    return out
+
+
+def check_actions(actions: list[dict[str, Any]], scope: str) -> list[Diagnostic]:
+    """Every problem in the extracted UI Actions (SPEC 17), by the tools' rules: the name,
+    both schemas, description and timeout bounds, and the description warnings. A name
+    shared with a tool was already reported at declaration (`duplicate_method`)."""
+    out: list[Diagnostic] = []
+    for action in actions:
+        where = _where(action.get("location"))
+        bad = method_problem(action["method"], scope)
+        if bad:
+            out.append(Diagnostic(bad[0], bad[1], where=where))
+        out.extend(_schema_diags(action, where))
+        out.extend(_field_diags(action, where))
+        out.extend(_description_diags(action, where, "action"))
     return out

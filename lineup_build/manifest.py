@@ -9,7 +9,7 @@ import json
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from lineup_build.model import AppInfo, FileEntry, Manifest, SdkInfo, SurfaceInfo, Tool
+from lineup_build.model import AppInfo, FileEntry, Manifest, SdkInfo, SurfaceInfo, Tool, UiAction
 from lineup_build.schemas import canonical_json
 from lineup_sdk import __version__ as SDK_VERSION
 
@@ -34,10 +34,13 @@ def build_model(
     tools: list[dict[str, Any]],
     files: list[IncludedFile],
     surface_document: bytes | None = None,
+    *,
+    actions: list[dict[str, Any]] | None = None,
 ) -> Manifest:
-    """The manifest of checked declarations: tools sorted by method, files as collected
-    (sorted by path); permissions and hints only when set, so older bundles are unchanged;
-    the `surface` object only with a Surface document (SPEC 18.2)."""
+    """The manifest of checked declarations: tools sorted by method, UI Actions by name,
+    files as collected (sorted by path); permissions, hints and `ui_actions` only when
+    set, so older bundles are unchanged; the `surface` object only with a Surface
+    document (SPEC 18.2)."""
     from lineup_build.surface import SURFACE_DOCUMENT
 
     surface = None
@@ -58,6 +61,10 @@ def build_model(
         tools=tuple(Tool.from_json(t) for t in sorted(tools, key=lambda t: t["method"])),
         files=tuple(FileEntry(f.path, f.sha256, f.size) for f in files),
         surface=surface,
+        ui_actions=tuple(
+            UiAction.from_json({**a, "name": a.get("name", a.get("method"))})
+            for a in sorted(actions or (), key=lambda a: a.get("name", a.get("method")))
+        ),
     )
 
 
@@ -66,9 +73,11 @@ def build_manifest(
     tools: list[dict[str, Any]],
     files: list[IncludedFile],
     surface_document: bytes | None = None,
+    *,
+    actions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The manifest as data (`build_model(...).to_json()`)."""
-    return build_model(config, tools, files, surface_document).to_json()
+    return build_model(config, tools, files, surface_document, actions=actions).to_json()
 
 
 def serialize_manifest(manifest: dict[str, Any]) -> bytes:

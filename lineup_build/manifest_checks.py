@@ -16,7 +16,7 @@ from typing import Any
 
 from lineup_build.fsutil import no_duplicate_keys, reject_constant
 from lineup_build.manifest import manifest_schema
-from lineup_build.model import Manifest, Tool
+from lineup_build.model import Manifest, Tool, UiAction
 from lineup_build.reader import Limits, raise_hint
 from lineup_build.schemas import canonical_json
 from lineup_build.tool_rules import (
@@ -244,8 +244,8 @@ def schema_problems(manifest: Any) -> list[LineupError]:
     return out
 
 
-def _schema_checks(tool: Tool) -> list[LineupError]:
-    method = tool.method
+def _schema_checks(tool: Tool | UiAction) -> list[LineupError]:
+    method = tool.method if isinstance(tool, Tool) else tool.name
     schemas = {"input_schema": tool.input_schema, "result_schema": tool.result_schema}
     findings = schema_findings(method, schemas)
     out = []
@@ -300,29 +300,35 @@ def _catalog_checks(tool: Tool, scope: str) -> list[LineupError]:
 
 
 def tool_problems(manifest: Manifest) -> list[LineupError]:
-    """Method names, each tool schema, then runtime tools against the catalog (the rules
+    """Method names, each tool schema, each UI Action's name and schemas (SPEC 17: names
+    unique across tools and actions), then runtime tools against the catalog (the rules
     of `tool_rules`, worded as verify reports them).
 
     `manifest` is the model of a manifest that matched the manifest schema.
     """
     scope = manifest.app.scope
     out: list[LineupError] = []
-    seen: set[str] = set()
-    for tool in manifest.tools:
-        method = tool.method
+    seen: dict[str, str] = {}
+    entries: list[tuple[str, str, Tool | UiAction]] = [
+        *(("tool", t.method, t) for t in manifest.tools),
+        *(("UI Action", a.name, a) for a in manifest.ui_actions),
+    ]
+    for what, method, entry in entries:
         bad = method_problem(method, scope)
         if bad:
             out.append(LineupError(bad[0], bad[1], details={"method": method}))
-        if method in seen:
+        first = seen.get(method)
+        if first is not None:
+            listed = "twice" if first == what else f"as a {first} and as a {what}"
             out.append(
                 LineupError(
                     "duplicate_method",
-                    f"{method}: listed twice in manifest.json",
+                    f"{method}: listed {listed} in manifest.json",
                     details={"method": method},
                 )
             )
-        seen.add(method)
-        out.extend(_schema_checks(tool))
+        seen.setdefault(method, what)
+        out.extend(_schema_checks(entry))
     for tool in manifest.tools:
         if tool.is_runtime:
             out.extend(_catalog_checks(tool, scope))

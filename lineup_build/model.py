@@ -21,6 +21,7 @@ __all__ = [
     "SdkInfo",
     "SurfaceInfo",
     "Tool",
+    "UiAction",
 ]
 
 #: The delivery of a tool served by the Runtime's own handler catalog.
@@ -173,6 +174,48 @@ class Tool:
 
 
 @dataclass(frozen=True, slots=True)
+class UiAction:
+    """One `ui_actions` entry (SPEC 17): a Surface's named business operation, shaped as
+    a `miniapp_sdk` tool without activation, delivery or hints.
+
+    Attributes:
+        name: `<app_scope>.<verb>`, unique across the app's tools and actions.
+        description: The action description (may be empty).
+        input_schema: The closed JSON Schema of the parameters.
+        result_schema: The JSON Schema of the result (an object or a boolean).
+        timeout_s: The handler timeout, kept as written.
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    result_schema: Any
+    timeout_s: float
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> UiAction:
+        """One `ui_actions` entry of a schema-valid manifest (or an extracted action:
+        keys the manifest does not carry are ignored)."""
+        return cls(
+            name=obj["name"],
+            description=obj["description"],
+            input_schema=obj["input_schema"],
+            result_schema=obj["result_schema"],
+            timeout_s=obj["timeout_s"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The `ui_actions` entry."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "result_schema": self.result_schema,
+            "timeout_s": self.timeout_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class FileEntry:
     """One `files` entry: a bundle-relative POSIX path, its SHA-256 and size."""
 
@@ -222,6 +265,9 @@ class Manifest:
         sdk: The `sdk` object.
         tools: Every tool.
         files: Every included file.
+        surface: The Surface document, when the app has a Surface.
+        ui_actions: The app's UI Actions, sorted by name (SPEC 17; `ui_actions` is written
+            only when there are some, so a bundle without them is unchanged).
     """
 
     manifest_version: int
@@ -231,6 +277,7 @@ class Manifest:
     files: tuple[FileEntry, ...]
     #: The Surface document, when the app has a Surface (absent in older bundles).
     surface: SurfaceInfo | None = None
+    ui_actions: tuple[UiAction, ...] = ()
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Manifest:
@@ -250,6 +297,7 @@ class Manifest:
                 tools=tuple(Tool.from_json(t) for t in obj["tools"]),
                 files=tuple(FileEntry(f["path"], f["sha256"], f["size"]) for f in obj["files"]),
                 surface=SurfaceInfo.from_json(obj["surface"]) if "surface" in obj else None,
+                ui_actions=tuple(UiAction.from_json(a) for a in obj.get("ui_actions") or ()),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a manifest v1 document: {exc!r}") from None
@@ -265,8 +313,14 @@ class Manifest:
         }
         if self.surface is not None:
             out["surface"] = self.surface.to_json()
+        if self.ui_actions:
+            out["ui_actions"] = [a.to_json() for a in self.ui_actions]
         return out
 
     def tool(self, method: str) -> Tool | None:
         """The tool declared for `method`, if any."""
         return next((t for t in self.tools if t.method == method), None)
+
+    def ui_action(self, name: str) -> UiAction | None:
+        """The UI Action declared as `name`, if any."""
+        return next((a for a in self.ui_actions if a.name == name), None)

@@ -9,7 +9,30 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-__all__ = ["escape_pointer", "has_ref", "resolve_schema"]
+__all__ = ["escape_pointer", "has_ref", "json_type", "resolve_schema"]
+
+
+def json_type(value: Any) -> str:
+    """The JSON Schema type of a JSON value: `null`, `boolean`, `integer`, `number`,
+    `string`, `array` or `object`.
+
+    A number with a zero fractional part is an `integer` (`2.0` as `2`): JSON Schema's
+    data model has one number value space, and its `integer` is any number whose
+    fractional part is zero (JSON Schema core 2020-12, 4.2.1) — so `{"type": "integer"}`
+    accepts `2.0`, as the `jsonschema` validator the build and runtime use does. Shared by
+    `lineup diff` and `lineup docs` so they cannot disagree.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def escape_pointer(token: str) -> str:

@@ -38,7 +38,8 @@ class ManifestSource:
         path: The bundle file or project folder.
         kind: `bundle` or `project`.
         manifest: The manifest as the typed model.
-        declared: Where each tool is declared (`method` -> `(file, line)`, the file
+        declared: Where each tool and UI Action is declared (`method` or name ->
+            `(file, line)`, the file
             relative to the working folder when inside it): known for a project folder,
             empty for a bundle (a manifest records no source locations).
         home: The file to point at for anything else: the bundle, or the project's
@@ -102,7 +103,7 @@ def _from_project(path: Path, role: str) -> ManifestSource:
             exit_code=2,
         )
     declared: dict[str, tuple[str, int]] = {}
-    for tool in check.tools:
+    for tool in [*check.tools, *check.actions]:  # one namespace (SPEC 17)
         loc = tool.get("location") or {}
         if loc.get("file") and loc.get("line"):
             declared[tool["method"]] = (shown_path(path / loc["file"]), int(loc["line"]))

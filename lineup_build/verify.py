@@ -19,7 +19,7 @@ from lineup_build.canonical import MANIFEST_NAME, SIGNATURE_NAME, canonical_prob
 from lineup_build.canonical import layout_problems as _layout_problems
 from lineup_build.fsutil import open_regular
 from lineup_build.manifest_checks import parse_manifest, schema_problems, tool_problems
-from lineup_build.model import Manifest, Tool
+from lineup_build.model import Manifest, Tool, UiAction
 from lineup_build.reader import (
     CHUNK,
     Archive,
@@ -114,10 +114,19 @@ class VerifyReport:
             ),
             "app": m.app.to_json() if m else None,
             "tools": [_tool_summary(t) for t in m.tools] if m else [],
+            "ui_actions": [_action_summary(a) for a in m.ui_actions] if m else [],
             "files": [{"path": f.path, "size": f.size} for f in m.files] if m else [],
             "surface": m.surface.to_json() if m and m.surface else None,
             "diagnostics": [p.to_dict() for p in self.problems],
         }
+
+
+def _action_summary(action: UiAction) -> dict[str, Any]:
+    return {
+        "name": action.name,
+        "description": action.description,
+        "timeout_s": action.timeout_s,
+    }
 
 
 def _tool_summary(tool: Tool) -> dict[str, Any]:

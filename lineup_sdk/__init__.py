@@ -1,4 +1,5 @@
-"""LineUp SDK: declare agent-callable MiniApp tools with `define_agent_tools`."""
+"""LineUp SDK: declare agent-callable MiniApp tools with `define_agent_tools`, and the
+Surface's UI Actions with `define_ui_actions`."""
 
 from __future__ import annotations
 
@@ -8,12 +9,19 @@ from typing import TYPE_CHECKING, Any
 from lineup_sdk._version import __version__
 
 if TYPE_CHECKING:
-    from lineup_sdk._registry import ToolRegistry, define_agent_tools
+    from lineup_sdk._registry import (
+        ActionRegistry,
+        ToolRegistry,
+        define_agent_tools,
+        define_ui_actions,
+    )
     from lineup_sdk.catalog import CATALOG, RuntimeHandler
-    from lineup_sdk.context import SessionData, Snapshot, ToolContext
+    from lineup_sdk.context import ActionContext, SessionData, Snapshot, ToolContext
     from lineup_sdk.errors import DeclarationError, LineupError, ToolError
 
-__all__ = [
+__all__ = [  # noqa: RUF022 (plainly sorted: tests/build/test_layering.py)
+    "ActionContext",
+    "ActionRegistry",
     "CATALOG",
     "DeclarationError",
     "LineupError",
@@ -25,12 +33,15 @@ __all__ = [
     "ToolRegistry",
     "__version__",
     "define_agent_tools",
+    "define_ui_actions",
 ]
 
 # Loaded on first use, so a tool that needs one submodule (the verify path needs only
 # `errors`) does not pay for the registry and the context machinery.
 _LAZY = {
     "CATALOG": "lineup_sdk.catalog",
+    "ActionContext": "lineup_sdk.context",
+    "ActionRegistry": "lineup_sdk._registry",
     "DeclarationError": "lineup_sdk.errors",
     "LineupError": "lineup_sdk.errors",
     "RuntimeHandler": "lineup_sdk.catalog",
@@ -40,6 +51,7 @@ _LAZY = {
     "ToolError": "lineup_sdk.errors",
     "ToolRegistry": "lineup_sdk._registry",
     "define_agent_tools": "lineup_sdk._registry",
+    "define_ui_actions": "lineup_sdk._registry",
 }
 
 

@@ -26,8 +26,9 @@ CODES: dict[str, tuple[str, str]] = {
         "Call `tools = define_agent_tools(app_scope=...)` in the entry module.",
     ),
     "registry_multiple": (
-        "More than one `define_agent_tools(...)` registry was defined.",
-        "Keep exactly one registry per MiniApp and import it where needed.",
+        "More than one `define_agent_tools(...)` registry, or more than one "
+        "`define_ui_actions(...)` registry, was defined.",
+        "Keep exactly one registry of each per MiniApp and import it where needed.",
     ),
     "invalid_method_name": (
         "A method name does not match `<scope>.<verb>` with lowercase `[a-z][a-z0-9_]*` segments.",
@@ -38,7 +39,8 @@ CODES: dict[str, tuple[str, str]] = {
         "Prefix the method with the app scope from lineup.toml.",
     ),
     "duplicate_method": (
-        "The same method is declared more than once.",
+        "The same method is declared more than once: as two tools, two UI Actions, or a "
+        "tool and a UI Action (they share one namespace).",
         "Remove or rename one of the two declarations.",
     ),
     "missing_handler": (
@@ -281,6 +283,29 @@ CODES: dict[str, tuple[str, str]] = {
     "app_not_running": (
         "The tool acts only on an app that is already running in this conversation.",
         "Start the app with one of its activating tools first.",
+    ),
+    "unknown_action": (
+        "No UI Action of that name: the app (or the build its App session runs) does not "
+        "declare it; an Agent tool's name is not an action.",
+        "Declare the action with `define_ui_actions` (`@actions.action`), rebuild, and ask "
+        "for one of the names `lineup inspect` lists under its UI Actions.",
+    ),
+    "action_id_conflict": (
+        "A UI Action's `client_id` and `seq` were already used in this App session with "
+        "another name or params.",
+        "Number every new action of a client with the next seq; resend an action only with "
+        "the same name and params.",
+    ),
+    "action_out_of_order": (
+        "A UI Action skipped a seq: per App session each client numbers its actions 1, 2, "
+        "3… and the runtime accepts only the next one (`details.expected_seq`).",
+        "Send the actions of a client in order, each seq after the previous one was "
+        "accepted or rejected; nothing was persisted.",
+    ),
+    "action_pending": (
+        "The wait for a UI Action's outcome ran out; the action stays queued and runs in its turn.",
+        "Send the same action again (same client_id, seq, name and params) to wait for, or "
+        "read, its outcome; or pass a longer `timeout`.",
     ),
     "activation_failed": (
         "The app could not be activated; the call was not run.",

@@ -19,11 +19,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from lineup_sdk._registry import (
+    ActionRegistry,
     Declaration,
     Location,
     Problem,
     ToolRegistry,
     collected,
+    collected_actions,
 )
 from lineup_sdk._schema import (
     HandlerShape,
@@ -147,42 +149,79 @@ class _Extractor:
             return out if schema_first else None
         out["description"] = decl.description or doc_summary(fn) or ""
         if not schema_first:
-            if shape.form == "dict" or shape.model is None:
-                self.add(
-                    "handler_signature_mismatch",
-                    f"{decl.method!r}: a decorated tool needs typed parameters or a model, not a "
-                    "plain dict (use tools.declare(...) for schema-first tools)",
-                    hloc,
-                )
-                return None
-            if not shape.has_return:
-                self.add(
-                    "handler_signature_mismatch",
-                    f"{decl.method!r}: the handler has no return annotation, so the result "
-                    "schema is unknown (annotate it; use `-> None` for no result)",
-                    hloc,
-                )
-                return None
-            try:
-                input_schema = closed_model_schema(shape.model)
-                describe(input_schema, fn)
-                result_schema = result_schema_of(shape.returns)
-            except Exception as exc:
-                self.add(
-                    "handler_signature_mismatch",
-                    f"{decl.method!r}: cannot derive a JSON Schema: {type(exc).__name__}: {exc}",
-                    hloc,
-                )
-                return None
-            out["input_schema"] = input_schema
-            out["result_schema"] = result_schema
-            return out
+            return self._typed(decl, fn, shape, hloc, out)
         # schema-first: compare the handler with what was declared (input and result
         # independently, so both mismatches are reported)
         related = [decl.location]
         self._compare_input(decl, shape, out["input_schema"], hloc, related)
         self._compare_result(decl, shape, out["result_schema"], hloc, related)
         return out
+
+    def _typed(
+        self,
+        decl: Declaration,
+        fn: Any,
+        shape: HandlerShape,
+        hloc: Location,
+        out: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """`out` with the schemas of a decorated handler's typed parameters and return."""
+        what = "a UI Action" if decl.origin == "action" else "a decorated tool"
+        if shape.form == "dict" or shape.model is None:
+            hint = (
+                ""
+                if decl.origin == "action"
+                else " (use tools.declare(...) for schema-first tools)"
+            )
+            self.add(
+                "handler_signature_mismatch",
+                f"{decl.method!r}: {what} needs typed parameters or a model, not a "
+                f"plain dict{hint}",
+                hloc,
+            )
+            return None
+        if not shape.has_return:
+            self.add(
+                "handler_signature_mismatch",
+                f"{decl.method!r}: the handler has no return annotation, so the result "
+                "schema is unknown (annotate it; use `-> None` for no result)",
+                hloc,
+            )
+            return None
+        try:
+            input_schema = closed_model_schema(shape.model)
+            describe(input_schema, fn)
+            result_schema = result_schema_of(shape.returns)
+        except Exception as exc:
+            self.add(
+                "handler_signature_mismatch",
+                f"{decl.method!r}: cannot derive a JSON Schema: {type(exc).__name__}: {exc}",
+                hloc,
+            )
+            return None
+        out["input_schema"] = input_schema
+        out["result_schema"] = result_schema
+        return out
+
+    def action(self, decl: Declaration) -> dict[str, Any] | None:
+        """A UI Action as data (`name`, description, timeout and schemas), or None when
+        its schemas cannot be derived (the problem is recorded)."""
+        fn = decl.handler
+        assert fn is not None  # `@actions.action` always attaches one
+        out: dict[str, Any] = {
+            "method": decl.method,
+            "kind": "action",
+            "timeout_s": decl.timeout_s,
+            "location": self.loc(decl.location),
+        }
+        name = "".join(p.title() for p in decl.method.replace(".", "_").split("_")) + "Params"
+        try:
+            shape = analyze_handler(fn, model_name=name)
+        except HandlerShapeError as exc:
+            self.add("handler_signature_mismatch", str(exc), decl.location)
+            return None
+        out["description"] = decl.description or doc_summary(fn) or ""
+        return self._typed(decl, fn, shape, decl.location, out)
 
     def _compare_input(
         self,
@@ -331,32 +370,48 @@ def extract(root: Path, entry: str) -> dict[str, Any]:
         return {"registry": None, "tools": [], "problems": ex.problems}
     registry = registries[0]
     tools: list[dict[str, Any]] = []
-    for reg in registries:
-        for p in reg.problems:
+    action_registries: list[ActionRegistry] = collected_actions()
+    for problems in [r.problems for r in registries] + [r.problems for r in action_registries]:
+        for p in problems:
             ex.problem(p)
     for decl in registry.declarations():
         spec = ex.tool(registry, decl)
         if spec is not None:
             tools.append(spec)
-    return {
+    out: dict[str, Any] = {
         "registry": {"app_scope": registry.app_scope, "location": ex.loc(registry.location)},
         "tools": tools,
+        "actions": [],
         "problems": ex.problems,
     }
+    if action_registries:
+        actions = action_registries[0]
+        out["action_registry"] = {
+            "app_scope": actions.app_scope,
+            "location": ex.loc(actions.location),
+        }
+        for decl in actions.declarations():
+            spec = ex.action(decl)
+            if spec is not None:
+                out["actions"].append(spec)
+    return out
 
 
 def _serialize(result: dict[str, Any]) -> str:
     try:
         return json.dumps(result, allow_nan=False, sort_keys=True)
     except (TypeError, ValueError):
-        # Drop only the tools whose schemas are not JSON, each reported at its declaration.
-        tools, problems = [], list(result["problems"])
-        for spec in result["tools"]:
-            bad = _json_problems(spec)
-            problems.extend(bad)
-            if not bad:
-                tools.append(spec)
-        result = {**result, "tools": tools, "problems": problems}
+        # Drop only the tools and actions whose schemas are not JSON, each reported at its
+        # declaration.
+        problems = list(result["problems"])
+        kept: dict[str, list[dict[str, Any]]] = {"tools": [], "actions": []}
+        for key, specs in kept.items():
+            for spec in result.get(key, []):
+                bad = _json_problems(spec)
+                problems.extend(bad)
+                if not bad:
+                    specs.append(spec)
+        result = {**result, **kept, "problems": problems}
         # Anything else that is not JSON (say, a description object) becomes its str().
         return json.dumps(result, allow_nan=False, sort_keys=True, default=str)
 

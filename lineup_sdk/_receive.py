@@ -1,7 +1,9 @@
 """The SDK's single receive entry: map a delivered `method` to its local handler.
 
 The Runtime never stores or calls a handler; it delivers `method + params + context` and
-this dispatcher, inside the bundle's worker, finds the handler and runs it.
+this dispatcher, inside the bundle's worker, finds the handler and runs it. A delivery is
+a tool call (`kind="tool"`) or a UI Action (`kind="action"`, SPEC 17); the two are looked
+up in their own registries and answered alike.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from lineup_sdk._registry import ToolRegistry
+from lineup_sdk._registry import ActionRegistry, Declaration, ToolRegistry
 from lineup_sdk._schema import HandlerShape, analyze_handler
-from lineup_sdk.context import ToolContext
+from lineup_sdk.context import ActionContext, ToolContext
 from lineup_sdk.errors import LineupError, ToolError
 
-__all__ = ["Dispatcher", "Outcome"]
+__all__ = ["KINDS", "Dispatcher", "Outcome"]
+
+#: The kinds of delivery: an Agent's tool call, or a Surface's UI Action.
+KINDS = ("tool", "action")
 
 _SNAKE = re.compile(r"[a-z][a-z0-9_]*\Z")
 log = logging.getLogger("lineup.worker")
@@ -73,11 +78,18 @@ def _pointer(loc: tuple[int | str, ...]) -> str:
 
 
 class Dispatcher:
-    """Routes delivered calls to the registry's handlers (routes are built once, lazily)."""
+    """Routes delivered calls and actions to the registries' handlers (routes are built
+    once, lazily).
 
-    def __init__(self, registry: ToolRegistry) -> None:
+    Args:
+        registry: The app's tool registry.
+        actions: The app's UI Action registry, if it declares actions.
+    """
+
+    def __init__(self, registry: ToolRegistry, actions: ActionRegistry | None = None) -> None:
         self.registry = registry
-        self._routes: dict[str, _Route] = {}
+        self.action_registry = actions
+        self._routes: dict[tuple[str, str], _Route] = {}
 
     def methods(self) -> list[str]:
         """The `miniapp_sdk` methods this bundle can serve (reported at worker start)."""
@@ -87,34 +99,55 @@ class Dispatcher:
             if d.delivery == "miniapp_sdk" and d.handler is not None
         )
 
-    def _route(self, method: str) -> _Route | None:
-        route = self._routes.get(method)
+    def actions(self) -> list[str]:
+        """The UI Actions this bundle can serve (reported at worker start), sorted."""
+        if self.action_registry is None:
+            return []
+        return sorted(d.method for d in self.action_registry.declarations() if d.handler)
+
+    def _decl(self, method: str, kind: str) -> Declaration | None:
+        if kind == "action":
+            return self.action_registry.get(method) if self.action_registry else None
+        return self.registry.get(method) if kind == "tool" else None
+
+    def _route(self, method: str, kind: str = "tool") -> _Route | None:
+        route = self._routes.get((kind, method))
         if route is None:
-            decl = self.registry.get(method)
+            decl = self._decl(method, kind)
             if decl is None or decl.handler is None:
                 return None
             name = "".join(p.title() for p in method.replace(".", "_").split("_")) + "Params"
             shape = analyze_handler(decl.handler, model_name=name)
-            route = self._routes[method] = _Route(decl.handler, shape, _dumper(shape))
+            route = self._routes[kind, method] = _Route(decl.handler, shape, _dumper(shape))
         return route
 
-    def is_sync(self, method: str) -> bool:
+    def is_sync(self, method: str, kind: str = "tool") -> bool:
         """Whether `method`'s handler runs in a thread (a plain `def`)."""
         try:
-            route = self._route(method)
+            route = self._route(method, kind)
         except Exception:
             return False
         return route is not None and not route.shape.is_async
 
-    async def dispatch(self, method: str, params: dict[str, Any], ctx: ToolContext) -> Outcome:
-        """Validate `params`, run the handler, and turn whatever happens into an Outcome."""
+    async def dispatch(
+        self,
+        method: str,
+        params: dict[str, Any],
+        ctx: ToolContext | ActionContext,
+        *,
+        kind: str = "tool",
+    ) -> Outcome:
+        """Validate `params`, run the handler, and turn whatever happens into an Outcome.
+
+        `kind` is `tool` (`method` names a tool) or `action` (a UI Action)."""
+        what = "action" if kind == "action" else "handler"
         try:
-            route = self._route(method)
+            route = self._route(method, kind)
         except Exception as exc:
             log.exception("cannot prepare the handler of %s", method)
             return _fail("handler_failed", f"the handler of {method} cannot be prepared: {exc}")
         if route is None:
-            return _fail("handler_failed", f"this app has no handler for {method}")
+            return _fail("handler_failed", f"this app has no {what} for {method}")
         shape = route.shape
         try:
             if shape.form == "dict":

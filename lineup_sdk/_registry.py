@@ -16,12 +16,15 @@ from lineup_sdk.names import method_name_problem, scope_problem
 __all__ = [
     "ACTIVATIONS",
     "COLLECT_ENV",
+    "ActionRegistry",
     "Declaration",
     "Location",
     "Problem",
     "ToolRegistry",
     "collected",
+    "collected_actions",
     "define_agent_tools",
+    "define_ui_actions",
     "method_name_problem",
 ]
 
@@ -70,7 +73,8 @@ class Declaration:
         method: `<scope>.<verb>`.
         activation: One of `ACTIVATIONS`.
         delivery: `miniapp_sdk` or `runtime`.
-        origin: How it was declared: `tool`, `declare` or `runtime_tool`.
+        origin: How it was declared: `tool`, `declare`, `runtime_tool`, or `action` for a
+            UI Action (which has no activation: `activation` is then empty).
         location: The declaring call site.
         description: Explicit description (else the docstring's first paragraph).
         timeout_s: Handler timeout in seconds.
@@ -120,6 +124,8 @@ class ToolRegistry:
         self.problems: list[Problem] = []
         self._collecting = collecting
         self._decls: dict[str, Declaration] = {}
+        #: The defining module (normal mode), to find the app's other registry.
+        self.module: str | None = None
 
     # -- reporting ---------------------------------------------------------------------
     def _report(self, problem: Problem) -> None:
@@ -127,6 +133,12 @@ class ToolRegistry:
             self.problems.append(problem)
             return
         raise problem.to_error()
+
+    def _peer(self) -> ActionRegistry | None:
+        """The app's UI Action registry (names are unique across tools and actions)."""
+        if self._collecting:
+            return _COLLECTED_ACTIONS[0] if _COLLECTED_ACTIONS else None
+        return _LIVE_ACTIONS.get(self.module) if self.module else None
 
     def _check_new(self, method: str, activation: str, where: Location) -> bool:
         """Validate a new declaration; False (in collecting mode) means skip it."""
@@ -153,6 +165,19 @@ class ToolRegistry:
                     f"method {method!r} is declared twice",
                     where,
                     [first.location],
+                )
+            )
+            return False
+        peer = self._peer()
+        action = peer.get(method) if peer is not None else None
+        if action is not None:
+            self._report(
+                Problem(
+                    "duplicate_method",
+                    f"{method!r} is declared as a tool and as a UI Action",
+                    where,
+                    [action.location],
+                    hint="tools and UI Actions share one namespace; rename one of them",
                 )
             )
             return False
@@ -363,16 +388,183 @@ class ToolRegistry:
         return f"ToolRegistry(app_scope={self.app_scope!r}, tools={len(self._decls)})"
 
 
+class ActionRegistry:
+    """A MiniApp's UI Actions. Create it with `define_ui_actions(app_scope=...)`.
+
+    A UI Action is a named business operation a Surface asks for (SPEC 17); its handler
+    applies it to the latest session data in the App session's one order, as a tool
+    handler does. Like the tool registry, it is inert data plus handler references.
+    """
+
+    def __init__(self, app_scope: str, *, location: Location, collecting: bool) -> None:
+        self.app_scope = app_scope
+        self.location = location
+        self.problems: list[Problem] = []
+        self._collecting = collecting
+        self._decls: dict[str, Declaration] = {}
+        #: The defining module (normal mode), to find the app's tool registry.
+        self.module: str | None = None
+
+    def _report(self, problem: Problem) -> None:
+        if self._collecting:
+            self.problems.append(problem)
+            return
+        raise problem.to_error()
+
+    def _peer(self) -> ToolRegistry | None:
+        if self._collecting:
+            return _COLLECTED[0] if _COLLECTED else None
+        return _LIVE.get(self.module) if self.module else None
+
+    def _check_new(self, name: str, where: Location) -> bool:
+        if not self._collecting:
+            bad = method_name_problem(name, self.app_scope)
+            if bad:
+                self._report(Problem(bad[0], bad[1], where))
+        first = self._decls.get(name)
+        if first is not None:
+            self._report(
+                Problem(
+                    "duplicate_method",
+                    f"action {name!r} is declared twice",
+                    where,
+                    [first.location],
+                )
+            )
+            return False
+        peer = self._peer()
+        tool = peer.get(name) if peer is not None else None
+        if tool is not None:
+            self._report(
+                Problem(
+                    "duplicate_method",
+                    f"{name!r} is declared as a UI Action and as a tool",
+                    where,
+                    [tool.location],
+                    hint="tools and UI Actions share one namespace; rename one of them",
+                )
+            )
+            return False
+        return True
+
+    def action(
+        self, name: str, *, description: str | None = None, timeout_s: float = 30
+    ) -> Callable[[F], F]:
+        """Declare a UI Action and its handler in one place.
+
+        The handler is `(ctx: ActionContext, **typed params) -> Model | None`, sync or
+        async, typed exactly as a tool's: the input schema (closed) comes from the
+        parameters, the result schema from the return annotation, the descriptions from
+        the docstring. Raise `ToolError` for a business refusal.
+
+        Args:
+            name: `<app_scope>.<verb>`, unique across the app's tools and actions.
+            description: Overrides the docstring's first paragraph.
+            timeout_s: How long the handler may run before `handler_timeout`.
+        """
+        where = _caller()
+
+        def decorate(fn: F) -> F:
+            if self._check_new(name, where):
+                self._decls[name] = Declaration(
+                    method=name,
+                    activation="",
+                    delivery="miniapp_sdk",
+                    origin="action",
+                    location=where,
+                    description=description,
+                    timeout_s=timeout_s,
+                    handler=fn,
+                    handler_location=where,
+                )
+            return fn
+
+        return decorate
+
+    def declarations(self) -> list[Declaration]:
+        """Every action, sorted by name."""
+        return [self._decls[m] for m in sorted(self._decls)]
+
+    def get(self, name: str) -> Declaration | None:
+        """The declaration of action `name`, if any."""
+        return self._decls.get(name)
+
+    def names(self) -> list[str]:
+        """Every action name, sorted."""
+        return sorted(self._decls)
+
+    def __repr__(self) -> str:
+        return f"ActionRegistry(app_scope={self.app_scope!r}, actions={len(self._decls)})"
+
+
 # Registries alive per defining module, to catch a second registry in normal use.
 _LIVE: weakref.WeakValueDictionary[str, ToolRegistry] = weakref.WeakValueDictionary()
+_LIVE_ACTIONS: weakref.WeakValueDictionary[str, ActionRegistry] = weakref.WeakValueDictionary()
 # Every registry created while collecting (the build's import subprocess).
 _COLLECTED: list[ToolRegistry] = []
+_COLLECTED_ACTIONS: list[ActionRegistry] = []
 _STRAY: list[Problem] = []
 
 
 def collected() -> tuple[list[ToolRegistry], list[Problem]]:
     """Registries created in collecting mode, and problems not tied to one registry."""
     return list(_COLLECTED), list(_STRAY)
+
+
+def collected_actions() -> list[ActionRegistry]:
+    """UI Action registries created in collecting mode (problems go to `collected()`'s)."""
+    return list(_COLLECTED_ACTIONS)
+
+
+def live_action_registries(app_scope: str) -> list[ActionRegistry]:
+    """The UI Action registries alive in this process for `app_scope` (normal mode: the
+    worker finds an app's actions wherever the entry's imports defined them)."""
+    return [r for r in list(_LIVE_ACTIONS.values()) if r.app_scope == app_scope]
+
+
+def define_ui_actions(*, app_scope: str) -> ActionRegistry:
+    """Create the MiniApp's UI Action registry (at most one per MiniApp, SPEC 17).
+
+    Args:
+        app_scope: The app scope from `lineup.toml`; every action name starts with it.
+
+    Raises:
+        DeclarationError: `scope_invalid`, or `registry_multiple` when the module already
+            defined a UI Action registry.
+    """
+    where = _caller()
+    collecting = os.environ.get(COLLECT_ENV) == "1"
+    registry = ActionRegistry(app_scope, location=where, collecting=collecting)
+    bad = scope_problem(app_scope)
+    if collecting:
+        if bad:
+            _STRAY.append(Problem("scope_invalid", bad, where))
+        if _COLLECTED_ACTIONS:
+            _STRAY.append(
+                Problem(
+                    "registry_multiple",
+                    "a second UI Action registry was defined",
+                    where,
+                    [_COLLECTED_ACTIONS[0].location],
+                )
+            )
+        _COLLECTED_ACTIONS.append(registry)
+        return registry
+    if bad:
+        raise DeclarationError("scope_invalid", bad, file=where.file, line=where.line)
+    module = sys._getframe(1).f_globals.get("__name__", "?")
+    first = _LIVE_ACTIONS.get(module)
+    if first is not None:
+        raise DeclarationError(
+            "registry_multiple",
+            f"module {module!r} defines a second UI Action registry",
+            file=where.file,
+            line=where.line,
+            related=[(first.location.file, first.location.line)],
+        )
+    registry.module = module
+    _LIVE_ACTIONS[module] = registry
+    return registry
 
 
 def define_agent_tools(*, app_scope: str) -> ToolRegistry:
@@ -415,5 +607,6 @@ def define_agent_tools(*, app_scope: str) -> ToolRegistry:
             line=where.line,
             related=[(first.location.file, first.location.line)],
         )
+    registry.module = module
     _LIVE[module] = registry
     return registry

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from lineup_sdk._receive import Dispatcher
-from lineup_sdk._registry import ToolRegistry
+from lineup_sdk._registry import ActionRegistry, ToolRegistry, live_action_registries
 from lineup_sdk.bridge import MAX_MESSAGE
-from lineup_sdk.context import Snapshot, ToolContext
+from lineup_sdk.context import ActionContext, Snapshot, ToolContext
 from lineup_sdk.errors import LineupError
 
 #: Threads for sync handlers; when every one is stuck past its timeout the runtime
@@ -113,6 +113,19 @@ def _find_registry(module: Any) -> ToolRegistry:
     return found[0]
 
 
+def _find_actions(module: Any, scope: str) -> ActionRegistry | None:
+    """The app's UI Action registry: the entry module's, else the one its imports
+    defined (as the build finds it), else None."""
+    found = [v for v in vars(module).values() if isinstance(v, ActionRegistry)]
+    if not found:
+        found = live_action_registries(scope)
+    if len(found) > 1:
+        raise RuntimeError(
+            f"the app must define at most one UI Action registry, found {len(found)}"
+        )
+    return found[0] if found else None
+
+
 async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int:
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
@@ -133,13 +146,20 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
         return 5
     try:
         module = importlib.import_module(entry)
-        dispatcher = Dispatcher(_find_registry(module))
+        registry = _find_registry(module)
+        dispatcher = Dispatcher(registry, _find_actions(module, registry.app_scope))
     except BaseException as exc:  # report any import failure, then stop
         logging.getLogger("lineup.worker").exception("cannot import %s", entry)
         bridge.send({"t": "fatal", "message": f"{type(exc).__name__}: {exc}"})
         await asyncio.sleep(0)
         return 3
-    hello = {"t": "hello", "methods": dispatcher.methods(), "pid": os.getpid()}
+    # tools and UI Actions separately: the runtime compares each with the manifest (SPEC 17)
+    hello = {
+        "t": "hello",
+        "methods": dispatcher.methods(),
+        "actions": dispatcher.actions(),
+        "pid": os.getpid(),
+    }
     bridge.send({**hello, "threads": HANDLER_THREADS})
     tasks: set[asyncio.Task[None]] = set()
     # sync deliveries in flight: id -> monotonic time after which the handler is stuck
@@ -147,17 +167,32 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
 
     async def run(msg: dict[str, Any]) -> None:
         c = msg["ctx"]
-        ctx = ToolContext(
-            call_id=c["call_id"],
-            app_scope=c["app_scope"],
-            app_session_id=c["app_session_id"],
-            conversation_id=c["conversation_id"],
-            session_data=_SessionData(bridge, c["cap"], msg["id"], loop),
-        )
-        if dispatcher.is_sync(msg["method"]):
+        # a delivery without `kind` is a tool call; `kind: action` a UI Action (SPEC 17);
+        # any other kind finds no handler and is answered `handler_failed`
+        kind = msg.get("kind", "tool")
+        session_data = _SessionData(bridge, c["cap"], msg["id"], loop)
+        ctx: ToolContext | ActionContext
+        if kind == "action":
+            ctx = ActionContext(
+                action_id=c["action_id"],
+                client_id=c["client_id"],
+                app_scope=c["app_scope"],
+                app_session_id=c["app_session_id"],
+                conversation_id=c["conversation_id"],
+                session_data=session_data,
+            )
+        else:
+            ctx = ToolContext(
+                call_id=c.get("call_id", ""),
+                app_scope=c["app_scope"],
+                app_session_id=c["app_session_id"],
+                conversation_id=c["conversation_id"],
+                session_data=session_data,
+            )
+        if dispatcher.is_sync(msg["method"], kind):
             overdue_at[msg["id"]] = time.monotonic() + float(c.get("timeout_s", 30))
         try:
-            out = await dispatcher.dispatch(msg["method"], msg["params"], ctx)
+            out = await dispatcher.dispatch(msg["method"], msg["params"], ctx, kind=kind)
         finally:
             overdue_at.pop(msg["id"], None)
         reply: dict[str, Any] = {"t": "result", "id": msg["id"], "ok": out.ok}

@@ -7,7 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["MAX_SESSION_DATA", "SessionData", "Snapshot", "ToolContext", "session_data_blob"]
+__all__ = [
+    "MAX_SESSION_DATA",
+    "ActionContext",
+    "SessionData",
+    "Snapshot",
+    "ToolContext",
+    "session_data_blob",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,32 @@ class ToolContext:
     """
 
     call_id: str
+    app_scope: str
+    app_session_id: str
+    conversation_id: str
+    session_data: SessionData
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("lineup.app"))
+
+
+@dataclass(frozen=True)
+class ActionContext:
+    """The context of one delivered UI Action (SPEC 17): `ToolContext` with the action's
+    id and the Surface client that asked for it in place of a call id.
+
+    Attributes:
+        action_id: `"<client_id>:<seq>"`, unique per App session; use it to make side
+            effects idempotent.
+        client_id: The Surface client (one loaded Surface SDK) that asked for the action.
+        app_scope: The MiniApp's scope.
+        app_session_id: The App session this action was delivered to.
+        conversation_id: The conversation whose App session it is.
+        session_data: The session-data client bound to this App session (`get` reads
+            what this delivery wrote so far; its writes commit with its answer).
+        logger: A logger whose output goes to the worker log.
+    """
+
+    action_id: str
+    client_id: str
     app_scope: str
     app_session_id: str
     conversation_id: str

@@ -39,6 +39,12 @@ def _summary(report: Any) -> str:
     return f"fail: {n} breaking change(s) without a major version bump ({versions})"
 
 
+def _text_line(out: TextIO, c: Any, subject: str, indent: str = "  ") -> None:
+    mark = "BREAKING" if c.breaking else "ok      "
+    where = f" {inert(_where(c))}" if _where(c) else ""
+    out.write(f"{indent}{mark} {subject}{where}: {c.kind}: {inert(c.message)}\n")
+
+
 def text(report: Any, out: TextIO | None = None) -> None:
     """The report for people: one line per change, then the verdict."""
     out = out or sys.stdout
@@ -46,11 +52,14 @@ def text(report: Any, out: TextIO | None = None) -> None:
         f"{inert(report.scope)}: {inert(report.old_source)} {report.old_version} -> "
         f"{inert(report.new_source)} {report.new_version}\n"
     )
+    actions = report.action_changes
     for c in report.changes:
-        mark = "BREAKING" if c.breaking else "ok      "
-        subject = inert(c.tool) if c.tool else "app"
-        where = f" {inert(_where(c))}" if _where(c) else ""
-        out.write(f"  {mark} {subject}{where}: {c.kind}: {inert(c.message)}\n")
+        if c.action is None:
+            _text_line(out, c, inert(c.tool) if c.tool else "app")
+    if actions:  # their own section (SPEC 17): what an open Surface meets
+        out.write("  UI Actions:\n")
+        for c in actions:
+            _text_line(out, c, inert(c.action), indent="    ")
     out.write(_summary(report) + "\n")
     verdict = report.verdict()
     if verdict is not None and verdict.hint:
@@ -83,7 +92,7 @@ def github(
         return f"file={_prop(inert(file))},line={line},"
 
     for c in report.changes:
-        subject = c.tool or f"app {report.scope}"
+        subject = c.tool or (f"UI Action {c.action}" if c.action else f"app {report.scope}")
         if c.breaking and not report.ok:
             level, title = "error", f"Breaking change in {subject}"
         elif c.breaking:

@@ -16,7 +16,7 @@ from lineup_build.diagnostics import Diagnostic
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
-    from lineup_build.model import Tool
+    from lineup_build.model import Tool, UiAction
 
 # rich's markup tags (`[bold red]`, `[/]`), with the backslashes that may escape them
 _TAG = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
@@ -180,6 +180,23 @@ def tools_table(tools: Sequence[Tool], title: str, *, limit: int = TOOLS_TABLE_R
     _show_table(("method", "activation", "delivery", "long-running", "hints"), rows, title=title)
 
 
+def actions_table(
+    actions: Sequence[UiAction], title: str, *, limit: int = TOOLS_TABLE_ROWS
+) -> None:
+    """A table of UI Actions (SPEC 17): name, timeout, description (the first `limit`)."""
+    ordered = sorted(actions, key=lambda a: a.name)
+    rows = [[a.name, f"{a.timeout_s:g} s", a.description] for a in ordered[:limit]]
+    if len(ordered) > limit:
+        rows.append([f"… and {len(ordered) - limit} more (--json lists all)", "", ""])
+    _show_table(("name", "timeout", "description"), rows, title=title)
+
+
+def counts(tools: int, files: int, actions: int) -> str:
+    """`N tools, M files`, with `K UI Actions` between them when the app declares some."""
+    middle = f", {actions} UI Actions" if actions else ""
+    return f"{tools} tools{middle}, {files} files"
+
+
 def line(template: str, *values: Any) -> None:
     """A line for people (nothing with `--quiet`): `template` is markup written here in
     the CLI; each `{}` is filled with a value from outside (a name, a path, a message),
@@ -250,12 +267,11 @@ def verify_report(report: Any, source: Any = None) -> None:
         label = f" ({report.signer.label})" if report.signer and report.signer.label else ""
         matches = f" and matches the source {source}" if source is not None else ""
         line(
-            "[green]verified[/] {}: {} {}, {} tools, {} files, signed by {}{}{}",
+            "[green]verified[/] {}: {} {}, {}, signed by {}{}{}",
             report.bundle,
             m.app.scope,
             m.app.version,
-            len(m.tools),
-            len(m.files),
+            counts(len(m.tools), len(m.files), len(m.ui_actions)),
             report.key_id,
             label,
             matches,
@@ -290,6 +306,8 @@ def inspect_report(report: Any) -> None:
     kv_table([(k, str(v)) for k, v in rows])
     if m is not None:
         tools_table(m.tools, "tools")
+        if m.ui_actions:
+            actions_table(m.ui_actions, "UI Actions")
         table(["path", "size"], [[f.path, str(f.size)] for f in m.files], "files")
     problems(report.problems)
 

@@ -64,6 +64,8 @@ def build(
         if result.ok and result.model is not None:
             app_info = result.model.app
             _render.tools_table(result.model.tools, f"{app_info.scope} {app_info.version}")
+            if result.model.ui_actions:
+                _render.actions_table(result.model.ui_actions, "UI Actions")
             _render.line("[green]built[/] {}", result.bundle)
             _render.line("manifest sha256 {} · key {}", result.manifest_sha256, result.key_id)
         else:

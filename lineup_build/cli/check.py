@@ -38,21 +38,26 @@ def check(
     if as_json:
         diags = [d.to_dict() for _, result in results for d in result.diagnostics]
         tools = [t["method"] for _, result in results for t in result.tools]
+        actions = [a["method"] for _, result in results for a in result.actions]
         projects = [
-            {"path": str(root), "ok": result.ok(strict=strict), "tools": len(result.tools)}
+            {
+                "path": str(root),
+                "ok": result.ok(strict=strict),
+                "tools": len(result.tools),
+                "ui_actions": len(result.actions),
+            }
             for root, result in results
         ]
-        _render.emit_json(envelope(ok, diags, tools=tools, projects=projects))
+        _render.emit_json(envelope(ok, diags, tools=tools, ui_actions=actions, projects=projects))
     else:
         for root, result in results:
             _render.diagnostics(result.diagnostics)
             where = f"{root}: " if len(results) > 1 else ""
             if result.ok(strict=strict):
                 _render.line(
-                    "{}[green]ok[/]: {} tools, {} files",
+                    "{}[green]ok[/]: {}",
                     where,
-                    len(result.tools),
-                    len(result.files),
+                    _render.counts(len(result.tools), len(result.files), len(result.actions)),
                 )
             else:
                 errors = sum(1 for d in result.diagnostics if d.severity == "error" or strict)

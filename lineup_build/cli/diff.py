@@ -69,12 +69,15 @@ def diff(
         if fmt is Format.github:
 
             def locate(change: Any) -> tuple[str, int]:
-                """The changed tool's declaration in NEW (in OLD for a removed tool) when
-                that side is a project folder; else NEW's bundle or config file, line 1
-                (a manifest records no source locations)."""
-                tool = getattr(change, "tool", None)
-                in_new = tool is not None and after.manifest.tool(tool) is not None
-                return (after if in_new else before).where(tool) or (after.home, 1)
+                """The changed tool's or UI Action's declaration in NEW (in OLD for a
+                removed one) when that side is a project folder; else NEW's bundle or
+                config file, line 1 (a manifest records no source locations)."""
+                name = getattr(change, "subject", None)
+                in_new = name is not None and (
+                    after.manifest.tool(name) is not None
+                    or after.manifest.ui_action(name) is not None
+                )
+                return (after if in_new else before).where(name) or (after.home, 1)
 
             _diff_render.github(report, locate=locate)
         else:

@@ -12,9 +12,9 @@ from typing import Any
 
 from lineup_build.diff._rules import ANY, INERT, JSON_TYPES
 from lineup_build.schema_cost import MAX_NESTING
-from lineup_build.schema_refs import resolve_schema
+from lineup_build.schema_refs import json_type, resolve_schema
 
-__all__ = ["Branch", "json_type", "match_branches", "split"]
+__all__ = ["Branch", "match_branches", "split"]
 
 
 @dataclass
@@ -58,20 +58,6 @@ def split(node: Any, root: Any, suffix: str = "", depth: int = 0) -> list[Branch
     if not isinstance(types, list) or not all(t in JSON_TYPES for t in types) or not types:
         return [Branch(ANY, node, suffix, name, ref)]
     return [Branch(t, only_type(node, t), suffix, name, ref) for t in dict.fromkeys(types)]
-
-
-def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def only_type(node: dict[str, Any], t: str) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 Tools removed, added or changed (delivery, long-running, activation, timeout, description,
 hints, runtime handler), the app's scope, permissions and dependencies, the Surface's
 `csp` (SPEC 18.2), and every change
-in the input and result schemas (`_schema`). Pure: two typed `Manifest`s in, a
+in the input and result schemas (`_schema`). UI Actions (SPEC 17) in their own section,
+by the same rules as an open Surface of the old build meets them: removed or params
+narrowed is breaking. Pure: two typed `Manifest`s in, a
 `DiffReport` out; the fields are read typed, the schemas stay JSON data.
 """
 
@@ -14,7 +16,7 @@ from typing import Any
 from lineup_build.diff._report import Change, DiffReport
 from lineup_build.diff._rules import INPUT, RESULT
 from lineup_build.diff._schema import compare_schemas
-from lineup_build.model import AppInfo, Manifest, Tool
+from lineup_build.model import AppInfo, Manifest, Tool, UiAction
 from lineup_build.schema_refs import escape_pointer
 from lineup_build.semver import Version, bump_kind, is_major_bump, parse_version
 from lineup_sdk.errors import LineupError
@@ -223,6 +225,63 @@ def _tool_changes(old: Tool, new: Tool) -> list[Change]:
     return out
 
 
+def _action_changes(old: UiAction, new: UiAction) -> list[Change]:
+    """A UI Action changed: timeout and description reported, schemas by the tools'
+    rules (the Surface sends the params and receives the result)."""
+    out: list[Change] = []
+
+    def add(
+        ptr: str, kind: str, breaking: bool, message: str, a: Any = None, b: Any = None
+    ) -> None:
+        out.append(Change(None, ptr, kind, breaking, message, a, b, action=old.name))
+
+    ot, nt = old.timeout_s, new.timeout_s
+    if ot != nt:
+        kind = "timeout_lowered" if nt < ot else "timeout_raised"
+        add("/timeout_s", kind, False, f"timeout {ot} s -> {nt} s", ot, nt)
+    if old.description != new.description:
+        add(
+            "/description",
+            "description_changed",
+            False,
+            "description changed",
+            old.description,
+            new.description,
+        )
+    schemas = (
+        (INPUT, "/input_schema", old.input_schema, new.input_schema),
+        (RESULT, "/result_schema", old.result_schema, new.result_schema),
+    )
+    for side, ptr, a_schema, b_schema in schemas:
+        if a_schema != b_schema:
+            for c in compare_schemas(a_schema, b_schema, side, ptr):
+                add(c.pointer, c.kind, c.breaking, c.message, c.old, c.new)
+    return out
+
+
+def _ui_action_changes(old: Manifest, new: Manifest) -> list[Change]:
+    before = {a.name: a for a in old.ui_actions}
+    after = {a.name: a for a in new.ui_actions}
+    out: list[Change] = []
+    for name in sorted(set(before) | set(after)):
+        if name not in after:
+            out.append(
+                Change(
+                    None,
+                    "",
+                    "action_removed",
+                    True,
+                    "UI Action removed: an open Surface of the old build still asks for it",
+                    action=name,
+                )
+            )
+        elif name not in before:
+            out.append(Change(None, "", "action_added", False, "new UI Action", action=name))
+        elif before[name] != after[name]:
+            out.extend(_action_changes(before[name], after[name]))
+    return out
+
+
 def _hint_word(value: bool | None) -> str:
     return "unset" if value is None else str(value).lower()
 
@@ -273,4 +332,5 @@ def diff_manifests(
             report.changes.append(Change(method, "", "tool_added", False, "new tool"))
         elif before[method] != after[method]:
             report.changes.extend(_tool_changes(before[method], after[method]))
+    report.changes.extend(_ui_action_changes(old, new))
     return report

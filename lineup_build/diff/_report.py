@@ -16,7 +16,8 @@ class Change:
     """One change an Agent can meet.
 
     Attributes:
-        tool: The tool's method, or None for a change to the app (permissions, scope).
+        tool: The tool's method, or None for a change to the app (permissions, scope) or
+            to a UI Action.
         pointer: JSON pointer into the tool's manifest entry (schemas resolved, so it
             runs through `$ref` targets), or into the manifest for an app change.
         kind: The rule (`tool_removed`, `constraint_tightened`, `permission_added`, ...).
@@ -24,6 +25,7 @@ class Change:
         message: What changed, in words.
         old: The old value, where there is a small one to show.
         new: The new value.
+        action: The UI Action's name for a change to one (SPEC 17), else None.
     """
 
     tool: str | None
@@ -33,6 +35,12 @@ class Change:
     message: str
     old: Any = None
     new: Any = None
+    action: str | None = None
+
+    @property
+    def subject(self) -> str | None:
+        """The tool or UI Action the change is about (None for the app)."""
+        return self.tool if self.action is None else self.action
 
     @property
     def field(self) -> str:
@@ -40,9 +48,13 @@ class Change:
         return field_name(self.pointer)
 
     def to_dict(self) -> dict[str, Any]:
-        """The change as data (for `--json`)."""
+        """The change as data (for `--json`): `action` in place of `tool` for a UI
+        Action's."""
+        head: dict[str, Any] = (
+            {"tool": self.tool} if self.action is None else {"action": self.action}
+        )
         return {
-            "tool": self.tool,
+            **head,
             "pointer": self.pointer,
             "field": self.field,
             "kind": self.kind,
@@ -63,7 +75,8 @@ class DiffReport:
         bump: `major`, `minor`, `patch`, `prerelease`, `none` or `downgrade`.
         major_bump: Whether the bump counts as major (SPEC 11: `0.y.z` and `0.0.z` rules,
             a pre-release of the next major counts as that major).
-        changes: Every change, app changes first, then tools by method.
+        changes: Every change, app changes first, then tools by method, then UI Actions
+            by name (`action` set; `to_dict` lists them in their own `ui_actions`).
         old_source: Where OLD came from (a path, for reports).
         new_source: Where NEW came from.
         scope: NEW's app scope.
@@ -77,6 +90,11 @@ class DiffReport:
     old_source: str = "OLD"
     new_source: str = "NEW"
     scope: str = ""
+
+    @property
+    def action_changes(self) -> list[Change]:
+        """The changes to UI Actions (their own section of the report)."""
+        return [c for c in self.changes if c.action is not None]
 
     @property
     def breaking(self) -> list[Change]:
@@ -96,7 +114,8 @@ class DiffReport:
         target = next_major(old) if old is not None else None
         n = len(self.breaking)
         first = self.breaking[0]
-        where = f"{first.tool} {first.field or first.pointer}".strip()
+        subject = first.subject if first.action is None else f"UI Action {first.action}"
+        where = f"{subject or ''} {first.field or first.pointer}".strip()
         return LineupError(
             "breaking_change",
             f"{n} breaking change(s) without a major version bump "
@@ -120,7 +139,8 @@ class DiffReport:
             "bump": self.bump,
             "major_bump": self.major_bump,
             "breaking": len(self.breaking),
-            "changes": [c.to_dict() for c in self.changes],
+            "changes": [c.to_dict() for c in self.changes if c.action is None],
+            "ui_actions": [c.to_dict() for c in self.action_changes],
             "error": None if (v := self.verdict()) is None else v.to_dict(),
         }
 

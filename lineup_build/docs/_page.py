@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from lineup_build.docs._schema import SchemaReader
 from lineup_build.docs._text import DASH, cell, code, html, inert, paragraph
-from lineup_build.model import MINIAPP_SDK, Manifest, Tool
+from lineup_build.model import MINIAPP_SDK, Manifest, Tool, UiAction
 
 __all__ = ["docs_markdown"]
 
@@ -113,7 +113,7 @@ def _hints(tool: Tool) -> str:
     return "; ".join(parts) + ". Declared by the author, not enforced."
 
 
-def _params(schema: SchemaReader, tool: Tool) -> list[str]:
+def _params(schema: SchemaReader, tool: Tool | UiAction) -> list[str]:
     node = tool.input_schema
     rows = schema.rows(node)
     lines = ["### Parameters", ""]
@@ -129,7 +129,7 @@ def _params(schema: SchemaReader, tool: Tool) -> list[str]:
     return lines
 
 
-def _result(schema: SchemaReader, tool: Tool) -> list[str]:
+def _result(schema: SchemaReader, tool: Tool | UiAction) -> list[str]:
     node = tool.result_schema
     lines = ["### Result", ""]
     type_text = schema.type_text(node)
@@ -156,7 +156,7 @@ def _article(text: str) -> str:
     return "An" if text[:1] in ("a", "e", "i", "o", "u") else "A"
 
 
-def _summary(tool: Tool) -> str:
+def _summary(tool: Tool | UiAction) -> str:
     first = tool.description.strip().split("\n\n", 1)[0]
     return cell(first) if first else DASH
 
@@ -183,6 +183,8 @@ def docs_markdown(manifest: Manifest) -> str:
         + (", ".join(code(d) for d in app.dependencies) if app.dependencies else "none"),
         "",
     ]
+    if manifest.ui_actions:  # only then: a page without actions is unchanged
+        lines.insert(-3, f"- **UI Actions:** {len(manifest.ui_actions)} (for its Surface)")
     if tools:
         lines += ["| tool | activation | long-running | summary |", "|---|---|---|---|"]
         for t in tools:
@@ -207,4 +209,38 @@ def docs_markdown(manifest: Manifest) -> str:
         ]
         lines += _params(schema_in, t)
         lines += _result(schema_out, t)
+    lines += _actions(manifest)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+_ACTIONS_INTRO = (
+    "What this MiniApp's Surface may ask for (SPEC 17). These are not Agent tools: an "
+    "Agent never sees or calls them. Each runs in the App session's one order with the "
+    "Agent's calls, on the latest data, and what its handler writes is applied only when "
+    "it returns."
+)
+
+
+def _actions(manifest: Manifest) -> list[str]:
+    """The UI Actions section, after the tools (nothing when the app declares none)."""
+    actions = sorted(manifest.ui_actions, key=lambda a: a.name)
+    if not actions:
+        return []
+    lines = ["## UI Actions", "", _ACTIONS_INTRO, ""]
+    lines += ["| action | timeout | summary |", "|---|---|---|"]
+    for a in actions:
+        anchor = "action-" + "".join(ch for ch in a.name.lower() if ch.isalnum() or ch in "-_")
+        lines.append(f"| [{code(a.name)}](#{anchor}) | {a.timeout_s:g} s | {_summary(a)} |")
+    lines.append("")
+    for a in actions:
+        description = a.description.strip()
+        lines += [f"## Action {code(a.name)}", ""]
+        lines += [paragraph(description) if description else "_No description._", ""]
+        lines += [
+            "- **Handled:** by the MiniApp's own handler, in a worker process of its own, "
+            f"within {a.timeout_s:g} s (`timeout_s`; later is `handler_timeout`).",
+            "",
+        ]
+        lines += _params(SchemaReader(a.input_schema), a)
+        lines += _result(SchemaReader(a.result_schema), a)
+    return lines

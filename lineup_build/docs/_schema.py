@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from lineup_build.docs._text import DASH, code, json_text
-from lineup_build.schema_refs import resolve_schema
+from lineup_build.schema_refs import json_type, resolve_schema
 
 __all__ = ["SchemaReader"]
 
@@ -67,7 +67,7 @@ class SchemaReader:
         if isinstance(types, str):
             return types
         if isinstance(node.get("enum"), list) and node["enum"]:
-            kinds = dict.fromkeys(_json_kind(v) for v in node["enum"])
+            kinds = dict.fromkeys(json_type(v) for v in node["enum"])
             return " or ".join(kinds)
         return "any JSON value"
 
@@ -148,20 +148,6 @@ class SchemaReader:
     def closed(self, node: Any) -> bool:
         resolved, _ = self.resolve(node)
         return isinstance(resolved, dict) and resolved.get("additionalProperties") is False
-
-
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 def _range(low: Any, high: Any, unit: str) -> str | None:

@@ -10,7 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Activation", "Call", "Intent", "Operation", "RegistryEntry", "Session"]
+__all__ = [
+    "Activation",
+    "Call",
+    "Intent",
+    "Operation",
+    "PendingData",
+    "RegistryEntry",
+    "Session",
+]
 
 
 @dataclass(frozen=True)
@@ -117,3 +125,21 @@ class Intent:
     instance: str
     body: str
     activation_state: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingData:
+    """The session data one delivery's handler wrote and the runtime holds until the
+    delivery's answer (SPEC 17, "every delivery atomic"): its canonical JSON bytes, to be
+    committed as revision `base + 1` with the answer, or dropped with a failure. Not tied
+    to a call: any kind of delivery (a tool call's, a UI Action's) holds one the same way."""
+
+    scope: str
+    app_session_id: str
+    #: The committed revision the delivery started from.
+    base: int
+    data: bytes
+
+    @property
+    def revision(self) -> int:
+        return self.base + 1

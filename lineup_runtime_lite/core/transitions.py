@@ -10,13 +10,13 @@ Index (by name): calls — `decide_call` (the one acceptance decision: `screen_c
 `accept_call`), `retried_call`, `reject_call`, `answer_now`,
 `accept_starting`, `enqueue_ready`; activations — `advance_activation`, `end_activation`,
 `worker_lost`, `host_event_action`; delivery — `next_delivery`, `answer_delivery`,
-`interrupt_delivery`; session data — `replace_session_data`; Host relay —
+`interrupt_delivery`; session data — `hold_replace` (a handler's write, held by its
+delivery) and `commit_pending` (written with the delivery's answer); Host relay —
 `supersede_ended`, `intent_delivered`. The Pomodoro's own transitions are in `pomodoro.py`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,8 +44,15 @@ from lineup_runtime_lite.core.messages import (
     make_message,
     schema_rejection,
 )
-from lineup_runtime_lite.core.rows import Activation, Call, Intent, RegistryEntry, Session
-from lineup_sdk.context import Snapshot, session_data_blob
+from lineup_runtime_lite.core.rows import (
+    Activation,
+    Call,
+    Intent,
+    PendingData,
+    RegistryEntry,
+    Session,
+)
+from lineup_sdk.context import session_data_blob
 from lineup_sdk.errors import LineupError
 
 __all__ = [
@@ -58,9 +65,11 @@ __all__ = [
     "answer_delivery",
     "answer_error",
     "answer_now",
+    "commit_pending",
     "decide_call",
     "end_activation",
     "enqueue_ready",
+    "hold_replace",
     "host_event_action",
     "intent_delivered",
     "interrupt_delivery",
@@ -68,7 +77,6 @@ __all__ = [
     "needs_fresh_ids",
     "next_delivery",
     "reject_call",
-    "replace_session_data",
     "retried_call",
     "screen_call",
     "show_surface",
@@ -559,10 +567,47 @@ def answer_delivery(
     timed_out: bool = False,
     worker_error: tuple[str, str] | None = None,
     worker_reason: str | None = None,
+    pending: PendingData | None = None,
+    committed: int | None = None,
 ) -> Decision:
     """The one final answer of a delivered call: its result, the handler's error, a
     timeout, or the worker's failure (`(kind, message)`, with the `details.reason` where
-    one is known: `memory_limit`, `cpu_limit`, `worker_lost`)."""
+    one is known: `memory_limit`, `cpu_limit`, `worker_lost`).
+
+    `pending` is the session data its handler wrote (held by the delivery, SPEC 17) and
+    `committed` the revision stored now: a result writes the pending snapshot in the same
+    decision as the final, as one revision; any other answer drops it (nothing applied)."""
+    decision = _answer(
+        call, tool, now, reply, result_problems, timed_out, worker_error, worker_reason
+    )
+    if pending is None or not any(m["stage"] == "result" for m in decision.finals):
+        return decision
+    assert committed is not None
+    written = commit_pending(pending, committed)
+    if written is None:
+        return _final(
+            call,
+            now,
+            error=error_body(
+                "handler_failed",
+                f"{tool.method}: the session data changed under the delivery "
+                f"(revision {committed}, the delivery started at {pending.base}); "
+                "nothing it wrote was applied",
+            ),
+        )
+    return Decision((*written, *decision.changes))
+
+
+def _answer(
+    call: Call,
+    tool: RegistryEntry,
+    now: int,
+    reply: Mapping[str, Any] | None,
+    result_problems: Checked | None,
+    timed_out: bool,
+    worker_error: tuple[str, str] | None,
+    worker_reason: str | None,
+) -> Decision:
     if timed_out:
         return _final(
             call,
@@ -658,24 +703,42 @@ def move_dev_sessions(
 
 
 # -- session data ---------------------------------------------------------------------------
-def replace_session_data(
-    current: Snapshot, scope: str, app_session_id: str, data: Any, expected_revision: Any
-) -> tuple[Decision, Snapshot]:
-    """A CAS replace (SPEC 5.5): the decision and the snapshot it makes.
+def hold_replace(
+    held: PendingData | None,
+    committed: int,
+    scope: str,
+    app_session_id: str,
+    data: Any,
+    expected_revision: Any,
+) -> PendingData:
+    """A handler's CAS replace inside its delivery (SPEC 5.5, 17): checked against the
+    snapshot the delivery holds (`held`), or the `committed` revision before its first
+    write; the new pending snapshot, revision base + 1 for the first write and every later
+    one (replaced in place). Nothing is written: `commit_pending` does, with the answer.
 
     Raises:
         LineupError: `session_data_invalid`, `session_data_too_large`,
             `session_data_revision_conflict`.
     """
     blob = session_data_blob(data, expected_revision)
-    if current.revision != expected_revision:
+    current = held.revision if held is not None else committed
+    if current != expected_revision:
         raise LineupError(
             "session_data_revision_conflict",
-            f"session data is at revision {current.revision}, not {expected_revision}",
+            f"session data is at revision {current}, not {expected_revision}",
         )
-    text = blob.decode("utf-8")
-    change = ReplaceSessionData(scope, app_session_id, expected_revision, text)
-    return Decision((change,)), Snapshot(json.loads(text), expected_revision + 1)
+    base = held.base if held is not None else committed
+    return PendingData(scope, app_session_id, base, blob)
+
+
+def commit_pending(pending: PendingData, committed: int) -> tuple[Change, ...] | None:
+    """The change that writes a delivery's pending snapshot with its answer, as revision
+    base + 1; None when the stored revision is no longer the delivery's base (deliveries of
+    one App session are serial, so this is a defence: the delivery then applies nothing)."""
+    if committed != pending.base:
+        return None
+    text = pending.data.decode("utf-8")
+    return (ReplaceSessionData(pending.scope, pending.app_session_id, pending.base, text),)
 
 
 # -- the Host relay -------------------------------------------------------------------------

@@ -1,9 +1,16 @@
 """Delivery: the per-session serial pump, at-most-once sends to workers, and the session
-data requests of the handlers they run."""
+data requests of the handlers they run.
+
+Every delivery is atomic (SPEC 17): what its handler writes is held in the delivery's grant
+as canonical JSON bytes (`PendingData`), `get` reads it back, and nothing is committed or
+framed until the delivery's answer, which writes it in the same transaction as one revision.
+A delivery that fails, times out or is interrupted drops it: nothing was applied."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
 import secrets
 import sys
@@ -11,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineup_runtime_lite.core import transitions as t
-from lineup_runtime_lite.core.decisions import Decision
+from lineup_runtime_lite.core.decisions import Decision, ReplaceSessionData
 from lineup_runtime_lite.core.port import Facts
-from lineup_runtime_lite.core.rows import Call, RegistryEntry, Session
+from lineup_runtime_lite.core.rows import Call, PendingData, RegistryEntry, Session
 from lineup_runtime_lite.drivers import STEP_TRIES, steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.subscriptions import SubscriptionHub
@@ -48,6 +55,10 @@ class DeliveryDriver:
         self._kicking: set[str] = set()
         #: Sessions whose pump gave up on a failing step: their queue waits for a kick.
         self._stalled: set[str] = set()
+        #: Pending snapshots held per worker (SPEC 13.3's bridge-flow bound counts them: at
+        #: most `max_requests` per worker; a first write past it waits for a slot).
+        self._held: dict[Worker, int] = {}
+        self._slot_waiters: dict[Worker, list[asyncio.Future[None]]] = {}
 
     # -- the fast path -------------------------------------------------------------------
     def idle(self, session: Session, method: str) -> bool:
@@ -104,6 +115,9 @@ class DeliveryDriver:
             except Exception as exc:  # the pump ends a call left `delivered` (at most once)
                 log.warning("delivery step failed: %s: %s", type(exc).__name__, exc)
                 self._dirty.add(session_id)
+                # its answer may have committed before the step failed: its waiter hears
+                # it now (as the pump's failed steps do), not never
+                self.shell.wake_waiters()
         if session_id in self._dirty:
             await self._pump(session_id)
 
@@ -234,18 +248,48 @@ class DeliveryDriver:
             flight.error = exc
             return flight
         # the capability names this delivery's App session only, and only until it ends
-        self._caps[cap] = _Grant(
-            session.scope, session.app_session_id, session.conversation_id, worker, rid
-        )
-        flight.worker, flight.rid, flight.reply = worker, rid, fut
+        grant = _Grant(session.scope, session.app_session_id, session.conversation_id, worker, rid)
+        self._caps[cap] = grant
+        flight.grant, flight.worker, flight.rid, flight.reply = grant, worker, rid, fut
         # a timer on the loop instead of wait_for(shield(...)): no extra tasks per call
         flight.timer = asyncio.get_running_loop().call_later(tool.timeout_s, _expire, fut)
         return flight
 
     async def _finish(self, flight: _Flight) -> None:
-        """Wait for a sent delivery's answer and commit its one final."""
-        call, tool = flight.call, flight.tool
-        outcome: dict[str, Any]
+        """Wait for a sent delivery's answer and commit its one final, with the session
+        data its handler wrote when it answered a result (SPEC 17: one transaction)."""
+        grant = flight.grant
+        try:
+            outcome = await self._outcome(flight)
+            pending = grant.pending if grant is not None else None
+            call, tool, now = flight.call, flight.tool, self.shell.now()
+
+            def step(tx: Facts) -> Decision:
+                committed = None
+                if pending is not None:
+                    committed = tx.session_revision(pending.scope, pending.app_session_id)
+                return t.answer_delivery(
+                    call, tool, now=now, pending=pending, committed=committed, **outcome
+                )
+
+            try:
+                decision = await self.shell.decide(step)
+            except Exception:
+                if pending is not None:  # whatever is committed reaches the subscribers
+                    self._resync(pending, grant)
+                raise
+        finally:
+            if grant is not None and grant.pending is not None:
+                grant.pending = None
+                self._release(grant.worker)
+        if pending is not None and decision is not None:
+            assert grant is not None
+            self.committed(decision, grant.conversation_id)
+
+    async def _outcome(self, flight: _Flight) -> dict[str, Any]:
+        """What the delivery's answer says: its reply (with its result checked), a timeout
+        or the worker's failure. Its capability is revoked when this returns."""
+        tool = flight.tool
         try:
             if flight.error is not None:
                 raise flight.error
@@ -254,9 +298,9 @@ class DeliveryDriver:
         except TimeoutError:
             if flight.worker is not None and flight.rid is not None:
                 flight.worker.timed_out(flight.rid)  # its capability goes below, now
-            outcome = {"timed_out": True}
+            return {"timed_out": True}
         except WorkerError as exc:
-            outcome = {"worker_error": (exc.kind, str(exc)), "worker_reason": exc.reason}
+            return {"worker_error": (exc.kind, str(exc)), "worker_reason": exc.reason}
         else:
             faults.hit("deliver.after_reply")
             problems = None
@@ -266,58 +310,100 @@ class DeliveryDriver:
                 problems = await acheck_value(
                     tool.result_schema, reply.get("result"), pool, tool.scope
                 )
-            outcome = {"reply": reply, "result_problems": problems}
+            return {"reply": reply, "result_problems": problems}
         finally:
             if flight.timer is not None:
                 flight.timer.cancel()
+            # revoked now: a late request of a handler still running (a timed-out one
+            # draining) is refused, and nothing more joins what this delivery holds
             self._caps.pop(flight.cap, None)
-        now = self.shell.now()
-        await self.shell.decide(lambda tx: t.answer_delivery(call, tool, now=now, **outcome))
+
+    def _resync(self, pending: PendingData, grant: _Grant | None) -> None:
+        """The answer's step failed, maybe after its COMMIT: subscribers get the committed
+        snapshot if it is newer than what they have (never a revision twice)."""
+        assert grant is not None
+        key = (pending.scope, grant.conversation_id)
+        if self.subs.watched(key):
+            with contextlib.suppress(Exception):  # the store may be down: the next frame is
+                snap = self.shell.facts.session_data(pending.scope, pending.app_session_id)
+                self.subs.changed_elsewhere(key, snap)
+
+    def committed(self, decision: Decision, conversation_id: str) -> None:
+        """After the COMMIT of a delivery's answer: the one `session_data.changed` frame of
+        the revision it wrote, if it wrote one (a failed delivery's answer writes none)."""
+        for change in decision.changes:
+            if isinstance(change, ReplaceSessionData):
+                key = (change.scope, conversation_id)
+                if self.subs.watched(key):
+                    snap = Snapshot(json.loads(change.data), change.expected_revision + 1)
+                    self.subs.changed(key, snap)
 
     # -- session data from workers -------------------------------------------------------
     async def session_request(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+        """A handler's `get` or `replace`, answered from and into its delivery's grant:
+        nothing is written here (the delivery's answer commits what it holds)."""
         grant = self._caps.get(msg["cap"])
         if grant is None or grant.worker is not worker or grant.delivery != msg["d"]:
-            # a capability of another delivery, or of one that has ended: the asking
-            # delivery ends now, whatever its handler does next
-            worker.end_delivery(msg["d"], "the handler used a session capability it does not hold")
-            return _refusal("worker_protocol_error", "unknown session capability")
-        scope, sid, conv = grant.scope, grant.session_id, grant.conversation_id
+            return self._unknown_cap(worker, msg)
+        scope, sid = grant.scope, grant.session_id
         op = msg.get("op")
-        store = self.shell.store
         try:
             if op == "get":
+                mine = grant.pending
+                if mine is not None:
+                    return {"ok": True, "revision": mine.revision, "data": json.loads(mine.data)}
                 snap = self.shell.facts.session_data(scope, sid)
-            elif op == "replace":
-                made: list[Snapshot] = []
-                data, expected = msg.get("data"), msg.get("expected_revision")
-
-                def step(tx: Facts) -> Decision:
-                    decision, snapshot = t.replace_session_data(
-                        tx.session_data(scope, sid), scope, sid, data, expected
-                    )
-                    made.append(snapshot)
-                    return decision
-
-                commits = store.commits
-                try:
-                    await self.shell.decide(step)
-                except LineupError:
-                    raise
-                except Exception as exc:
-                    if store.commits == commits:  # rolled back: nothing changed
-                        log.warning("session data commit failed: %s", exc)
-                        return _refusal(
-                            "handler_failed", "the runtime could not store the session data"
-                        )
-                    # committed, then a later step failed: the saved revision stands
-                snap = made[-1]
-                self.subs.changed((scope, conv), snap)
-            else:
+                return {"ok": True, "revision": snap.revision, "data": snap.data}
+            if op != "replace":
                 return _refusal("worker_protocol_error", f"unknown op {op!r}")
+            data, expected = msg.get("data"), msg.get("expected_revision")
+            held = grant.pending
+            committed = 0 if held is not None else self.shell.facts.session_revision(scope, sid)
+            pending = t.hold_replace(held, committed, scope, sid, data, expected)
+            if held is None:  # the delivery's first write takes one of the worker's slots
+                await self._hold(worker)
+                if self._caps.get(msg["cap"]) is not grant:
+                    self._release(worker)  # it ended while this write waited
+                    return self._unknown_cap(worker, msg)
+                if grant.pending is not None:  # another write of its handler came first
+                    self._release(worker)
+                    pending = t.hold_replace(grant.pending, 0, scope, sid, data, expected)
+            grant.pending = pending
+            return {"ok": True, "revision": pending.revision, "data": json.loads(pending.data)}
         except LineupError as exc:
             return _refusal(exc.code, exc.message)
-        return {"ok": True, "revision": snap.revision, "data": snap.data}
+
+    @staticmethod
+    def _unknown_cap(worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+        # a capability of another delivery, or of one that has ended: the asking delivery
+        # ends now, whatever its handler does next
+        worker.end_delivery(msg["d"], "the handler used a session capability it does not hold")
+        return _refusal("worker_protocol_error", "unknown session capability")
+
+    async def _hold(self, worker: Worker) -> None:
+        """Take a pending-snapshot slot of `worker`, waiting while it holds its bound's worth
+        (every holder is a delivery in flight, which frees its slot when it is answered)."""
+        bound = self.pool.options.max_requests
+        while self._held.get(worker, 0) >= bound:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._slot_waiters.setdefault(worker, []).append(fut)
+            await fut
+        self._held[worker] = self._held.get(worker, 0) + 1
+
+    def _release(self, worker: Worker) -> None:
+        left = self._held.get(worker, 0) - 1
+        if left > 0:
+            self._held[worker] = left
+        else:
+            self._held.pop(worker, None)
+        waiters = self._slot_waiters.get(worker)
+        while waiters:
+            fut = waiters.pop(0)
+            if not fut.done():
+                fut.set_result(None)
+                break
+        if not waiters:
+            self._slot_waiters.pop(worker, None)
 
 
 def _refusal(code: str, message: str) -> dict[str, Any]:
@@ -336,17 +422,21 @@ class _Flight:
     reply: asyncio.Future[dict[str, Any]] | None = None
     timer: asyncio.TimerHandle | None = None
     error: WorkerError | None = None
+    grant: _Grant | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class _Grant:
-    """What one session-data capability allows: one delivery's App session."""
+    """What one session-data capability allows: one delivery's App session; and what its
+    handler wrote so far, held until the delivery's answer (any kind of delivery: the
+    answer's transition takes the `PendingData` whatever row it answers)."""
 
     scope: str
     session_id: str
     conversation_id: str
     worker: Worker
     delivery: int
+    pending: PendingData | None = None
 
 
 def _expire(fut: asyncio.Future[Any]) -> None:

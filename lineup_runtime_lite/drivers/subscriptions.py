@@ -1,5 +1,6 @@
 """The Surface's session-data subscriptions: snapshot first, then strictly increasing
-revisions (the CAS replace itself is `transitions.replace_session_data`)."""
+revisions (the CAS replace itself is `transitions.hold_replace`, committed with its
+delivery's answer by `transitions.commit_pending`)."""
 
 from __future__ import annotations
 

@@ -461,6 +461,16 @@ class SqlFacts:
             return Snapshot(None, 0)
         return Snapshot(json.loads(row[1]), int(row[0]))
 
+    def session_revision(self, scope: str, app_session_id: str) -> int:
+        """The committed revision alone (0 when nothing is stored): what a delivery's
+        answer checks its held snapshot against, without reading the data."""
+        self._lock("app_session_id=?", app_session_id)
+        row = self.db.execute(
+            "SELECT revision FROM session_data WHERE scope=? AND app_session_id=?",
+            (scope, app_session_id),
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
     # -- the Agent channel ---------------------------------------------------------------
     def outbox_pending(self, limit: int) -> list[dict[str, Any]]:
         rows = self.db.execute(

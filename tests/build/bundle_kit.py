@@ -51,6 +51,24 @@ def sdk_tool(method: str = "todo.add", **over: Any) -> dict[str, Any]:
     return tool
 
 
+def ui_action(name: str = "todo.toggle", **over: Any) -> dict[str, Any]:
+    """A well-formed `ui_actions` entry (SPEC 17)."""
+    action = {
+        "name": name,
+        "description": "Tick or untick one item.",
+        "timeout_s": 30,
+        "input_schema": {
+            "type": "object",
+            "properties": {"id": {"type": "string", "description": "The item."}},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+        "result_schema": {"type": "null"},
+    }
+    action.update(over)
+    return action
+
+
 def runtime_tool(method: str, catalog_key: str, **over: Any) -> dict[str, Any]:
     """A runtime-delivered tool entry copied from the catalog."""
     from lineup_sdk.catalog import CATALOG
@@ -74,12 +92,13 @@ def make_manifest(
     files: dict[str, bytes] | None = None,
     tools: list[dict[str, Any]] | None = None,
     scope: str = SCOPE,
+    ui_actions: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The manifest `lineup build` would write for these files and tools."""
+    """The manifest `lineup build` would write for these files, tools and UI Actions."""
     import hashlib
 
     files = FILES if files is None else files
-    return {
+    out: dict[str, Any] = {
         "manifest_version": 1,
         "app": {"scope": scope, "name": "To-do", "version": "1.0.0", "entry": f"{scope}_app.tools"},
         "sdk": {"version": SDK_VERSION},
@@ -89,6 +108,9 @@ def make_manifest(
             for p, d in sorted(files.items())
         ],
     }
+    if ui_actions:
+        out["ui_actions"] = sorted(ui_actions, key=lambda a: a["name"])
+    return out
 
 
 def sign(manifest_bytes: bytes, key: Any = KEY, *, key_id: str | None = None) -> bytes:

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from lineup_build.manifest import manifest_schema, manifest_schema_errors
 from lineup_build.manifest_checks import _plain_tools, plainly_valid, schema_problems
 from lineup_build.plain_check import compile_plain
-from tests.build.bundle_kit import make_manifest, runtime_tool, sdk_tool
+from tests.build.bundle_kit import make_manifest, runtime_tool, sdk_tool, ui_action
 
 _VALUES = st.one_of(
     st.none(),
@@ -65,6 +65,22 @@ def _tool(draw: st.DrawFn) -> Any:
         else:
             tool[key] = draw(_VALUES)
     return draw(st.one_of(st.just(tool), _VALUES)) if draw(st.integers(0, 9)) == 0 else tool
+
+
+_ACTION_KEYS = st.sampled_from(
+    ["name", "description", "timeout_s", "input_schema", "result_schema", "activation"]
+)
+
+
+@st.composite
+def _action(draw: st.DrawFn) -> Any:
+    action = ui_action()
+    for key in draw(st.lists(_ACTION_KEYS, max_size=3)):
+        if draw(st.booleans()):
+            action.pop(key, None)
+        else:
+            action[key] = draw(_VALUES)
+    return draw(_VALUES) if draw(st.integers(0, 9)) == 0 else action
 
 
 @settings(max_examples=300, deadline=None)
@@ -167,7 +183,9 @@ def test_unsupported_keywords_turn_the_fast_path_off(schema: dict[str, Any]) -> 
     assert compile_plain(schema) is None
 
 
-_TOP_KEYS = st.sampled_from(["manifest_version", "app", "sdk", "tools", "files", "extra"])
+_TOP_KEYS = st.sampled_from(
+    ["manifest_version", "app", "sdk", "tools", "files", "ui_actions", "extra"]
+)
 _APP_KEYS = st.sampled_from(["scope", "name", "version", "entry", "permissions", "extra"])
 _FILE_VALUES = st.one_of(
     _VALUES,
@@ -184,6 +202,10 @@ _FILE_VALUES = st.one_of(
 def _manifest(draw: st.DrawFn) -> Any:
     """A valid manifest with a few top-level, `app`, tool and file mutations."""
     doc: dict[str, Any] = {**make_manifest(), "tools": draw(st.lists(_tool(), max_size=3))}
+    actions: list[Any] = draw(st.lists(_action(), max_size=2))
+    empty: bool = draw(st.booleans())
+    if actions or empty:
+        doc["ui_actions"] = actions  # an empty list is not canonical: the schema refuses it
     doc["files"] = list(doc["files"]) + draw(st.lists(_FILE_VALUES, max_size=2))
     app = dict(doc["app"])
     for key in draw(st.lists(_APP_KEYS, max_size=2)):
@@ -215,5 +237,8 @@ def test_plainly_valid_is_on_for_the_shipped_schema() -> None:
     assert plainly_valid(
         {**make_manifest(), "tools": [runtime_tool("todo.tick", "pomodoro.start")]}
     )
+    assert plainly_valid(make_manifest(ui_actions=[ui_action()]))
+    assert not plainly_valid({**make_manifest(), "ui_actions": []})
+    assert not plainly_valid(make_manifest(ui_actions=[ui_action(activation="app_ready")]))
     assert not plainly_valid({**make_manifest(), "extra": 1})
     assert not plainly_valid([make_manifest()])

@@ -4,7 +4,7 @@ Nothing lost: every call has exactly one final, or is legitimately pending (queu
 starting activation, or a focusing Pomodoro); nothing is pending without an owner.
 Nothing duplicated: one receipt per stage, each in the outbox exactly once with the same
 body; stages form an ordered prefix; an operation only after `started`; an IM record only
-for a terminal operation; session data revisions grow by one per replace (a list that is
+for a terminal operation; session data revisions grow by one per delivery that wrote (a list that is
 appended to holds exactly `revision` distinct items); a Host intent is delivered or, its
 activation ended, superseded; `PRAGMA integrity_check` is ok.
 """

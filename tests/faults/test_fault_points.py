@@ -155,7 +155,8 @@ RAISE: dict[str, Callable[[Env], None]] = {
     "commit.after_write": raise_rolls_back("commit.after_write"),
     "commit.after": raise_after_commit,
     "deliver.before_send": raise_in_delivery("deliver.before_send", 0),
-    "deliver.after_reply": raise_in_delivery("deliver.after_reply", 1),
+    # the handler's write is held by its delivery (SPEC 17): lost with its reply
+    "deliver.after_reply": raise_in_delivery("deliver.after_reply", 0),
     "host.reconcile": raise_in_host_relay("host.reconcile"),
     "host.after_intent": raise_in_host_relay("host.after_intent"),
     "outbox.fetch": raise_in_fetch,
@@ -252,7 +253,7 @@ CRASH: dict[str, Callable[[Env, DriverRun], None]] = {
     "commit.after_write": crash_before_commit,
     "commit.after": crash_after_commit,
     "deliver.before_send": crash_in_delivery(0),
-    "deliver.after_reply": crash_in_delivery(1),
+    "deliver.after_reply": crash_in_delivery(0),  # nothing of the delivery applied
     "host.reconcile": crash_in_host_relay,
     "host.after_intent": crash_in_host_relay,
     "outbox.fetch": crash_in_drain,

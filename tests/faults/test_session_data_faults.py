@@ -11,7 +11,7 @@ import pytest
 
 from lineup_runtime_lite import Runtime
 from lineup_runtime_lite.core.decisions import ReplaceSessionData
-from lineup_runtime_lite.core.transitions import replace_session_data
+from lineup_runtime_lite.core.transitions import commit_pending, hold_replace
 from lineup_runtime_lite.store import LostRace, faults
 from lineup_sdk._session import SessionDataSubscriber
 from lineup_sdk.context import Snapshot
@@ -72,9 +72,10 @@ def test_F17_the_store_refuses_the_second_replace(probe: Runtime) -> None:
         for n in range(2):
 
             def step(tx: Any, n: int = n) -> None:
-                current = tx.session_data("probe", sid)
-                decision, _ = replace_session_data(current, "probe", sid, {"n": n}, 0)
-                for change in decision.changes:
+                held = hold_replace(
+                    None, tx.session_revision("probe", sid), "probe", sid, {"n": n}, 0
+                )
+                for change in commit_pending(held, tx.session_revision("probe", sid)) or ():
                     tx.apply(change)
 
             [out] = store.batch([step])
@@ -88,38 +89,50 @@ def test_F17_the_store_refuses_the_second_replace(probe: Runtime) -> None:
     assert probe.surface("conv", "probe").get() == Snapshot({"n": 0}, 1)
 
 
-@pytest.mark.parametrize(("point", "revision"), [("commit.before", 0), ("commit.after", 1)])
-def test_F18_crash_around_a_replace_then_the_call_is_retried(
-    env: Env, point: str, revision: int
-) -> None:
-    # commits of the call: 1 accepted as delivered, 2 the handler's replace, 3 its result
+@pytest.mark.parametrize("point", ["commit.before", "commit.after_write", "commit.after"])
+def test_F18_crash_around_the_answer_then_the_call_is_retried(env: Env, point: str) -> None:
+    # commits of the call: 1 accepted as delivered, 2 its answer with the handler's write
+    # (SPEC 17: the replace itself commits nothing)
     run = env.drive([*PROBE_UP, {"arm": [point, "crash", 1]}, APPEND])
     env.crashed_at(run, point)
     with env.open() as rt:
         rt.settle()
-        interrupted = final(rt, "a1")
-        assert interrupted["error"]["code"] == "delivery_interrupted"
+        answered = final(rt, "a1")
+        if point == "commit.after":  # the answer and its data committed together
+            assert answered["result"] == 1
+            revision = 1
+        else:  # neither did: nothing of the delivery was applied
+            assert answered["error"]["code"] == "delivery_interrupted"
+            revision = 0
         assert rt.surface("c1", "probe").get().revision == revision
         retry = rt.call("a1", "c1", "probe.append", {"item": "a1"})
-        assert retry == interrupted  # replayed, never re-executed
+        assert retry == answered  # replayed, never re-executed
         assert rt.surface("c1", "probe").get().revision == revision  # no double increment
         assert rt.call("a2", "c1", "probe.append", {"item": "a2"})["result"] == revision + 1
         invariants.check(rt)
 
 
-def test_F18_replace_commit_fails_in_process(probe: Runtime) -> None:
+def test_F18_answer_commit_fails_in_process(probe: Runtime) -> None:
     ready(probe)
-    faults.arm("commit.after_write", after=1)  # the handler's replace is rolled back
+    frames: list[tuple[str, int]] = []
+    probe.surface("conv", "probe").subscribe(lambda k, s: frames.append((k, s.revision)))
+    # the answer's one commit is rolled back: neither its final nor the handler's write is
+    # kept; the call, delivered once, ends interrupted (at most once)
+    faults.arm("commit.after_write", after=1)
     msg = probe.call("a1", "conv", "probe.append", {"item": "a1"})
-    assert msg["error"]["code"] == "handler_failed"
+    assert msg["error"]["code"] == "delivery_interrupted"
     assert probe.surface("conv", "probe").get().revision == 0
     assert probe.call("a1", "conv", "probe.append", {"item": "a1"}) == msg
     assert probe.surface("conv", "probe").get().revision == 0
-    faults.arm("commit.after", after=1)  # the replace commits, then a later step fails
+    # the answer commits with its write, then a later step fails: both stand, and the
+    # subscriber still gets the revision once
+    faults.arm("commit.after", after=1)
     ok = probe.call("a2", "conv", "probe.append", {"item": "a2"})
-    assert ok["result"] == 1  # the saved revision stands and the handler learns it
+    assert ok["result"] == 1
     assert probe.call("a2", "conv", "probe.append", {"item": "a2"}) == ok
     assert probe.surface("conv", "probe").get() == Snapshot({"items": ["a2"]}, 1)
+    probe.settle()
+    assert frames == [("session_data.snapshot", 0), ("session_data.changed", 1)]
     invariants.check(probe)
 
 

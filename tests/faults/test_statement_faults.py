@@ -316,3 +316,52 @@ def test_async_runtime_entries_answer_stable_codes(
     with injecting(monkeypatch, "sqlite") as injector:
         escaped = asyncio.run(main(injector))
     assert escaped == [], "\n".join(escaped)
+
+
+def test_a_writing_call_with_an_error_at_any_statement_applies_all_or_nothing(
+    ctx: Ctx, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SPEC 17, every delivery atomic: a handler's write commits with its delivery's answer
+    in one transaction. With a database error in place of any statement of a writing call
+    (its acceptance, its delivery, its answer with the data), the call either answers its
+    result with the data one revision on, or applies nothing — never data without its
+    answer, or an answer without its data."""
+    c, injector = ctx, ctx.injector
+    surface = c.rt.surface("conv", "probe")
+
+    def append() -> tuple[str, Any]:
+        cid = f"w{next(c.ids)}"
+        try:
+            c.rt.call(cid, "conv", "probe.append", {"item": cid})
+        except LineupError as exc:
+            assert exc.code in STABLE, exc
+        return cid, None
+
+    with injector.run():
+        append()
+    count = injector.count
+    runs, applied, answer_hit = 0, 0, False
+    for at in range(1, count + 1):
+        for make in KINDS[c.engine].values():
+            before = surface.get()
+            with injector.run(at, make):
+                cid, _ = append()
+            where = injector.where
+            c.rt.settle()
+            record = c.rt.call_record(cid)
+            ends = [m for m in (record or {}).get("messages", []) if m["kind"] != "receipt"]
+            after = surface.get()
+            items = list((before.data or {}).get("items", []))
+            if ends and ends[0]["kind"] == "result":
+                assert ends[0]["result"] == before.revision + 1, (at, where)
+                assert after.revision == before.revision + 1, (at, where)
+                assert after.data == {"items": [*items, cid]}, (at, where)
+                applied += 1
+            else:
+                assert after == before, (at, where, ends)
+            answer_hit = answer_hit or "session_data" in where
+            runs += 1
+    with capsys.disabled():
+        print(f"\n{c.engine}: {runs} injected writing calls, {applied} applied, {count} statements")
+    assert answer_hit  # some error took the place of the answer's own write
+    invariants.check(c.rt)

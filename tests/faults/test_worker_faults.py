@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import Runtime
+from lineup_sdk.context import Snapshot
 from tests.faults import invariants
 from tests.faults.harness import final, host_event, stages, wait_for
 
@@ -112,14 +113,18 @@ def test_worker_fault_is_contained(
     invariants.check(rt)
 
 
-def test_handler_that_commits_then_exits_ran_once(mixed: Runtime) -> None:
+def test_handler_that_writes_then_exits_applied_nothing_once(mixed: Runtime) -> None:
     rt = mixed
     msg = rt.call("x1", "idle", "flaky.append_then_exit", {"item": "x1"})
     assert msg["error"]["code"] == "delivery_interrupted"
-    # the handler's own commit stands; the call is never delivered again
-    assert rt.surface("idle", "flaky").get().data == {"items": ["i1", "x1"]}
+    # its write was held by the delivery, never committed (SPEC 17): nothing was applied,
+    # and the call is never delivered again
+    assert rt.surface("idle", "flaky").get() == Snapshot({"items": ["i1"]}, 1)
     assert rt.call("x1", "idle", "flaky.append_then_exit", {"item": "x1"}) == msg
-    assert rt.surface("idle", "flaky").get().revision == 2
+    assert rt.surface("idle", "flaky").get().revision == 1
+    # the session's next delivery starts from the committed data
+    assert rt.call("x2", "idle", "flaky.append", {"item": "x2"})["result"] == 2
+    assert rt.surface("idle", "flaky").get().data == {"items": ["i1", "x2"]}
     invariants.check(rt)
 
 

@@ -60,8 +60,9 @@ def load_registry(app_dir: Path, entry: str) -> ToolRegistry:
     before = set(sys.modules)
     sys.path.insert(0, str(app_dir))
     try:
-        for name in [n for n in _registry._LIVE if n == top or n.startswith(top + ".")]:
-            del _registry._LIVE[name]  # another app's module of the same name
+        for live in (_registry._LIVE, _registry._LIVE_ACTIONS):
+            for name in [n for n in live if n == top or n.startswith(top + ".")]:
+                del live[name]  # another app's module of the same name
         module = importlib.import_module(entry)
     finally:
         sys.path.remove(str(app_dir))

@@ -108,7 +108,7 @@ def test_kill_and_reopen_loses_and_duplicates_nothing(
             snap = rt.surface(conv, "probe").get()
             items = (snap.data or {}).get("items", [])
             assert len(items) == len(set(items))  # at most once per call
-            assert snap.revision == len(items)  # one revision per successful replace
+            assert snap.revision == len(items)  # one revision per delivery that wrote
 
 
 def test_delivered_without_result_becomes_delivery_interrupted(

@@ -35,8 +35,15 @@ from lineup_runtime_lite.core.decisions import (
     SupersedeIntents,
 )
 from lineup_runtime_lite.core.messages import Unchecked, error_body, make_message
-from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
-from lineup_sdk.context import MAX_SESSION_DATA, Snapshot
+from lineup_runtime_lite.core.rows import (
+    Activation,
+    Call,
+    Intent,
+    Operation,
+    PendingData,
+    Session,
+)
+from lineup_sdk.context import MAX_SESSION_DATA
 from lineup_sdk.errors import LineupError
 from tests.runtime.transition_kit import EPOCH, event, pomodoro_tools, tool
 
@@ -499,14 +506,50 @@ def test_answer_delivery_outcomes() -> None:
 
 
 # -- session data --------------------------------------------------------------------------
-def test_replace_session_data() -> None:
-    d, snap = t.replace_session_data(
-        Snapshot({"a": 1}, 3), "notes", "ses1", {"b": [2, 1], "a": None}, 3
+def test_hold_replace_holds_base_plus_one_in_place() -> None:
+    first = t.hold_replace(None, 3, "notes", "ses1", {"b": [2, 1], "a": None}, 3)
+    assert first == PendingData("notes", "ses1", 3, b'{"a":null,"b":[2,1]}')
+    assert first.revision == 4
+    # a later write of the same delivery checks against the held snapshot, and is still 4
+    second = t.hold_replace(first, 0, "notes", "ses1", {"c": 1}, 4)
+    assert second == PendingData("notes", "ses1", 3, b'{"c":1}') and second.revision == 4
+    with pytest.raises(LineupError) as err:
+        t.hold_replace(first, 3, "notes", "ses1", {"c": 1}, 3)  # the committed one is stale
+    assert err.value.code == "session_data_revision_conflict"
+    assert t.hold_replace(None, 0, "notes", "ses1", {}, 0).revision == 1
+
+
+def test_commit_pending_writes_base_plus_one_only_on_its_base() -> None:
+    held = PendingData("notes", "ses1", 3, b'{"a":1}')
+    assert t.commit_pending(held, 3) == (ReplaceSessionData("notes", "ses1", 3, '{"a":1}'),)
+    assert t.commit_pending(held, 4) is None
+    assert t.commit_pending(held, 2) is None
+
+
+def test_answer_delivery_carries_the_held_data_with_a_result_only() -> None:
+    held = PendingData("notes", "ses1", 0, b'{"a":1}')
+    ok = t.answer_delivery(
+        call(), ADD, now=NOW, reply={"ok": True, "result": 1}, pending=held, committed=0
     )
-    assert d == Decision((ReplaceSessionData("notes", "ses1", 3, '{"a":null,"b":[2,1]}'),))
-    assert snap == Snapshot({"a": None, "b": [2, 1]}, 4)
-    first, snap = t.replace_session_data(Snapshot(None, 0), "notes", "ses1", {}, 0)
-    assert first.changes == (ReplaceSessionData("notes", "ses1", 0, "{}"),) and snap.revision == 1
+    write, receipt = ok.changes
+    assert write == ReplaceSessionData("notes", "ses1", 0, '{"a":1}')
+    assert isinstance(receipt, NewReceipt) and receipt.message["stage"] == "result"
+    # every failure drops it: nothing of the delivery is applied
+    refused = {"ok": False, "error": {"code": "app.nope", "message": "no"}}
+    for outcome in (
+        {"reply": refused},
+        {"reply": {"ok": True, "result": 1}, "result_problems": Unchecked(1.0)},
+        {"timed_out": True},
+        {"worker_error": ("crashed", "gone")},
+        {"worker_error": ("protocol", "bad")},
+    ):
+        d = t.answer_delivery(call(), ADD, now=NOW, pending=held, committed=0, **outcome)
+        _final_error(d)  # its one change is the error receipt: no session data
+    # the stored revision moved off the delivery's base: it fails and applies nothing
+    moved = t.answer_delivery(
+        call(), ADD, now=NOW, reply={"ok": True, "result": 1}, pending=held, committed=1
+    )
+    assert _final_error(moved)["code"] == "handler_failed"
 
 
 @pytest.mark.parametrize(
@@ -522,11 +565,9 @@ def test_replace_session_data() -> None:
     ],
     ids=["behind", "ahead", "not-object", "str-revision", "bool-revision", "nan", "too-large"],
 )
-def test_replace_session_data_refusals(current: int, data: Any, expected: Any, code: str) -> None:
+def test_hold_replace_refusals(current: int, data: Any, expected: Any, code: str) -> None:
     with pytest.raises(LineupError) as err:
-        t.replace_session_data(
-            Snapshot(None if current == 0 else {}, current), "notes", "ses1", data, expected
-        )
+        t.hold_replace(None, current, "notes", "ses1", data, expected)
     assert err.value.code == code
 
 
@@ -739,7 +780,7 @@ CASES: list[tuple[str, Callable[[], Any]]] = [
             call(), ADD, now=NOW, reply={"ok": False, "error": {"code": "x"}}
         ),
     ),
-    ("replace", lambda: t.replace_session_data(Snapshot(None, 0), "notes", "ses1", {"a": 1}, 0)),
+    ("replace", lambda: t.hold_replace(None, 0, "notes", "ses1", {"a": 1}, 0)),
     (
         "start",
         lambda: pomodoro.start(

@@ -23,6 +23,7 @@ from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.store.facts import Facts, LostRace, SqlFacts
 from lineup_runtime_lite.store.sqlite import Store
 from lineup_runtime_lite.validation.params import canonical_text
+from lineup_sdk.context import Snapshot
 
 EPOCH = 1_767_225_600_000  # the virtual clock's default start (2026-01-01T00:00:00Z)
 
@@ -271,16 +272,18 @@ class Kit:
             self.apply(t.intent_delivered(head))
 
     def replace_session_data(self, scope: str, session_id: str, data: Any, expected: Any) -> Any:
-        """A handler's replace through the transition: the new snapshot, or the
-        `LineupError` it raised (nothing written)."""
+        """A delivery that writes once and answers (SPEC 17): the write held through the
+        transition, then committed by `commit_pending` as the answer's step does; the new
+        snapshot, or the `LineupError` it raised (nothing written)."""
         made: list[Any] = []
 
         def step(tx: Facts) -> Decision:
-            decision, snap = t.replace_session_data(
-                tx.session_data(scope, session_id), scope, session_id, data, expected
-            )
-            made.append(snap)
-            return decision
+            committed = tx.session_revision(scope, session_id)
+            held = t.hold_replace(None, committed, scope, session_id, data, expected)
+            written = t.commit_pending(held, tx.session_revision(scope, session_id))
+            assert written is not None
+            made.append(Snapshot(json.loads(held.data), held.revision))
+            return Decision(written)
 
         if self.decide(step) is None:
             return None

@@ -1,5 +1,7 @@
-"""`lineup_sdk.testing`: a tool called in-process as the runtime would call it — on the todo
-template's tools (validation, session data, ToolError) and on edge cases beside them."""
+"""`lineup_sdk.testing`: a tool called, and a UI Action run, in-process as the runtime would
+deliver them — on the todo template's tools (validation, session data, ToolError), on the
+board test app's actions, and on edge cases beside them; every delivery atomic (SPEC 17:
+a handler's writes applied only when it returns, one revision and one frame)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,13 @@ import pytest
 from pydantic import BaseModel, Field
 
 from lineup_build.init import init_project
-from lineup_sdk import ToolContext, ToolError, define_agent_tools
+from lineup_sdk import (
+    ActionContext,
+    ToolContext,
+    ToolError,
+    define_agent_tools,
+    define_ui_actions,
+)
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.testing import MemorySessionData, ToolClient
@@ -208,3 +216,210 @@ def test_acall_inside_an_event_loop(todo: Any) -> None:
 
     res = asyncio.run(agent())
     assert res.ok and res.result["count"] == 1
+
+
+# -- atomic deliveries (SPEC 17) ------------------------------------------------------------
+
+seen: dict[str, Any] = {}
+
+
+@tools.tool("demo.twice", activation="app_ready")
+async def twice(ctx: ToolContext, fail: str = "no") -> Annotated[int, Field(ge=0)]:
+    """Write twice, reading its own first write; then maybe fail.
+
+    Args:
+        fail: `no`, `refuse` (a ToolError), `raise` (an exception) or `lie` (a bad result).
+    """
+    base = await ctx.session_data.get()
+    n = (base.data or {}).get("n", 0)
+    first = await ctx.session_data.replace({"n": n + 1}, expected_revision=base.revision)
+    mine = await ctx.session_data.get()
+    second = await ctx.session_data.replace({"n": n + 2}, expected_revision=first.revision)
+    seen.update(base=base.revision, first=first, mine=mine, second=second)
+    if fail == "refuse":
+        raise ToolError("refused", "no")
+    if fail == "raise":
+        raise RuntimeError("boom")
+    if fail == "lie":
+        return -1
+    return int(n) + 2
+
+
+@tools.tool("demo.stale", activation="app_ready")
+async def stale(ctx: ToolContext) -> int:
+    """Write, then write again against the committed (no longer pending) revision."""
+    base = await ctx.session_data.get()
+    await ctx.session_data.replace({"n": 1}, expected_revision=base.revision)
+    await ctx.session_data.replace({"n": 2}, expected_revision=base.revision)
+    return 2
+
+
+@tools.tool("demo.read", activation="app_ready")
+def read(ctx: ToolContext) -> int:
+    """Read only (a sync handler)."""
+    return int((ctx.session_data.get_sync().data or {}).get("n", 0))
+
+
+def _framed(client: ToolClient) -> list[tuple[str, int, Any]]:
+    frames: list[tuple[str, int, Any]] = []
+    client.session_data.subscribe(
+        lambda kind, snap: frames.append((kind, snap.revision, snap.data))
+    )
+    return frames
+
+
+def test_a_handler_writing_twice_commits_one_revision_and_one_frame() -> None:
+    client = ToolClient(tools, session_data=MemorySessionData({"n": 10}))
+    frames = _framed(client)
+    res = client.call("demo.twice")
+    assert res.ok and res.result == 12
+    assert seen["base"] == 1
+    assert seen["first"] == Snapshot({"n": 11}, 2)  # base + 1
+    assert seen["mine"] == Snapshot({"n": 11}, 2)  # its own get sees its first write
+    assert seen["second"] == Snapshot({"n": 12}, 2)  # base + 1 again, replaced in place
+    assert client.session_data.get_sync() == Snapshot({"n": 12}, 2)
+    assert frames == [
+        ("session_data.snapshot", 1, {"n": 10}),
+        ("session_data.changed", 2, {"n": 12}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fail", "code"),
+    [("refuse", "app.refused"), ("raise", "handler_failed"), ("lie", "handler_result_invalid")],
+)
+def test_a_failed_delivery_applies_nothing(fail: str, code: str) -> None:
+    client = ToolClient(tools, session_data=MemorySessionData({"n": 10}))
+    frames = _framed(client)
+    res = client.call("demo.twice", {"fail": fail})
+    assert res.code == code
+    assert seen["second"] == Snapshot({"n": 12}, 2)  # it did write, pending
+    assert client.session_data.get_sync() == Snapshot({"n": 10}, 1)
+    assert frames == [("session_data.snapshot", 1, {"n": 10})]
+    assert client.call("demo.twice").result == 12  # the next one starts from the committed data
+
+
+def test_replace_checks_the_pending_revision() -> None:
+    client = ToolClient(tools)
+    res = client.call("demo.stale")
+    assert res.code == "session_data_revision_conflict"
+    assert client.session_data.get_sync() == Snapshot(None, 0)
+
+
+def test_a_delivery_that_never_writes_commits_nothing() -> None:
+    client = ToolClient(tools, session_data=MemorySessionData({"n": 3}))
+    frames = _framed(client)
+    assert client.call("demo.read").result == 3
+    assert client.session_data.get_sync().revision == 1 and len(frames) == 1
+
+
+def test_concurrent_deliveries_run_one_at_a_time_each_on_the_last_commit() -> None:
+    client = ToolClient(tools)
+    frames = _framed(client)
+
+    async def many() -> list[Any]:
+        return await asyncio.gather(*(client.acall("demo.twice") for _ in range(20)))
+
+    results = asyncio.run(many())
+    assert sorted(r.result for r in results) == list(range(2, 42, 2))
+    assert client.session_data.get_sync() == Snapshot({"n": 40}, 20)
+    assert [rev for _, rev, _ in frames] == list(range(21))
+
+
+# -- UI Actions in-process ---------------------------------------------------------------------
+
+actions = define_ui_actions(app_scope="demo")
+
+
+class Bumped(BaseModel):
+    n: int
+    by: str
+
+
+@actions.action("demo.bump")
+async def bump(ctx: ActionContext, by: int = Field(ge=1, le=5)) -> Bumped:
+    """Add `by` to n, twice over (two writes, one commit).
+
+    Args:
+        by: How much to add, 1 to 5.
+    """
+    snap = await ctx.session_data.get()
+    n = (snap.data or {}).get("n", 0)
+    first = await ctx.session_data.replace({"n": n + by}, expected_revision=snap.revision)
+    await ctx.session_data.replace({"n": n + 2 * by}, expected_revision=first.revision)
+    if n + 2 * by > 20:
+        raise ToolError("too_big", "n would pass 20")
+    return Bumped(n=n + 2 * by, by=f"{ctx.client_id}/{ctx.action_id}")
+
+
+@actions.action("demo.peek")
+def peek(ctx: ActionContext) -> None:
+    """Read only."""
+    ctx.session_data.get_sync()
+
+
+def test_an_action_runs_as_its_client_with_numbered_ids() -> None:
+    client = ToolClient(tools, actions=actions)
+    frames = _framed(client)
+    one = client.act("demo.bump", {"by": 2}, client_id="s1")
+    assert one.ok and one.action_id == "s1:1" and one.revision == 1
+    assert one.result == {"n": 4, "by": "s1/s1:1"}
+    two = client.act("demo.bump", {"by": 1}, client_id="s1")
+    other = client.act("demo.bump", {"by": 1}, client_id="s2")
+    assert (two.action_id, two.revision, other.action_id) == ("s1:2", 2, "s2:1")
+    assert client.act("demo.bump", {"by": 1}, client_id="s2", seq=7).action_id == "s2:7"
+    assert [rev for _, rev, _ in frames] == [0, 1, 2, 3, 4]  # one frame per action
+    # the Agent's tools and the actions write one session's data
+    assert client.call("demo.read").result == 10
+
+
+def test_an_action_that_does_not_write_carries_the_current_revision() -> None:
+    client = ToolClient(tools, actions=actions, session_data=MemorySessionData({"n": 1}))
+    res = client.act("demo.peek")
+    assert res.ok and res.result is None and res.revision == 1
+
+
+def test_an_action_refusal_applies_nothing() -> None:
+    client = ToolClient(tools, actions=actions, session_data=MemorySessionData({"n": 15}))
+    res = client.act("demo.bump", {"by": 5})
+    assert res.code == "app.too_big" and res.action_id == "test-client:1" and res.revision is None
+    assert client.session_data.get_sync() == Snapshot({"n": 15}, 1)
+    assert client.act("demo.bump", {"by": 1}).action_id == "test-client:2"
+
+
+@pytest.mark.parametrize("params", [{"by": 0}, {"by": "1"}, {"by": 1, "x": 1}, []])
+def test_invalid_action_params_are_rejected_before_acceptance(params: Any) -> None:
+    client = ToolClient(tools, actions=actions)
+    res = client.act("demo.bump", params)
+    assert res.code == "invalid_params" and res.action_id is None
+    assert client.act("demo.bump", {"by": 1}).action_id == "test-client:1"  # no seq used
+
+
+@pytest.mark.parametrize(
+    ("name", "with_actions"), [("demo.nope", True), ("demo.read", True), ("demo.bump", False)]
+)
+def test_an_unknown_action_is_refused(name: str, with_actions: bool) -> None:
+    client = ToolClient(tools, actions=actions if with_actions else None)
+    with pytest.raises(LineupError) as exc:
+        client.act(name)
+    assert exc.value.code == "unknown_action"
+
+
+def test_an_action_is_not_a_tool() -> None:
+    with pytest.raises(LineupError) as exc:
+        ToolClient(tools, actions=actions).call("demo.bump", {"by": 1})
+    assert exc.value.code == "unknown_method"
+
+
+def test_the_action_spec_is_what_the_build_derives() -> None:
+    spec = ToolClient(tools, actions=actions).action_spec("demo.bump")
+    schema = spec["input_schema"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["by"] == {
+        "description": "How much to add, 1 to 5.",
+        "maximum": 5,
+        "minimum": 1,
+        "title": "By",
+        "type": "integer",
+    }
+    assert spec["timeout_s"] == 30 and spec["description"].startswith("Add `by` to n")

@@ -61,7 +61,7 @@ async def exit_(ctx: ToolContext) -> None:
 
 @tools.tool("flaky.append_then_exit", activation="app_ready")
 async def append_then_exit(ctx: ToolContext, item: str) -> None:
-    """Commits a session-data change, then dies before answering."""
+    """Writes a session-data change (held by its delivery), then dies before answering."""
     snap = await ctx.session_data.get()
     items = [*(snap.data or {}).get("items", []), item]
     await ctx.session_data.replace({"items": items}, expected_revision=snap.revision)
