@@ -125,6 +125,26 @@ class Surface:
             self._surface.act(name, params, client_id=client_id, seq=seq, timeout=timeout)
         )
 
+    def submit(
+        self,
+        name: Any,
+        params: Any,
+        *,
+        client_id: Any,
+        seq: Any,
+        timeout: float | None = None,
+    ) -> tuple[dict[str, Any], concurrent.futures.Future[dict[str, Any]]]:
+        """`act()` in its two halves (`AsyncSurface.submit`): blocks until the action is
+        accepted, then returns `({"action_id", "seq"}, outcome)`; `outcome.result()` returns
+        or raises as `act()` does (cancelling it only stops waiting: the action stays
+        queued).
+
+        Raises:
+            LineupError: a rejection before acceptance (nothing persisted), as `act()`.
+        """
+        accept, result = self._submitting(name, params, client_id, seq, timeout)
+        return self._rt._run(accept), result
+
     async def asubmit(
         self,
         name: Any,
@@ -134,8 +154,8 @@ class Surface:
         seq: Any,
         timeout: float | None = None,
     ) -> tuple[dict[str, Any], Awaitable[dict[str, Any]]]:
-        """`AsyncSurface.submit` for asyncio code on another event loop (the dev Host's
-        Surface bridge): returns once the action is accepted, with `({"action_id", "seq"},
+        """`submit()` for asyncio code on another event loop (the dev Host's Surface
+        bridge): returns once the action is accepted, with `({"action_id", "seq"},
         outcome)`; `outcome` is awaited on the caller's loop.
 
         Raises:
@@ -144,6 +164,15 @@ class Surface:
         rt = self._rt
         if rt._closed:
             raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
+        accept, result = self._submitting(name, params, client_id, seq, timeout)
+        accepted = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(accept, rt._loop))
+        return accepted, asyncio.wrap_future(result)
+
+    def _submitting(
+        self, name: Any, params: Any, client_id: Any, seq: Any, timeout: float | None
+    ) -> tuple[Coroutine[Any, Any, dict[str, Any]], concurrent.futures.Future[dict[str, Any]]]:
+        """The acceptance to run on the runtime's loop, and the outcome it will fill in."""
+        rt = self._rt
         result: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
 
         def copy(task: asyncio.Future[dict[str, Any]]) -> None:
@@ -170,8 +199,7 @@ class Surface:
             result.add_done_callback(stop_waiting)
             return accepted
 
-        accepted = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(accept(), rt._loop))
-        return accepted, asyncio.wrap_future(result)
+        return accept(), result
 
     def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""

@@ -63,6 +63,8 @@ class BridgeLimits:
         all_wire_bytes: The encoded size queued for all bridges of the Host together (the
             bridge that passes it is closed, 1008): many unread bridges stay bounded too.
         subscriptions: Bridge subscriptions at once (`limit_exceeded` beyond).
+        actions: UI Actions accepted on one bridge and not answered yet, at most (one more
+            is refused before acceptance with `limit_exceeded`: nothing persisted).
         close_grace_s: How long a closed client has to read its close frame before its
             connection is dropped.
     """
@@ -71,6 +73,7 @@ class BridgeLimits:
     wire_bytes: int = 16 * 1024 * 1024
     all_wire_bytes: int = 24 * 1024 * 1024
     subscriptions: int = 16
+    actions: int = 256
     close_grace_s: float = 10.0
 
 

@@ -581,9 +581,16 @@ class _SurfaceBridge:
             msg.get("client"),
             msg.get("seq"),
         )
-        await anyio.to_thread.run_sync(dev.check_live, b)
         surface = dev.rt.surface(b.conversation_id, b.scope)
         try:
+            if len(self.outcomes) >= self.limits.actions:
+                raise LineupError(
+                    "limit_exceeded",
+                    f"at most {self.limits.actions} UI Actions waiting for their outcomes "
+                    "per Surface bridge",
+                    hint="wait for some outcomes before asking for more actions",
+                )
+            await anyio.to_thread.run_sync(dev.check_live, b)
             accepted, outcome = await surface.asubmit(name, params, client_id=client, seq=seq)
         except LineupError as exc:
             dev.action_noted(b, name, client, seq, error=exc, accepted=False)

@@ -30,7 +30,11 @@ COMMON_FILES = [
 ]
 SCENARIOS = {
     "blank": ["scenarios/hello.toml"],
-    "todo": ["scenarios/add_list_complete.toml", "scenarios/complete_unknown_item.toml"],
+    "todo": [
+        "scenarios/add_list_complete.toml",
+        "scenarios/complete_unknown_item.toml",
+        "scenarios/tick_rename_delete.toml",
+    ],
 }
 #: The Surface's browser test (the `lineup_dev` fixture) of the templates with a live Surface.
 BROWSER_TESTS = {"blank": [], "todo": ["tests/test_surface.py"]}

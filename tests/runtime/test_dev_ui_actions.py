@@ -211,3 +211,47 @@ def test_the_dev_servers_connections_send_without_nagles_delay() -> None:
     for sock in others:
         sock.close()
     assert asyncio.run(accepted_nodelay(first)) != 0
+
+
+def test_a_bridge_holds_a_bounded_number_of_unanswered_actions(tmp_path: Path) -> None:
+    """Actions waiting for their outcomes are bounded per bridge (`limit_exceeded` beyond,
+    nothing persisted); an answered one makes room again."""
+    from lineup_runtime_lite.web._devhost import BridgeLimits
+
+    project = tmp_path / "todo"
+    init_project(project, template="todo")
+    actions = project / "todo_app" / "actions.py"
+    actions.write_text(
+        actions.read_text()
+        + '''
+
+@actions.action("todo.wait", timeout_s=10)
+async def wait(ctx: ActionContext, seconds: float) -> None:
+    """Wait a while.
+
+    Args:
+        seconds: How long.
+    """
+    import asyncio
+
+    await asyncio.sleep(seconds)
+'''
+    )
+    server = DevServer.start(project, clock=VirtualClock(), watch=False, db=tmp_path / "dev.db")
+    try:
+        server.host.bridge_limits = BridgeLimits(actions=2)
+        _item(server)
+        with _connect(server, _binding(server).token) as ws:
+            for seq in (1, 2):
+                ws.send(json.dumps(_act(seq, "todo.wait", {"seconds": 0.5}, seq)))
+                while json.loads(ws.recv(timeout=10)).get("accepted") != seq:
+                    pass
+            [refused] = _answers(ws, _act(3, "todo.wait", {"seconds": 0}, 3))
+            assert refused["error"]["code"] == "limit_exceeded"
+            # nothing persisted, no seq used: once an outcome is in, seq 3 is accepted
+            while "outcome" not in json.loads(ws.recv(timeout=10)):
+                pass
+            accepted, _ = _answers(ws, _act(4, "todo.wait", {"seconds": 0}, 3))
+            assert accepted["accepted"] == 3
+    finally:
+        server.stop()

@@ -311,10 +311,11 @@ def test_postgres_reads_of_pending_work_do_not_grow_with_history(
         assert shown(found) == EXPECTED[name]
 
 
-def test_postgres_moves_a_schema_3_database_to_5(pg_url: str) -> None:
+@pytest.mark.parametrize("start", [3, 4])
+def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
     """Schema 4's indexes and schema 5's UI Action tables (SPEC 17) have PostgreSQL twins: a
-    database written at schema 3 gets them on open, its facts kept; one below the first
-    PostgreSQL schema is refused."""
+    database written at schema 3 or 4 gets what it lacks on open, its facts kept; one below
+    the first PostgreSQL schema is refused."""
     import psycopg
 
     from lineup_runtime_lite.store.database import open_database
@@ -330,9 +331,10 @@ def test_postgres_moves_a_schema_3_database_to_5(pg_url: str) -> None:
     finally:
         store.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
-        for name in names[: len(_V4_INDEXES)]:
-            conn.execute(f"DROP INDEX {name}")
+        conn.execute(f"UPDATE meta SET value='{start}' WHERE key='schema_version'")
+        if start == 3:
+            for name in names[: len(_V4_INDEXES)]:
+                conn.execute(f"DROP INDEX {name}")
         conn.execute("DROP TABLE ui_actions")
         conn.execute("DROP TABLE ui_action_clients")
     store = open_database(pg_url, node_id="n1")

@@ -90,6 +90,7 @@ def test_a_business_refusal_is_accepted_then_the_outcome_raises(q: Runtime) -> N
         return exc.value.code
 
     assert asyncio.run(go()) == "app.refused"
+    assert s.get().data is None  # what it appended before refusing is not kept
 
 
 def test_a_resend_is_accepted_again_and_answers_the_stored_outcome(q: Runtime) -> None:
@@ -103,3 +104,13 @@ def test_a_resend_is_accepted_again_and_answers_the_stored_outcome(q: Runtime) -
     accepted, again = asyncio.run(go())
     assert accepted == {"action_id": "c:1", "seq": 1} and again == first
     assert s.get().data == {"items": ["a"]}
+
+
+def test_the_blocking_submit_returns_once_accepted_with_a_future_outcome(q: Runtime) -> None:
+    s = q.surface("conv", "queue")
+    accepted, outcome = s.submit("queue.push", {"item": "a"}, client_id="c", seq=1)
+    assert accepted == {"action_id": "c:1", "seq": 1}
+    assert outcome.result(timeout=30)["revision"] == 1
+    with pytest.raises(LineupError) as exc:
+        s.submit("queue.push", {"item": "b"}, client_id="c", seq=3)
+    assert exc.value.code == "action_out_of_order"

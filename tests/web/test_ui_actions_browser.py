@@ -16,30 +16,36 @@ import anyio
 
 from tests.web.test_dev_host import _mcp_call, _run
 
+#: A bound on each wait in the page, so a broken SDK fails a test instead of hanging it.
+WITHIN = """
+const within = (p) => Promise.race([p, new Promise((_, reject) =>
+  setTimeout(() => reject(new Error("no answer within 20 s")), 20000))]);
+"""
 #: In the Surface frame: `run(name, params)` as data — the outcome or the error's code.
 RUN = """
 async ({ name, params }) => {
   const { sdk, LineupError } = await import("/_lineup/sdk.js");
+  WITHIN
   try {
-    const o = await sdk.actions.run(name, params);
+    const o = await within(sdk.actions.run(name, params));
     return { actionId: o.actionId, result: o.result, revision: o.revision };
   } catch (err) {
     if (!(err instanceof LineupError)) throw err;
     return { error: { code: err.code, message: err.message, details: err.details } };
   }
 }
-"""
+""".replace("WITHIN", WITHIN)
 #: Many runs at once (none awaited before the next is asked for); their answers in order.
 RUN_ALL = """
 async (ops) => {
   const { sdk } = await import("/_lineup/sdk.js");
+  WITHIN
   const runs = ops.map(([name, params]) => sdk.actions.run(name, params).then(
     (o) => ({ actionId: o.actionId, result: o.result, revision: o.revision }),
     (err) => ({ error: { code: err.code, message: err.message } })));
-  window.__pendingSeen = sdk.actions.pending.map((p) => p.actionId);
-  return await Promise.all(runs);
+  return await within(Promise.all(runs));
 }
-"""
+""".replace("WITHIN", WITHIN)
 #: Count what the page sends on its bridge (every socket's `send` goes through here).
 SPY = """
 () => {
@@ -178,8 +184,10 @@ def test_actions_pending_when_the_bridge_drops_are_resent_once_and_applied_once(
     frame.evaluate(
         """async (ids) => {
           const { sdk } = await import("/_lineup/sdk.js");
-          window.__runs = Promise.all(ids.map((id) => sdk.actions.run("todo.slow_toggle", { id })
-            .then((o) => o.actionId, (err) => "error " + err.code)));
+          const within = (p) => Promise.race([p, new Promise((_, reject) =>
+            setTimeout(() => reject(new Error("no answer within 20 s")), 20000))]);
+          window.__runs = within(Promise.all(ids.map((id) => sdk.actions.run("todo.slow_toggle", { id })
+            .then((o) => o.actionId, (err) => "error " + err.code))));
         }""",
         ids,
     )
