@@ -21,7 +21,7 @@ from lineup_build.init import init_project
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
-from lineup_runtime_lite.serve import Bridge
+from lineup_runtime_lite.serve import Bridge, ServeOptions
 from lineup_runtime_lite.serve._views import VIEW_TTL_MS
 from tests.runtime.serve_kit import FAST, RawClient, advance, open_runtime, raw_session
 
@@ -542,3 +542,17 @@ def test_2026_07_28_a_tasks_opt_in_on_a_linked_tool_answers_at_acceptance_for_a_
             assert task["result"]["resultType"] == "task"
 
     run_on(tmp_path, trust, [focus_bundle], main)
+
+
+def test_a_call_pending_answer_of_a_linked_tool_carries_the_view(
+    tmp_path: Path, trust: TrustStore, todo_bundle: Path
+) -> None:
+    async def main(rt: Runtime, clock: VirtualClock) -> None:
+        options = ServeOptions(tool_names="dotted", poll_s=0.01, max_wait_s=0)
+        async with raw_session(Bridge(rt, options), extensions=DECLARED) as raw:
+            got = await call(raw, "todo.add", {"title": "milk"})
+            assert code_of(got) == "call_pending"
+            assert got["_meta"][SURFACE]["version"] == "1.0.0"  # the session exists
+            assert got["_meta"][SURFACE]["view"] not in json.dumps(got["content"])
+
+    run_on(tmp_path, trust, [todo_bundle], main)
