@@ -554,7 +554,16 @@ class AsyncRuntime:
                 self._verified[(done.digest, fingerprint)] = done
 
             try:
-                return verify_recorded(data, engine.apps_dir, trust, row, scope, version, keep)
+                return verify_recorded(
+                    data,
+                    engine.apps_dir,
+                    trust,
+                    row,
+                    scope,
+                    version,
+                    keep,
+                    limits=self._bundle_limits,
+                )
             except LineupError as exc:
                 if exc.code != "install_tampered":  # the bundle's own verdict, kept
                     self._refused[key] = exc  # until it is installed again
