@@ -107,6 +107,22 @@ class Surface:
 
         raise surface_write_refused()
 
+    def act(
+        self,
+        name: str,
+        params: Any,
+        *,
+        client_id: str,
+        seq: int,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Ask for a UI Action and wait for its outcome (`AsyncSurface.act`):
+        `{"action_id", "result", "revision"}`, or `LineupError` with the outcome's code
+        (`action_pending` when `timeout` ran out: the action stays queued)."""
+        return self._rt._run(
+            self._surface.act(name, params, client_id=client_id, seq=seq, timeout=timeout)
+        )
+
     def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
         return self._rt._run(self._surface.operations())
@@ -389,6 +405,11 @@ class Runtime:
     def marked_calls(self, mark: str) -> list[str]:
         """The call_ids `mark_call` marked with `mark`, in no particular order."""
         return self._run(self._art.marked_calls(mark))
+
+    def kill_workers(self, scope: str) -> int:
+        """A fault, for simulations and tests: kill the running workers of an app scope now
+        (see `AsyncRuntime.kill_workers`); returns how many."""
+        return self._run(self._art.kill_workers(scope))
 
     def settle(self) -> None:
         """Wait until background work (activations, deliveries) and Surface listeners
