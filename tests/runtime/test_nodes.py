@@ -555,7 +555,10 @@ def test_a_batch_that_meets_a_deadlock_runs_again_whole(pg_url: str) -> None:
         other.close()
         batch.join(timeout=30)
         assert out["got"] == ["done"]
-        assert len(runs) == 2  # aborted once, then whole again
+        # aborted at least once, then whole again: on a loaded machine the careful rerun
+        # after the aborted pipelined run can meet the other transaction once more (seen
+        # once at load 10: three runs); the store retries up to `RETRIES` times
+        assert 2 <= len(runs) <= PostgresStore.RETRIES
         assert store.meta("a") == "store" and store.meta("b") == "store"
     finally:
         store.close()
