@@ -1355,6 +1355,54 @@ class AsyncSurface:
         )
         return await rt._engine.act(ev, value, timeout=timeout)
 
+    async def submit(
+        self,
+        name: Any,
+        params: Any,
+        *,
+        client_id: Any,
+        seq: Any,
+        timeout: float | None = None,
+    ) -> tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]:
+        """`act()` in its two halves, as the Surface bridge answers them (SPEC 17): returns
+        once the action is accepted (persisted; or found, for a `seq` used before) with
+        `({"action_id", "seq"}, outcome)`, where `outcome` resolves as `act()` returns or
+        raises. A rejection before acceptance is raised here, and nothing was persisted.
+
+        Raises:
+            LineupError: as `act()` before acceptance (`unknown_action`, `invalid_params`,
+                `app_not_running`, `action_out_of_order`, `action_id_conflict`,
+                `usage_invalid`).
+        """
+        rt = self._rt
+        rt._check_open()
+        if timeout is not None and (
+            type(timeout) not in (int, float) or not 0 <= timeout < float("inf")
+        ):
+            raise LineupError("usage_invalid", "submit(timeout=) takes seconds (a number ≥ 0)")
+        ev, value = _action_event(
+            self.conversation_id, self.scope, name, params, client_id, seq, rt._max_params_bytes
+        )
+        accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_accepted() -> None:
+            if not accepted.done():
+                accepted.set_result(None)
+
+        outcome = asyncio.ensure_future(
+            rt._engine.act(ev, value, timeout=timeout, accepted=on_accepted)
+        )
+        try:
+            waits: set[asyncio.Future[Any]] = {accepted, outcome}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            outcome.cancel()
+            raise
+        if not accepted.done():  # rejected before acceptance: raise its error
+            accepted.cancel()
+            outcome.result()
+        return {"action_id": ev.action_id, "seq": ev.client_seq}, outcome
+
     async def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
         rt = self._rt

@@ -596,11 +596,14 @@ class Engine:
         params: Any,
         *,
         timeout: float | None,
+        accepted: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """Accept one UI Action (or answer its replay) and wait for its outcome:
         `{action_id, result, revision}`, or the outcome's error raised.
 
-        `params` is the strict-JSON value `ev.params` is the canonical text of.
+        `params` is the strict-JSON value `ev.params` is the canonical text of;
+        `accepted()` runs once the action is persisted (or found: a replay), before the
+        wait for its outcome — never after a rejection before acceptance.
 
         Raises:
             LineupError: a rejection before acceptance (`unknown_action`, `invalid_params`,
@@ -654,6 +657,8 @@ class Engine:
         error = decision.extra.get("error")
         if error is not None:
             raise _raised(error)
+        if accepted is not None:
+            accepted()
         replay: Action | None = decision.extra.get("replay")
         if replay is not None:
             sid = replay.app_session_id

@@ -122,6 +122,12 @@ function describe(entry) {
       : entry.activation || entry.reason || "";
     return `${entry.at} ${entry.call_id} ${entry.stage} ${what}`;
   }
+  if (entry.source === "ui") {
+    const what = entry.error ? `${entry.error.code}: ${entry.error.message}`
+      : `${JSON.stringify(entry.result)} (revision ${entry.revision})`;
+    return `ui ${entry.name} ${entry.action_id || "(rejected)"} ${what}`;
+  }
+  if (entry.source === "runtime") return `runtime ${entry.event} ${entry.moved_sessions || ""}`;
   if (entry.source === "host") return `host ${entry.event} ${entry.instance}${entry.applied ? "" : " (ignored)"}`;
   if (entry.source === "build") return `build ${entry.action} ${entry.version || entry.code || ""}`;
   return JSON.stringify(entry);
@@ -132,6 +138,7 @@ function renderTimeline(entries) {
   for (const entry of entries) {
     const li = document.createElement("li");
     li.dataset.source = entry.source;
+    li.dataset.origin = entry.origin || entry.source; // agent, ui, host, runtime, build
     if (entry.stage) li.dataset.stage = entry.stage;
     li.textContent = describe(entry);
     list.append(li);

@@ -71,8 +71,8 @@ def test_fixture(path: Path, sim_factory: Any) -> None:
     assert not failed, f"{path.name}: " + "; ".join(failed)
 
 
-#: SPEC 17's fixtures: replayed on both engines (Python-only until UI Actions part 2
-#: replays them in the browser).
+#: SPEC 17's fixtures: replayed on both engines here, and from a Surface frame in Chromium
+#: against `lineup dev` (tests/web/test_fixtures_in_browser.py).
 UI_ACTION_FIXTURES = [p for p in FIXTURES if p.stem.startswith("tis2_06_")]
 
 
