@@ -21,7 +21,14 @@ from lineup_sdk.errors import LineupError
 if TYPE_CHECKING:
     from lineup_runtime_lite.api.runtime import Runtime
 
-__all__ = ["FAULTS_ENV", "Binding", "BridgeLimits", "DevHost", "faults_enabled"]
+__all__ = [
+    "FAULTS_ENV",
+    "Binding",
+    "BridgeLimits",
+    "DevHost",
+    "failure_of",
+    "faults_enabled",
+]
 
 log = logging.getLogger("lineup.dev")
 
@@ -42,6 +49,15 @@ PANEL_EVENTS = {
     "decline": "activation_failed",
     "leave": "user_left",
 }
+
+
+#: A timeline entry's `source` → its `origin` (SPEC 17's `data-origin`).
+ORIGINS = {"agent": "agent", "ui": "ui", "host": "host", "runtime": "runtime", "build": "build"}
+
+#: Console calls whose method the timeline remembers (for its entries' labels).
+METHODS_REMEMBERED = 1_000
+#: Problems of a failed build kept for the page.
+PROBLEMS_SHOWN = 20
 
 
 def faults_enabled(env: dict[str, str] | None = None) -> bool:
@@ -132,7 +148,14 @@ class DevHost:
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _call_ids: Any = field(default_factory=lambda: itertools.count(1))
     _session: str = field(default_factory=lambda: secrets.token_hex(3))
+    #: The running build: its number (1 at start, one more per rebuild that changed it)
+    #: and version; `failure` is the latest edit's failed build, while it stands (the
+    #: running build is then the last good one).
     build: int = 1
+    version: str = ""
+    failure: dict[str, Any] | None = None
+    #: call_id -> method of the console's calls (outbox messages do not name it)
+    _methods: dict[str, str] = field(default_factory=dict)
 
     # -- tokens --------------------------------------------------------------------------
     def surface_token(self, instance: str) -> Binding:
@@ -220,11 +243,15 @@ class DevHost:
             "timeline": timeline,
             "timeline_next": total,
             "build": self.build,
+            "version": self.version,
+            "build_failure": self.failure,
             "policy": self.policy,
         }
 
     def _note(self, entry: dict[str, Any]) -> None:
-        """Add a timeline entry; a conversation keeps its last 1,000 (SPEC 16.3)."""
+        """Add a timeline entry; a conversation keeps its last 1,000 (SPEC 16.3). Each
+        carries its `origin` (SPEC 17): `agent`, `ui`, `host`, `runtime` or `build`."""
+        entry = {**entry, "origin": ORIGINS[entry["source"]]}
         with self._lock:
             key = entry.get("conversation_id")
             kept = self._timeline.get(key)
@@ -241,18 +268,42 @@ class DevHost:
             fresh = messages[self._outbox_seen :]
             self._outbox_seen = len(messages)
             for m in fresh:
-                self._note({**m, "source": "agent"})
+                self._note(self._agent_entry(m))
         if fresh:
             self.operations_changed()
         return bool(fresh)
 
+    def _agent_entry(self, message: dict[str, Any], **more: Any) -> dict[str, Any]:
+        """An Agent message as a timeline entry: its method when the console sent it, and
+        the build that answered (`last_good` while a later edit's build has failed)."""
+        entry = {**message, "source": "agent", "build": self.build, **more}
+        method = self._methods.get(str(message.get("call_id")))
+        if method is not None:
+            entry["method"] = method
+        if self.failure is not None:
+            entry["last_good"] = True
+        return entry
+
     # -- the Agent console ---------------------------------------------------------------
     def call(self, conversation: Any, method: Any, params: Any) -> dict[str, Any]:
-        """One console call with a fresh call_id; its answer (results arrive later too)."""
+        """One console call with a fresh call_id; its answer (results arrive later too). A
+        call refused before it was accepted (`invalid_params`, `unknown_method`: nothing is
+        stored for it) still gets its timeline entry, marked `rejected`."""
         call_id = f"dev-{self._session}-{next(self._call_ids)}"
+        with self._lock:
+            self._methods[call_id] = str(method)[:200]
+            while len(self._methods) > METHODS_REMEMBERED:
+                self._methods.pop(next(iter(self._methods)))
         answer = self.rt.call(call_id, conversation, method, params)
         self.poll()
+        if answer.get("kind") == "error" and not self._stored(answer):
+            self._note(self._agent_entry(answer, rejected=True, conversation_id=str(conversation)))
         return answer
+
+    def _stored(self, message: dict[str, Any]) -> bool:
+        """Whether the outbox holds `message` (an accepted call's answers are all there)."""
+        wanted = message.get("id")
+        return any(m.get("id") == wanted for m in reversed(self.rt.outbox.all()))
 
     # -- Host events ---------------------------------------------------------------------
     def panel(self, button: str, instance: str) -> bool:
@@ -381,8 +432,11 @@ class DevHost:
             self.build += 1
             for conn in self._connections_of(None):
                 conn.push({"type": "reload"})
+        self.version = installed.version
+        self.failure = None
         entry = {
             "source": "build",
+            "build": self.build,
             "version": installed.version,
             "action": installed.action,
             "moved_sessions": moved,
@@ -390,7 +444,35 @@ class DevHost:
         self._note(entry)
         return entry
 
-    def build_failed(self, exc: LineupError) -> None:
-        self._note(
-            {"source": "build", "action": "failed", "code": exc.code, "message": exc.message}
+    def build_failed(self, exc: LineupError) -> dict[str, Any]:
+        """An edit's build failed: the running build stays (the last good one); the page
+        shows the failure, each problem with its file and line, until a build succeeds."""
+        self.failure = failure_of(exc, running=self.build)
+        entry = {"source": "build", "action": "failed", **self.failure}
+        self._note(entry)
+        return entry
+
+
+def failure_of(exc: LineupError, *, running: int) -> dict[str, Any]:
+    """A failed build for the page: its code and message, and each problem (`file`,
+    `line`, `code`, `message`) from the build's diagnostics."""
+    problems = []
+    details = exc.details if isinstance(exc.details, list) else []
+    for d in details[:PROBLEMS_SHOWN]:
+        if not isinstance(d, dict) or d.get("severity", "error") != "error":
+            continue
+        problems.append(
+            {
+                "code": str(d.get("code") or exc.code),
+                "message": str(d.get("message") or ""),
+                "file": d.get("file"),
+                "line": d.get("line"),
+            }
         )
+    return {
+        "code": exc.code,
+        "message": exc.message,
+        "hint": exc.hint,
+        "problems": problems,
+        "running": running,
+    }

@@ -135,7 +135,7 @@ def open_dev(
         isolation=isolation,
     )
     try:
-        rt.install(first.bundle, dev_build=True)
+        installed = rt.install(first.bundle, dev_build=True)
         host = DevHost(
             rt,
             first.scope,
@@ -143,6 +143,7 @@ def open_dev(
             policy=policy,
             rebuild=build,
             faults=faults_enabled() if faults is None else faults,
+            version=installed.version,
         )
         watcher = None
         if watch:
@@ -151,13 +152,7 @@ def open_dev(
                 try:
                     entry = host.rebuilt()
                 except LineupError as exc:
-                    host.build_failed(exc)
-                    entry = {
-                        "source": "build",
-                        "action": "failed",
-                        "code": exc.code,
-                        "message": exc.message,
-                    }
+                    entry = host.build_failed(exc)
                 if on_build is not None:
                     on_build(entry)
 
