@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lineup_runtime_lite.core.timestamps import format_ts
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
@@ -252,6 +253,8 @@ class DevHost:
         """Add a timeline entry; a conversation keeps its last 1,000 (SPEC 16.3). Each
         carries its `origin` (SPEC 17): `agent`, `ui`, `host`, `runtime` or `build`."""
         entry = {**entry, "origin": ORIGINS[entry["source"]]}
+        if "at" not in entry:  # Host and build entries: when, on the runtime's clock
+            entry["at"] = format_ts(self.rt.clock.now_ms())
         with self._lock:
             key = entry.get("conversation_id")
             kept = self._timeline.get(key)

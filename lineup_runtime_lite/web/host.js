@@ -272,7 +272,9 @@ function entryParts(entry) {
       entry.action_id ? entry.stage : "rejected", what, ""];
   }
   if (entry.source === "host") {
+    const loading = entry.event === "surface_loaded" || entry.event === "preload";
     const applied = entry.applied ? "applied"
+      : loading ? "noted: a loaded Surface is not the user seeing it (only Confirm foreground is)"
       : "ignored: no start of this instance was waiting for it (it is ready, failed, or not the latest)";
     return [at, entry.instance, entry.event, applied, ""];
   }
@@ -303,9 +305,10 @@ function renderTimeline(entries) {
     if (entry.source === "host") li.dataset.applied = String(Boolean(entry.applied));
     if (entry.source === "build") li.dataset.action = entry.action;
     const [at, who, what, detail, build] = entryParts(entry);
-    li.append(span("at", at), span("origin", li.dataset.origin), span("who", who || ""),
-      span("what", what || ""), span("detail", detail || ""));
-    if (build) li.append(span("build", build));
+    const parts = [span("at", at), span("origin", li.dataset.origin), span("who", who || ""),
+      span("what", what || ""), span("detail", detail || "")];
+    if (build) parts.push(span("build", build));
+    for (const part of parts) li.append(part, " "); // copied text keeps its words apart
     list.append(li);
     if (entry.source === "agent" && entry.call_id) {
       state.latest.delete(entry.call_id);

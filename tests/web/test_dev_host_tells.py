@@ -105,6 +105,7 @@ def test_a_rejected_call_and_an_ignored_host_event_are_in_the_timeline_explained
     assert rejected.get_attribute("data-origin") == "agent"
     # structured: each entry in labelled parts, never one raw line
     parts = rejected.evaluate("li => [...li.children].map((c) => c.className)")
+    assert re.match(r"\d\d:\d\d:\d\d\.\d{3} agent dev-\S+ todo\.add rejected invalid_params", text)
     assert parts[:5] == ["at", "origin", "who", "what", "detail"]
     assert rejected.locator(".what").inner_text() == "rejected"
     # a Host event that finds nothing waiting says why it was ignored
@@ -114,7 +115,9 @@ def test_a_rejected_call_and_an_ignored_host_event_are_in_the_timeline_explained
     )
     dev.surface()
     dev.press("confirm")  # app_ready: already ready, nothing waits for the Host
-    ignored = timeline.locator("li[data-origin=host][data-applied=false]").last
+    ignored = timeline.locator(
+        "li[data-origin=host][data-applied=false]", has_text="foreground_confirmed"
+    )
     ignored.wait_for()
     assert "ignored: no start of this instance was waiting for it" in ignored.inner_text()
     assert "(ignored)" not in timeline.inner_text()
