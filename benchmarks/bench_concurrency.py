@@ -148,6 +148,7 @@ def main() -> None:
     print(
         f"python {sys.version.split()[0]}  sqlite {sqlite3.sqlite_version}  cpus {os.cpu_count()}"
         f"  checkout {head or '?'}  baseline {args.baseline if old else '-'}"
+        f"  load {os.getloadavg()[0]:.2f}"
     )
     print(
         f"parameters: rounds={args.rounds} threads={args.threads} calls/thread={args.calls} "
@@ -189,7 +190,7 @@ def main() -> None:
             results["startup"].append(startup(here, bundle, current=True))
             if old is not None:
                 results["startup_baseline"].append(startup(old, bundle, current=False))
-            print(f"# round {r + 1}/{args.rounds} done", flush=True)
+            print(f"# round {r + 1}/{args.rounds} done (load {os.getloadavg()[0]:.2f})", flush=True)
     report(results, groups, install_note, args)
     if args.json:
         print(json.dumps(results, indent=1))
@@ -246,6 +247,8 @@ def report(
     floor = statistics.median(x["floor"]["calls_per_s"] for x in seq)
     print(f"{'path':34s} {'calls/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s} {'/floor':>8s} target")
     print(f"{'raw SQLite, 2 FULL commits/call':34s} {floor:9.0f}")
+    floors = ", ".join(f"{x['floor']['calls_per_s']:.0f}" for x in seq)
+    print(f"{'':34s} rounds: {floors}")
     for key, label, target in (
         ("call", "Runtime.call", ">= 0.45"),
         ("acall", "Runtime.acall (asyncio caller)", "-"),
@@ -258,6 +261,14 @@ def report(
             continue
         tput, p50, p99 = med(got, "calls_per_s"), med(got, "p50_ms"), med(got, "p99_ms")
         print(f"{label:34s} {tput:9.0f} {p50:8.3f} {p99:8.3f} {tput / floor:8.2f} {target}")
+        # each round's own ratio: its floor ran in the same process, minutes apart at most
+        ratios = [x[key]["calls_per_s"] / x["floor"]["calls_per_s"] for x in seq if x.get(key)]
+        each = ", ".join(f"{x[key]['calls_per_s']:.0f}" for x in seq if x.get(key))
+        print(
+            f"{'':34s} rounds: {each}"
+            f"; /floor per round min {min(ratios):.2f} median {statistics.median(ratios):.2f}"
+            f" max {max(ratios):.2f}"
+        )
 
     print("\n== start-up (what a user pays before the first call), medians in ms")
     keys = (

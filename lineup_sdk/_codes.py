@@ -273,10 +273,11 @@ CODES: dict[str, tuple[str, str]] = {
         "Send less per call, or open the runtime with a larger `max_params_bytes`.",
     ),
     "limit_exceeded": (
-        "A per-connection limit was reached: e.g. more than 16 subscriptions on one Surface "
-        "bridge of `lineup dev`.",
-        "Unsubscribe what is no longer needed; the Surface SDK already shares one bridge "
-        "subscription per kind among all its listeners.",
+        "A per-connection limit was reached: e.g. more than 16 subscriptions, or more than "
+        "256 UI Actions waiting for their outcomes, on one Surface bridge of `lineup dev`.",
+        "Unsubscribe what is no longer needed (the Surface SDK already shares one bridge "
+        "subscription per kind among all its listeners); wait for outcomes before asking "
+        "for more actions.",
     ),
     "call_id_conflict": (
         "A call_id was reused with a different conversation, method or params.",

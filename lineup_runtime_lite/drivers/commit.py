@@ -4,8 +4,10 @@ commit in one transaction, each in its own savepoint."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import queue
+import threading
 from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from lineup_runtime_lite.core.port import Facts
@@ -35,9 +37,9 @@ class GroupCommit:
         self._flushing = False
         #: A store whose batches run off the loop (PostgreSQL) gets one thread for them;
         #: while a batch is in flight there, the next one gathers on the loop.
-        self._thread: ThreadPoolExecutor | None = None
+        self._thread: _StoreThread | None = None
         if store.off_loop:
-            self._thread = ThreadPoolExecutor(1, thread_name_prefix="lineup-store")
+            self._thread = _StoreThread("lineup-store")
         #: Set by `close`: a step submitted or still queued then is refused, not run.
         self._closed = False
         #: How many batches and steps were committed (for the benchmarks and tests).
@@ -104,23 +106,22 @@ class GroupCommit:
         batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
         self._flushing = True
         loop = asyncio.get_running_loop()
-        done = self._thread.submit(self.store.batch, [step for step, _ in batch])
 
-        def landed(_: object) -> None:
+        def landed(ok: bool, value: Any) -> None:  # on the store thread
             if not loop.is_closed():
-                loop.call_soon_threadsafe(self._landed, batch, done)
+                with contextlib.suppress(RuntimeError):  # closed meanwhile: nobody waits
+                    loop.call_soon_threadsafe(self._landed, batch, ok, value)
 
-        done.add_done_callback(landed)
+        self._thread.submit(self.store.batch, [step for step, _ in batch], landed)
 
-    def _landed(self, batch: list[tuple[Step, asyncio.Future[Any]]], done: Any) -> None:
+    def _landed(self, batch: list[tuple[Step, asyncio.Future[Any]]], ok: bool, value: Any) -> None:
         self._flushing = False
-        exc = done.exception()
-        if exc is not None:  # nothing of the batch was kept (or it is in doubt)
+        if not ok:  # nothing of the batch was kept (or it is in doubt)
             for _, fut in batch:
                 if not fut.done():
-                    fut.set_exception(exc)
+                    fut.set_exception(value)
         else:
-            self._resolve(batch, done.result())
+            self._resolve(batch, value)
         if self._queue and self._handle is None:
             self._handle = asyncio.get_running_loop().call_soon(self._flush)
 
@@ -129,7 +130,7 @@ class GroupCommit:
         and any submitted later are refused (`store_unavailable`)."""
         self._closed = True
         if self._thread is not None:
-            self._thread.shutdown(wait=True)
+            self._thread.shutdown()
 
     def _resolve(self, batch: list[tuple[Step, asyncio.Future[Any]]], results: list[Any]) -> None:
         self.batches += 1
@@ -141,6 +142,40 @@ class GroupCommit:
                 fut.set_exception(out)
             else:
                 fut.set_result(out)
+
+
+class _StoreThread:
+    """The store's one thread: it runs each batch handed to it and tells the batch's
+    `landed` callback how it ended — one queue put to start it, one loop wake-up from
+    `landed` to hear back (no executor future, lock and condition per batch)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def submit(
+        self, fn: Callable[[Any], Any], arg: Any, landed: Callable[[bool, Any], None]
+    ) -> None:
+        if self._thread is None:  # started by the first batch, as an executor's would be
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        self._jobs.put((fn, arg, landed))
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, arg, landed = job
+            try:
+                ok, value = True, fn(arg)
+            except BaseException as exc:  # handed to the loop, which raises it there
+                ok, value = False, exc
+            landed(ok, value)
+
+    def shutdown(self) -> None:
+        """After the batch in flight and those queued before this (then it ends)."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
 
 
 def _stopped() -> LineupError:

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from lineup_build import semver
 from lineup_build.model import Manifest
-from lineup_runtime_lite.core.rows import RegistryEntry
+from lineup_runtime_lite.core.rows import ActionEntry, RegistryEntry
 from lineup_runtime_lite.drivers.appcache import make_folder
 from lineup_runtime_lite.store.database import Database
 from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
+    from lineup_build.reader import Limits
     from lineup_build.verify import VerifiedBundle
 
 __all__ = [
@@ -81,6 +82,22 @@ def load_tools(
             hints=t.hints,
         )
         for t in model.tools
+    ]
+
+
+def load_actions(scope: str, version: str, model: Manifest) -> list[ActionEntry]:
+    """The UI Actions of one installed manifest (SPEC 17; never in the Agent Inventory)."""
+    return [
+        ActionEntry(
+            name=a.name,
+            scope=scope,
+            version=version,
+            description=a.description,
+            input_schema=a.input_schema,
+            result_schema=a.result_schema,
+            timeout_s=float(30 if a.timeout_s is None else a.timeout_s),
+        )
+        for a in getattr(model, "ui_actions", ())
     ]
 
 
@@ -319,9 +336,11 @@ def verify_recorded(
     scope: str,
     version: str,
     on_verified: Callable[[RecordedBundle], None] | None = None,
+    limits: Limits | None = None,
 ) -> RecordedBundle:
     """Verify the bundle bytes the database records for `row` (`data`, from
-    `Database.load_bundle`) exactly as `install` does (with this node's trust store), check
+    `Database.load_bundle`) exactly as `install` does (with this node's trust store and
+    bundle limits, `Runtime.open(bundle_limits=)`; the defaults when None), check
     that the row agrees with them (`recorded_app`), and only then unpack them into
     `<apps_dir>/<manifest sha256>` when that folder does not exist (unpack-then-rename).
     Blocking: the runtime runs it off its event loop, once per process per manifest and
@@ -333,6 +352,7 @@ def verify_recorded(
             `signature_invalid`, ...); `UntrustedRecord` when no bundle is recorded or it
             is another build.
     """
+    from lineup_build.reader import Limits as Defaults
     from lineup_build.verify import verify_bundle
 
     digest = str(row["manifest_sha256"])
@@ -344,7 +364,7 @@ def verify_recorded(
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        verified = verify_bundle(path, trust)
+        verified = verify_bundle(path, trust, limits=limits or Defaults())
         signed = hashlib.sha256(verified.manifest_bytes).hexdigest()
         if signed != digest:
             raise UntrustedRecord(f"the bundle recorded for manifest {digest} is another build")

@@ -295,10 +295,20 @@ class Store:
                 )
 
     def _clear_clean_close(self) -> None:
-        """An open database is not cleanly closed until `close()` says so again."""
+        """An open database is not cleanly closed until `close()` says so again.
+
+        The mark goes in a commit that is not synced, so an open never waits for an fsync
+        (under other processes' disk traffic one can take tens of milliseconds): a crash
+        of this process still finds it gone (the write reached the OS), and after an OS
+        crash either a later FULL commit synced the log up to it, or the file is as the
+        clean close left it and the bounded check is the right one."""
         if self.path != ":memory:" and self.meta(_CLEAN_CLOSE) is not None:
-            with self.transaction(fault_points=False):
-                self.db.execute("DELETE FROM meta WHERE key=?", (_CLEAN_CLOSE,))
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with self.transaction(fault_points=False):
+                    self.db.execute("DELETE FROM meta WHERE key=?", (_CLEAN_CLOSE,))
+            finally:
+                self.db.execute("PRAGMA synchronous=FULL")
 
     # -- schema --------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -392,42 +402,34 @@ class Store:
             return self._batch(steps)
 
     def _batch(self, steps: Sequence[Callable[[SqlFacts], T]]) -> list[T | BaseException]:
-        """Group commit: run every step in one `BEGIN IMMEDIATE … COMMIT`, each inside its
-        own savepoint (RUNTIME-NOTES, "Group commit").
+        """Group commit: run every step in one `BEGIN IMMEDIATE … COMMIT` (RUNTIME-NOTES,
+        "Group commit").
 
         A step that raises (`LostRace` when one of its guards found no row, or a
-        `LineupError` it decided on) is rolled back to its savepoint — it wrote nothing —
-        and gets its exception as its result; the others commit. A database failure (while
-        a step writes, or at COMMIT) rolls the whole batch back and is raised.
+        `LineupError` it decided on) writes nothing and gets its exception as its result;
+        the others commit. As on PostgreSQL, a batch of several steps first runs without
+        savepoints (two statements a step); only when a step raises is the transaction
+        rolled back and the batch run again carefully, each step in its own savepoint. A
+        step only reads facts and returns its decision, so running it again decides again
+        on the same facts. A database failure (while a step writes, or at COMMIT) rolls the
+        whole batch back and is raised.
 
         Raises:
             LineupError: `store_unavailable` / `store_corrupt` (nothing of the batch kept).
         """
-        db, facts = self.db, self.facts
-        out: list[T | BaseException] = []
+        db = self.db
         try:
             faults.hit("commit.before")
             db.execute("BEGIN IMMEDIATE")
         except (sqlite3.Error, OSError) as exc:
             raise self._mapped(exc) from None
         try:
-            single = len(steps) == 1
-            for step in steps:
-                if not single:
-                    db.execute("SAVEPOINT step")
-                try:
-                    out.append(step(facts))
-                except (sqlite3.Error, OSError):
-                    raise  # the disk: the whole batch goes
-                except Exception as exc:
-                    if single:
-                        db.execute("ROLLBACK")
-                        db.execute("BEGIN IMMEDIATE")
-                    else:
-                        db.execute("ROLLBACK TO step")
-                    out.append(exc)
-                if not single:
-                    db.execute("RELEASE step")
+            out = self._steps(steps, careful=len(steps) == 1)
+            if out is None:  # a step raised: the batch again, carefully
+                db.execute("ROLLBACK")
+                db.execute("BEGIN IMMEDIATE")
+                out = self._steps(steps, careful=True)
+                assert out is not None
             faults.hit("commit.after_write")
             db.execute("COMMIT")
             self.commits += 1
@@ -439,6 +441,36 @@ class Store:
                 raise self._mapped(exc) from None
             raise
         faults.hit("commit.after")
+        return out
+
+    def _steps(
+        self, steps: Sequence[Callable[[SqlFacts], T]], *, careful: bool
+    ) -> list[T | BaseException] | None:
+        """The steps in the open transaction, their results in order. Not `careful`: None
+        as soon as one raises (what the batch wrote is then rolled back). `careful`: a step
+        that raises is rolled back to its savepoint (a single step: the transaction begun
+        again) and gets its exception. A database failure is raised either way."""
+        db, facts = self.db, self.facts
+        out: list[T | BaseException] = []
+        single = len(steps) == 1
+        for step in steps:
+            if careful and not single:
+                db.execute("SAVEPOINT step")
+            try:
+                out.append(step(facts))
+            except (sqlite3.Error, OSError):
+                raise  # the disk: the whole batch goes
+            except Exception as exc:
+                if not careful:
+                    return None
+                if single:
+                    db.execute("ROLLBACK")
+                    db.execute("BEGIN IMMEDIATE")
+                else:
+                    db.execute("ROLLBACK TO step")
+                out.append(exc)
+            if careful and not single:
+                db.execute("RELEASE step")
         return out
 
     def _mapped(self, exc: BaseException) -> BaseException:

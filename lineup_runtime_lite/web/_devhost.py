@@ -76,6 +76,8 @@ class BridgeLimits:
         all_wire_bytes: The encoded size queued for all bridges of the Host together (the
             bridge that passes it is closed, 1008): many unread bridges stay bounded too.
         subscriptions: Bridge subscriptions at once (`limit_exceeded` beyond).
+        actions: UI Actions accepted on one bridge and not answered yet, at most (one more
+            is refused before acceptance with `limit_exceeded`: nothing persisted).
         close_grace_s: How long a closed client has to read its close frame before its
             connection is dropped.
     """
@@ -84,6 +86,7 @@ class BridgeLimits:
     wire_bytes: int = 16 * 1024 * 1024
     all_wire_bytes: int = 24 * 1024 * 1024
     subscriptions: int = 16
+    actions: int = 256
     close_grace_s: float = 10.0
 
 
@@ -308,6 +311,51 @@ class DevHost:
         wanted = message.get("id")
         return any(m.get("id") == wanted for m in reversed(self.rt.outbox.all()))
 
+    # -- UI Actions from Surfaces (SPEC 17) ----------------------------------------------
+    def check_live(self, binding: Binding) -> None:
+        """A Surface token acts only while its instance is its App session's: the session's
+        latest activation.
+
+        Raises:
+            LineupError: `app_not_running` once the session is gone or another instance
+                (a later activation) took its place.
+        """
+        session = self._session_of(binding)
+        if session is None or session["instance"] != binding.instance:
+            raise LineupError(
+                "app_not_running",
+                f"instance {binding.instance!r} is no longer its App session's",
+                hint="a Surface acts only while the App session it shows lives; reload it",
+            )
+
+    def action_noted(
+        self,
+        binding: Binding,
+        name: Any,
+        client: Any,
+        seq: Any,
+        *,
+        outcome: dict[str, Any] | None = None,
+        error: LineupError | None = None,
+        accepted: bool = True,
+    ) -> None:
+        """A UI Action's outcome (or its rejection before acceptance) in the timeline,
+        origin `ui`."""
+        entry: dict[str, Any] = {
+            "source": "ui",
+            "conversation_id": binding.conversation_id,
+            "instance": binding.instance,
+            "name": str(name)[:200],
+            "action_id": f"{str(client)[:64]}:{seq}" if accepted else None,
+            "stage": "error" if error is not None else "result",
+        }
+        if outcome is not None:
+            entry["result"] = outcome.get("result")
+            entry["revision"] = outcome.get("revision")
+        if error is not None:
+            entry["error"] = {"code": error.code, "message": error.message}
+        self._note(entry)
+
     # -- Host events ---------------------------------------------------------------------
     def panel(self, button: str, instance: str) -> bool:
         """A Host panel button for an instance: `confirm`, `decline`, `leave` (`close`
@@ -393,7 +441,9 @@ class DevHost:
     # -- the fault seam ------------------------------------------------------------------
     def fault(self, kind: str, instance: str | None, count: int = 1) -> int:
         """Test-only (`LINEUP_DEV_FAULTS=1`): `drop_frame` drops the next `count` change
-        frames of the instance's bridges; `reconnect` closes them. Returns how many bridges.
+        frames of the instance's bridges; `reconnect` closes them; `crash_worker` kills the
+        app's running workers (what they run ends `delivery_interrupted`). Returns how many
+        bridges (workers, for `crash_worker`).
 
         Raises:
             LineupError: `usage_invalid` when the seam is off or the fault is unknown.
@@ -404,6 +454,8 @@ class DevHost:
                 "the dev Host's fault seam is off",
                 hint=f"start lineup dev with {FAULTS_ENV}=1 (tests only)",
             )
+        if kind == "crash_worker":  # kill the app's workers, as a crash would
+            return self.rt.kill_workers(self.scope)
         conns = self._connections_of(instance)
         if kind == "drop_frame":
             for c in conns:
@@ -414,7 +466,9 @@ class DevHost:
                     c.close_requested()
         else:
             raise LineupError(
-                "usage_invalid", f"unknown fault {kind!r}", hint="drop_frame, reconnect"
+                "usage_invalid",
+                f"unknown fault {kind!r}",
+                hint="drop_frame, reconnect, crash_worker",
             )
         return len(conns)
 
@@ -445,6 +499,8 @@ class DevHost:
             "moved_sessions": moved,
         }
         self._note(entry)
+        if moved:
+            self._note({"source": "runtime", "event": "sessions_moved", "moved_sessions": moved})
         return entry
 
     def build_failed(self, exc: LineupError) -> dict[str, Any]:

@@ -45,6 +45,15 @@ class DevUrls:
     mcp_url: str
 
 
+def _tcp_socket(family: int) -> socket.socket:
+    """A TCP socket that names its protocol: asyncio turns Nagle's algorithm off
+    (`TCP_NODELAY`) only on connections whose socket says `IPPROTO_TCP`, and an accepted
+    connection inherits what the listening socket says. With Nagle on, a bridge's second
+    small answer in a row (a UI Action's outcome after its change frame) waits for the
+    browser's delayed ACK, about 40 ms."""
+    return socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+
+
 def bind_free(port: int, *, exclude: int = -1) -> socket.socket:
     """A listening loopback socket on `port` or the next free one (`port` 0: any).
 
@@ -55,7 +64,7 @@ def bind_free(port: int, *, exclude: int = -1) -> socket.socket:
     for candidate in candidates:
         if candidate == exclude:
             continue
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = _tcp_socket(socket.AF_INET)
         try:
             sock.bind(("127.0.0.1", candidate))
         except OSError:
@@ -96,7 +105,7 @@ def _bind_all(addresses: list[tuple[int, str]], port: int) -> list[socket.socket
     port is taken on one of them. An address its family cannot use is left out."""
     bound: list[socket.socket] = []
     for family, host in addresses:
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock = _tcp_socket(family)
         try:
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)

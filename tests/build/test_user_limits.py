@@ -142,3 +142,29 @@ def test_runtime_open_sets_the_limits_install_verifies_within(bundle: Path, tmp_
     with pytest.raises(LineupError) as bad:
         Runtime.open(":memory:", trust=trust, bundle_limits={"max_files": 3})  # type: ignore[arg-type]
     assert bad.value.code == "usage_invalid"
+
+
+def test_a_node_re_verifies_the_recorded_bundle_within_its_own_limits(
+    bundle: Path, pg_url: str, tmp_path: Path
+) -> None:
+    """On PostgreSQL a node verifies the recorded bundle before it lists or runs a version
+    (SPEC 16.1): with the limits given to `Runtime.open`, not the defaults. A node whose
+    manifest limit the bundle exceeds lists no tools and says why; one within them runs it."""
+    trust = TrustStore.from_keys([TrustedKey(KEY.key_id, KEY.public_raw, ("*",), "t")])
+    with Runtime.open(pg_url, trust=trust, apps_dir=tmp_path / "apps-a") as rt:
+        rt.install(bundle)
+    small = Limits(max_manifest_bytes=200)
+    with Runtime.open(pg_url, trust=trust, apps_dir=tmp_path / "apps-b", bundle_limits=small) as rt:
+        (app,) = rt.apps()
+        assert app["trusted"] is False, app
+        assert app["problem"]["code"] == "limits_exceeded", app
+        assert not [t for t in rt.inventory() if t["method"].startswith("todo.")]
+        answer = rt.call("c1", "conv", "todo.add", {"title": "milk"})
+        assert answer["kind"] == "error" and answer["error"]["code"] == "unknown_method"
+        assert not any((tmp_path / "apps-b").rglob("*.py")), "nothing unpacked"
+    with Runtime.open(
+        pg_url, trust=trust, apps_dir=tmp_path / "apps-c", bundle_limits=Limits()
+    ) as rt:
+        (app,) = rt.apps()
+        assert app["trusted"] is True, app
+        assert [t for t in rt.inventory() if t["method"] == "todo.add"]

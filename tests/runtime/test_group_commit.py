@@ -103,6 +103,44 @@ def test_a_lost_race_is_dropped_without_undoing_the_others() -> None:
         store.close()
 
 
+def test_a_batch_takes_savepoints_only_when_a_step_raises() -> None:
+    """As on PostgreSQL: a batch whose steps all decide runs without a savepoint per step
+    (two statements each); one that raises sends the batch again, carefully, and each
+    step decides again on the same facts."""
+    store = Store(":memory:")
+    said: list[str] = []
+    store.db.set_trace_callback(said.append)
+    runs: list[str] = []
+    try:
+
+        def counted(n: int, *, lose: bool = False) -> Any:
+            def step(tx: Facts) -> int:
+                runs.append(f"s{n}")
+                tx.apply(_intent(n))
+                if lose:
+                    raise LostRace()
+                return n
+
+            return step
+
+        async def go(*steps: Any) -> list[Any]:
+            gc = GroupCommit(store)
+            return await asyncio.gather(*(gc.submit(s) for s in steps), return_exceptions=True)
+
+        assert asyncio.run(go(counted(1), counted(2), counted(3))) == [1, 2, 3]
+        assert not [s for s in said if "SAVEPOINT" in s], said
+        assert runs == ["s1", "s2", "s3"]
+        said.clear()
+        runs.clear()
+        out = asyncio.run(go(counted(4), counted(5, lose=True), counted(6)))
+        assert out[0] == 4 and isinstance(out[1], LostRace) and out[2] == 6
+        assert runs == ["s4", "s5", "s4", "s5", "s6"]  # the first run stopped at s5
+        assert len([s for s in said if s.startswith("SAVEPOINT")]) == 3
+        assert _intents(store) == ["k1", "k2", "k3", "k4", "k6"]
+    finally:
+        store.close()
+
+
 def test_a_single_step_that_loses_writes_nothing() -> None:
     store = Store(":memory:")
     try:

@@ -126,6 +126,30 @@ def test_a_clean_close_is_marked_and_an_open_clears_the_mark(
     assert marker(used_db) == [("closed_clean", "1")]
 
 
+def test_an_open_waits_for_no_fsync_and_commits_fully_afterwards(
+    used_db: Path, trust: TrustStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clearing the clean-close mark is the open's one write: it is not synced (the open
+    never waits on the disk); every commit after it is FULL again."""
+    said: list[str] = []
+    real = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        con: sqlite3.Connection = real(*args, **kwargs)
+        con.set_trace_callback(said.append)
+        return con
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    with Runtime.open(used_db, trust=trust, clock=VirtualClock()) as rt:
+        cleared = next(i for i, s in enumerate(said) if s.startswith("DELETE FROM meta"))
+        pragmas = [s for s in said[:cleared] if s.startswith("PRAGMA synchronous")]
+        assert pragmas[-1] == "PRAGMA synchronous=NORMAL", said
+        assert "PRAGMA synchronous=FULL" in said[cleared:], said
+        (level,) = rt._core.store.db.execute("PRAGMA synchronous").fetchone()
+        assert level == 2  # FULL
+    assert marker(used_db) == [("closed_clean", "1")]
+
+
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-close", "unclean-close"])
 def test_which_check_finds_a_damaged_page(used_db: Path, trust: TrustStore, clean: bool) -> None:
     """After a clean close the bounded check reads the root pages (here one no read at open

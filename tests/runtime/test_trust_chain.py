@@ -273,9 +273,9 @@ def test_the_verification_runs_once_per_process_off_the_loop_and_again_for_a_new
     threads: list[int] = []
     real = install.verify_recorded
 
-    def counted(*args: Any) -> Any:
+    def counted(*args: Any, **options: Any) -> Any:
         threads.append(threading.get_ident())
-        return real(*args)
+        return real(*args, **options)
 
     monkeypatch.setattr(art, "verify_recorded", counted)
     with Runtime.open(pg_url, trust=trust, apps_dir=apps, isolation="session") as rt:
