@@ -158,8 +158,10 @@ class DevHost:
     build: int = 1
     version: str = ""
     failure: dict[str, Any] | None = None
-    #: call_id -> method of the console's calls (outbox messages do not name it)
+    #: call_id -> method of the console's and /mcp's calls (outbox messages do not name it)
     _methods: dict[str, str] = field(default_factory=dict)
+    #: /mcp answers that were errors: rejected unless the outbox holds them (checked by poll)
+    _maybe_rejected: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     # -- tokens --------------------------------------------------------------------------
     def surface_token(self, instance: str) -> Binding:
@@ -275,6 +277,14 @@ class DevHost:
             self._outbox_seen = len(messages)
             for m in fresh:
                 self._note(self._agent_entry(m))
+            if self._maybe_rejected:  # /mcp answers refused before acceptance: not stored
+                stored = {m.get("id") for m in messages}
+                for answer, conversation in self._maybe_rejected:
+                    if answer.get("id") not in stored:
+                        self._note(
+                            self._agent_entry(answer, rejected=True, conversation_id=conversation)
+                        )
+                self._maybe_rejected.clear()
         if fresh:
             self.operations_changed()
         return bool(fresh)
@@ -297,14 +307,26 @@ class DevHost:
         stored for it) still gets its timeline entry, marked `rejected`."""
         call_id = f"dev-{self._session}-{next(self._call_ids)}"
         with self._lock:
-            self._methods[call_id] = str(method)[:200]
-            while len(self._methods) > METHODS_REMEMBERED:
-                self._methods.pop(next(iter(self._methods)))
+            self._remember(call_id, method)
         answer = self.rt.call(call_id, conversation, method, params)
         self.poll()
         if answer.get("kind") == "error" and not self._stored(answer):
             self._note(self._agent_entry(answer, rejected=True, conversation_id=str(conversation)))
         return answer
+
+    def answered(self, answer: dict[str, Any], conversation: Any, method: Any) -> None:
+        """A `/mcp` call's first answer (on the server's loop: nothing blocking here): its
+        method for the timeline's labels, and an error queued for `poll`, which notes it as
+        `rejected` when the outbox does not hold it (refused before acceptance)."""
+        with self._lock:
+            self._remember(str(answer.get("call_id")), method)
+            if answer.get("kind") == "error":
+                self._maybe_rejected.append((answer, str(conversation)[:200]))
+
+    def _remember(self, call_id: str, method: Any) -> None:
+        self._methods[call_id] = str(method)[:200]
+        while len(self._methods) > METHODS_REMEMBERED:
+            self._methods.pop(next(iter(self._methods)))
 
     def _stored(self, message: dict[str, Any]) -> bool:
         """Whether the outbox holds `message` (an accepted call's answers are all there)."""

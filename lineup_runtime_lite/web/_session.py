@@ -166,13 +166,21 @@ def open_dev(
         raise
 
 
-def mcp_app(rt: Any, conversation: str = "mcp", scopes: Iterable[str] | None = None) -> Any:
+def mcp_app(
+    rt: Any,
+    conversation: str = "mcp",
+    scopes: Iterable[str] | None = None,
+    observe: Any = None,
+) -> Any:
     """`/mcp` of `lineup dev`: `lineup serve --http`'s bridge and app over the same runtime,
     as `token -> ASGI app` (usage_invalid without the MCP SDK). `scopes`: the apps it
-    serves (`lineup dev` serves only its project, SPEC 16.5); None: every installed one."""
+    serves (`lineup dev` serves only its project, SPEC 16.5); None: every installed one.
+    `observe(answer, conversation, method)` hears each call's first answer (the dev Host's
+    `answered`, so a call refused before acceptance reaches the timeline)."""
     from lineup_runtime_lite import serve as mcp_serve
 
     bridge = mcp_serve.Bridge(rt, mcp_serve.ServeOptions(conversation=conversation), scopes=scopes)
+    bridge.on_answer = observe
 
     def make(token: str) -> Any:
         return mcp_serve.http_app(bridge, "127.0.0.1", token)

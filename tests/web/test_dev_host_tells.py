@@ -108,6 +108,15 @@ def test_a_rejected_call_and_an_ignored_host_event_are_in_the_timeline_explained
     assert re.match(r"\d\d:\d\d:\d\d\.\d{3} agent dev-\S+ todo\.add rejected invalid_params", text)
     assert parts[:5] == ["at", "origin", "who", "what", "detail"]
     assert rejected.locator(".what").inner_text() == "rejected"
+    # a call from a real MCP client refused the same way reaches the timeline too
+    from tests.web.test_dev_host import _mcp_call, _run
+
+    urls, token = dev.server.urls, dev.server.host.host_token
+    refused = _run(_mcp_call, urls.mcp_url, token, "todo-add", {"title": ""})
+    assert refused.is_error
+    from_mcp = timeline.locator("li[data-rejected=true]", has_text="mcp_")
+    from_mcp.wait_for(timeout=20_000)
+    assert "todo.add" in from_mcp.inner_text() and "invalid_params" in from_mcp.inner_text()
     # a Host event that finds nothing waiting says why it was ignored
     _console_call(page, "todo.add", {"title": "milk"})
     page.get_by_test_id("lineup-console-answer-head").filter(has_text="final result").wait_for(
