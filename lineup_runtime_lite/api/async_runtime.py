@@ -801,7 +801,9 @@ class AsyncRuntime:
     async def sessions(self, scope: str | None = None) -> list[dict[str, Any]]:
         """Every App session (of one scope), oldest first, as a Host lists them:
         `conversation_id`, `scope`, `version`, `app_session_id`, and its latest activation
-        (`instance`, `state`; None before any)."""
+        (`instance`, `state`; None before any; `waiting_for`: `foreground` while a starting
+        activation needs the Host's confirmation, `worker` while its worker starts, else
+        None)."""
         if scope is not None:
             _usable_id("scope", scope)
         self._check_open()
@@ -817,6 +819,7 @@ class AsyncRuntime:
                     "version": s.version,
                     "instance": act.activation_id if act is not None else None,
                     "state": act.state if act is not None else None,
+                    "waiting_for": _waiting_for(act),
                 }
             )
         return out
@@ -1592,3 +1595,12 @@ def _small(value: Any, *, nodes: int = 256, chars: int = 16_384) -> bool:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return True
+
+
+def _waiting_for(act: Any) -> str | None:
+    """What a starting activation still waits for: the Host's foreground, or its worker."""
+    if act is None or act.state != "starting":
+        return None
+    if act.requires_foreground and not act.foreground:
+        return "foreground"
+    return None if act.worker_ready else "worker"

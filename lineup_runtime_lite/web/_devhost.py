@@ -16,12 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lineup_runtime_lite.core.timestamps import format_ts
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
     from lineup_runtime_lite.api.runtime import Runtime
 
-__all__ = ["FAULTS_ENV", "Binding", "BridgeLimits", "DevHost", "faults_enabled"]
+__all__ = [
+    "FAULTS_ENV",
+    "Binding",
+    "BridgeLimits",
+    "DevHost",
+    "failure_of",
+    "faults_enabled",
+]
 
 log = logging.getLogger("lineup.dev")
 
@@ -46,6 +54,11 @@ PANEL_EVENTS = {
 
 #: A timeline entry's `source` → its `origin` (SPEC 17's `data-origin`).
 ORIGINS = {"agent": "agent", "ui": "ui", "host": "host", "runtime": "runtime", "build": "build"}
+
+#: Console calls whose method the timeline remembers (for its entries' labels).
+METHODS_REMEMBERED = 1_000
+#: Problems of a failed build kept for the page.
+PROBLEMS_SHOWN = 20
 
 
 def faults_enabled(env: dict[str, str] | None = None) -> bool:
@@ -139,7 +152,16 @@ class DevHost:
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _call_ids: Any = field(default_factory=lambda: itertools.count(1))
     _session: str = field(default_factory=lambda: secrets.token_hex(3))
+    #: The running build: its number (1 at start, one more per rebuild that changed it)
+    #: and version; `failure` is the latest edit's failed build, while it stands (the
+    #: running build is then the last good one).
     build: int = 1
+    version: str = ""
+    failure: dict[str, Any] | None = None
+    #: call_id -> method of the console's and /mcp's calls (outbox messages do not name it)
+    _methods: dict[str, str] = field(default_factory=dict)
+    #: /mcp answers that were errors: rejected unless the outbox holds them (checked by poll)
+    _maybe_rejected: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     # -- tokens --------------------------------------------------------------------------
     def surface_token(self, instance: str) -> Binding:
@@ -227,6 +249,8 @@ class DevHost:
             "timeline": timeline,
             "timeline_next": total,
             "build": self.build,
+            "version": self.version,
+            "build_failure": self.failure,
             "policy": self.policy,
         }
 
@@ -234,6 +258,8 @@ class DevHost:
         """Add a timeline entry; a conversation keeps its last 1,000 (SPEC 16.3). Each
         carries its `origin` (SPEC 17): `agent`, `ui`, `host`, `runtime` or `build`."""
         entry = {**entry, "origin": ORIGINS[entry["source"]]}
+        if "at" not in entry:  # Host and build entries: when, on the runtime's clock
+            entry["at"] = format_ts(self.rt.clock.now_ms())
         with self._lock:
             key = entry.get("conversation_id")
             kept = self._timeline.get(key)
@@ -250,18 +276,62 @@ class DevHost:
             fresh = messages[self._outbox_seen :]
             self._outbox_seen = len(messages)
             for m in fresh:
-                self._note({**m, "source": "agent"})
+                self._note(self._agent_entry(m))
+            if self._maybe_rejected:  # /mcp answers refused before acceptance: not stored
+                stored = {m.get("id") for m in messages}
+                for answer, conversation in self._maybe_rejected:
+                    if answer.get("id") not in stored:
+                        self._note(
+                            self._agent_entry(answer, rejected=True, conversation_id=conversation)
+                        )
+                self._maybe_rejected.clear()
         if fresh:
             self.operations_changed()
         return bool(fresh)
 
+    def _agent_entry(self, message: dict[str, Any], **more: Any) -> dict[str, Any]:
+        """An Agent message as a timeline entry: its method when the console sent it, and
+        the build that answered (`last_good` while a later edit's build has failed)."""
+        entry = {**message, "source": "agent", "build": self.build, **more}
+        method = self._methods.get(str(message.get("call_id")))
+        if method is not None:
+            entry["method"] = method
+        if self.failure is not None:
+            entry["last_good"] = True
+        return entry
+
     # -- the Agent console ---------------------------------------------------------------
     def call(self, conversation: Any, method: Any, params: Any) -> dict[str, Any]:
-        """One console call with a fresh call_id; its answer (results arrive later too)."""
+        """One console call with a fresh call_id; its answer (results arrive later too). A
+        call refused before it was accepted (`invalid_params`, `unknown_method`: nothing is
+        stored for it) still gets its timeline entry, marked `rejected`."""
         call_id = f"dev-{self._session}-{next(self._call_ids)}"
+        with self._lock:
+            self._remember(call_id, method)
         answer = self.rt.call(call_id, conversation, method, params)
         self.poll()
+        if answer.get("kind") == "error" and not self._stored(answer):
+            self._note(self._agent_entry(answer, rejected=True, conversation_id=str(conversation)))
         return answer
+
+    def answered(self, answer: dict[str, Any], conversation: Any, method: Any) -> None:
+        """A `/mcp` call's first answer (on the server's loop: nothing blocking here): its
+        method for the timeline's labels, and an error queued for `poll`, which notes it as
+        `rejected` when the outbox does not hold it (refused before acceptance)."""
+        with self._lock:
+            self._remember(str(answer.get("call_id")), method)
+            if answer.get("kind") == "error":
+                self._maybe_rejected.append((answer, str(conversation)[:200]))
+
+    def _remember(self, call_id: str, method: Any) -> None:
+        self._methods[call_id] = str(method)[:200]
+        while len(self._methods) > METHODS_REMEMBERED:
+            self._methods.pop(next(iter(self._methods)))
+
+    def _stored(self, message: dict[str, Any]) -> bool:
+        """Whether the outbox holds `message` (an accepted call's answers are all there)."""
+        wanted = message.get("id")
+        return any(m.get("id") == wanted for m in reversed(self.rt.outbox.all()))
 
     # -- UI Actions from Surfaces (SPEC 17) ----------------------------------------------
     def check_live(self, binding: Binding) -> None:
@@ -441,8 +511,11 @@ class DevHost:
             self.build += 1
             for conn in self._connections_of(None):
                 conn.push({"type": "reload"})
+        self.version = installed.version
+        self.failure = None
         entry = {
             "source": "build",
+            "build": self.build,
             "version": installed.version,
             "action": installed.action,
             "moved_sessions": moved,
@@ -452,7 +525,35 @@ class DevHost:
             self._note({"source": "runtime", "event": "sessions_moved", "moved_sessions": moved})
         return entry
 
-    def build_failed(self, exc: LineupError) -> None:
-        self._note(
-            {"source": "build", "action": "failed", "code": exc.code, "message": exc.message}
+    def build_failed(self, exc: LineupError) -> dict[str, Any]:
+        """An edit's build failed: the running build stays (the last good one); the page
+        shows the failure, each problem with its file and line, until a build succeeds."""
+        self.failure = failure_of(exc, running=self.build)
+        entry = {"source": "build", "action": "failed", **self.failure}
+        self._note(entry)
+        return entry
+
+
+def failure_of(exc: LineupError, *, running: int) -> dict[str, Any]:
+    """A failed build for the page: its code and message, and each problem (`file`,
+    `line`, `code`, `message`) from the build's diagnostics."""
+    problems = []
+    details = exc.details if isinstance(exc.details, list) else []
+    for d in details[:PROBLEMS_SHOWN]:
+        if not isinstance(d, dict) or d.get("severity", "error") != "error":
+            continue
+        problems.append(
+            {
+                "code": str(d.get("code") or exc.code),
+                "message": str(d.get("message") or ""),
+                "file": d.get("file"),
+                "line": d.get("line"),
+            }
         )
+    return {
+        "code": exc.code,
+        "message": exc.message,
+        "hint": exc.hint,
+        "problems": problems,
+        "running": running,
+    }

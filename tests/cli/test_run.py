@@ -194,6 +194,28 @@ def test_bundle_with_trust_runs(
     assert json.loads(out.splitlines()[-1])["ok"] is True
 
 
+def test_the_sandbox_line_only_with_v_or_when_something_is_off(
+    focus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lineup_sdk.sandbox import simulate_unavailable
+
+    happy = ["run", str(focus), "--scenario", str(focus / "scenarios" / "happy.toml")]
+    code, _, err = run_cli(happy, capsys)
+    assert code == 0 and "sandbox" not in err  # all enforced here: the terminal stays quiet
+    code, _, err = run_cli(["-v", *happy], capsys)
+    assert code == 0 and "sandbox (best_effort): files: landlock" in err
+    with simulate_unavailable("landlock"):
+        code, _, err = run_cli(happy, capsys)
+    assert code == 0
+    said = [line for line in err.splitlines() if "sandbox" in line]
+    assert said == ["sandbox: not enforced here: files (-v for details)"]
+    code, _, err = run_cli([*happy, "--sandbox", "off"], capsys)
+    assert code == 0
+    assert [x for x in err.splitlines() if "sandbox" in x] == [
+        "sandbox: OFF (debugging only; -v for details)"
+    ]
+
+
 def test_the_interactive_prompt_asks_for_ui_actions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
