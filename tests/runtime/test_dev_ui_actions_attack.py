@@ -4,7 +4,6 @@ persist nothing, and leave the bridge and the runtime serving."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -37,7 +36,11 @@ MALFORMED: list[tuple[str, dict[str, Any], str]] = [
     ("seq null", _act(1, "todo.toggle", {"id": "x"}, None), "invalid_params"),  # type: ignore[arg-type]
     ("seq -1", _act(1, "todo.toggle", {"id": "x"}, -1), "invalid_params"),
     ("seq 2^53", _act(1, "todo.toggle", {"id": "x"}, 2**53), "invalid_params"),
-    ("name list", {**_act(1, "todo.toggle", {"id": "x"}, 1), "name": ["todo.toggle"]}, "invalid_params"),
+    (
+        "name list",
+        {**_act(1, "todo.toggle", {"id": "x"}, 1), "name": ["todo.toggle"]},
+        "invalid_params",
+    ),
     ("params list", {**_act(1, "todo.toggle", {"id": "x"}, 1), "params": ["x"]}, "invalid_params"),
     ("params null", {**_act(1, "todo.toggle", {"id": "x"}, 1), "params": None}, "invalid_params"),
     ("a tool", _act(1, "todo.add", {"title": "x"}, 1), "unknown_action"),
