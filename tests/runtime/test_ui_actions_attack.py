@@ -135,3 +135,14 @@ def test_a_handler_answering_what_cannot_travel_is_handler_result_invalid(
         s.act(f"hostile.{name}", {}, client_id="c", seq=1, timeout=60)
     assert again.value.code == exc.value.code
     assert s.act("hostile.ok", {}, client_id="c", seq=2, timeout=60)["revision"] == 1
+
+
+@pytest.mark.parametrize("command", ["act c:1 conv queue.push", "call x conv queue.add"])
+def test_the_prompt_answers_params_nested_past_the_parser_as_a_mistake(command: str) -> None:
+    """`lineup run`'s prompt: JSON nested deeper than the parser goes is a `usage_invalid`
+    mistake (the prompt goes on), not a raw RecursionError."""
+    from lineup_runtime_lite.sim.prompt import read_line
+
+    with pytest.raises(LineupError) as exc:
+        read_line(f"{command} " + '{"a":' * 5_000 + "1" + "}" * 5_000)
+    assert exc.value.code == "usage_invalid" and "not JSON" in exc.value.message
