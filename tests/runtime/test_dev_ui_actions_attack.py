@@ -88,3 +88,15 @@ def test_a_hostile_text_never_drops_the_bridge(dev: DevServer, text: str) -> Non
         ws.send(text)
         ok = _answers(ws, _act(2, "todo.toggle", {"id": item}, 1))
     assert ok[0]["accepted"] == 1 and ok[1]["outcome"]["revision"] == 2
+
+
+def test_ten_megabytes_of_params_are_refused_before_acceptance(dev: DevServer) -> None:
+    item = _item(dev)
+    before = dev.rt._core.store.dump()
+    with _connect(dev, _binding(dev).token) as ws:
+        big = _act(1, "todo.rename", {"id": item, "title": "x" * 10_000_000}, 1)
+        [refused] = _answers(ws, big)
+        assert refused["error"]["code"] == "params_too_large" and "accepted" not in refused
+        assert dev.rt._core.store.dump() == before
+        ok = _answers(ws, _act(2, "todo.toggle", {"id": item}, 1))
+    assert ok[0]["accepted"] == 1
