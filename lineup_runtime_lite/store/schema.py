@@ -124,6 +124,7 @@ _V5_INDEXES = (
     "WHERE state = 'delivered'",
 )
 
+
 def _if_not_exists(stmt: str) -> str:
     """`CREATE TABLE|INDEX name` as `CREATE TABLE|INDEX IF NOT EXISTS name` (SQLite records
     the statement without the clause, so the migrated schema reads as `_SCHEMA`)."""
