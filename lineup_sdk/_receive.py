@@ -170,7 +170,6 @@ class Dispatcher:
                 value = await route.fn(ctx, *args, **kwargs)
             else:
                 value = await asyncio.to_thread(route.fn, ctx, *args, **kwargs)
-            return Outcome(True, result=route.dump(value))
         except ToolError as exc:
             if not isinstance(exc.code, str) or not _SNAKE.match(exc.code):
                 log.error("ToolError with a non-snake_case code %r in %s", exc.code, method)
@@ -184,3 +183,8 @@ class Dispatcher:
         except Exception:
             log.exception("handler %s failed", method)
             return _fail("handler_failed", f"{method} failed")
+        try:  # a value the declared type cannot turn into JSON (too deep, a cycle, …)
+            return Outcome(True, result=route.dump(value))
+        except Exception as exc:
+            log.warning("the result of %s cannot be sent: %s", method, str(exc)[:200])
+            return _fail("handler_result_invalid", f"the result of {method} cannot be sent")

@@ -741,6 +741,20 @@ class Engine:
         return self.pool.sandbox_report
 
     async def close(self) -> None:
+        for (_, action_id), outs in list(self._outcomes.items()):  # none waits on a stopped loop
+            for out in outs:
+                if not out.done():
+                    out.set_exception(
+                        LineupError(
+                            "action_pending",
+                            f"action {action_id!r}: the runtime closed before its outcome; "
+                            "it stays queued",
+                            hint="send the same action again (same client_id and seq) once "
+                            "the runtime is open: it answers its outcome",
+                        )
+                    )
+                    out.exception()
+        self._outcomes.clear()
         self.subs.close()
         self.validators.close()
         await self.pool.close()

@@ -83,7 +83,7 @@ def _call(rest: str) -> dict[str, Any]:
     if text:
         try:
             params = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # nesting past the parser too
             raise _mistake("call", f"the params are not JSON: {exc}") from None
         if not isinstance(params, dict):
             raise _mistake("call", "the params must be a JSON object, e.g. {}")
@@ -104,7 +104,7 @@ def _act(rest: str) -> dict[str, Any]:
     if text:
         try:
             params = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # nesting past the parser too
             raise _mistake("act", f"the params are not JSON: {exc}") from None
         if not isinstance(params, dict):
             raise _mistake("act", "the params must be a JSON object, e.g. {}")

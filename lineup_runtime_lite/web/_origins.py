@@ -510,7 +510,7 @@ class _SurfaceBridge:
     async def _handle(self, text: str) -> None:
         try:
             msg = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not a request (nesting past the parser too)
             return
         if not isinstance(msg, dict):
             return

@@ -4,8 +4,6 @@ in-memory runtime on a virtual clock, through the `lineup_app` fixture; the in-p
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from lineup_runtime_lite.pytest_plugin import lineup_app  # noqa: F401  # the fi
 from lineup_runtime_lite.testing import AppUnderTest, open_app
 from lineup_sdk.errors import LineupError
 from lineup_sdk.testing import ToolClient
+from tests.app_kit import forget_app_modules, load_app_module
 
 CALLS: list[tuple[str, str, dict[str, Any]]] = [
     ("a1", "todo.add", {"title": "milk"}),
@@ -49,13 +48,7 @@ def test_runtime_and_in_process_client_agree(
     lineup_app: Any,  # noqa: F811
 ) -> None:
     app = lineup_app(projects["todo"])
-    spec = importlib.util.spec_from_file_location(
-        "todo_tools_parity", projects["todo"] / "todo_app" / "tools.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["todo_tools_parity"] = module
-    spec.loader.exec_module(module)
+    module = load_app_module(projects["todo"] / "todo_app", "todo_parity")
     client = ToolClient(module.tools)
     for call_id, method, params in CALLS:
         via_runtime = _final(app, call_id, method, params)
@@ -66,7 +59,7 @@ def test_runtime_and_in_process_client_agree(
             assert via_runtime["error"]["code"] == in_process.code, call_id
     assert app.session_data().data == client.session_data.get_sync().data
     assert app.session_data().revision == client.session_data.get_sync().revision == 2
-    sys.modules.pop("todo_tools_parity", None)
+    forget_app_modules("todo_parity")
 
 
 def test_pomodoro_on_the_virtual_clock(projects: dict[str, Path], lineup_app: Any) -> None:  # noqa: F811

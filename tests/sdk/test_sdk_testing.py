@@ -6,10 +6,6 @@ a handler's writes applied only when it returns, one revision and one frame)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Annotated, Any
 
 import pytest
@@ -26,24 +22,16 @@ from lineup_sdk import (
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.testing import MemorySessionData, ToolClient
-
-
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.app_kit import forget_app_modules, load_app_module
 
 
 @pytest.fixture(scope="module")
 def todo(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("sdk-testing") / "todo"
     init_project(root, template="todo")
-    module = _load(root / "todo_app" / "tools.py", "todo_tools_under_sdk_testing")
+    module = load_app_module(root / "todo_app", "todo_under_sdk_testing")
     yield module.tools
-    sys.modules.pop("todo_tools_under_sdk_testing", None)
+    forget_app_modules("todo_under_sdk_testing")
 
 
 def test_add_list_complete_over_session_data(todo: Any) -> None:
