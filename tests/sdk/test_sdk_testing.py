@@ -532,3 +532,30 @@ def test_a_result_that_is_not_json_is_handler_result_invalid() -> None:
     (problem,) = res.error["details"]
     assert problem["path"] == ""
     assert problem["message"].startswith("the result is not JSON: ")
+
+
+tools.declare(
+    "demo.tag",
+    input_schema={
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["tags"],
+        "additionalProperties": False,
+    },
+    result_schema={"type": "array", "items": {"type": "string"}},
+    activation="app_ready",
+)
+
+
+@tools.handler("demo.tag")
+def tag(ctx: ToolContext, params: dict[str, Any]) -> list[str]:
+    """A schema-first handler that changes the params it is given in place."""
+    params["tags"].append("mine")
+    return list(params["tags"])
+
+
+def test_a_handler_changing_its_params_leaves_the_callers_alone() -> None:
+    params = {"tags": ["a"]}
+    res = ToolClient(tools).call("demo.tag", params)
+    assert res.ok and res.result == ["a", "mine"]
+    assert params == {"tags": ["a"]}
