@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from lineup_build.build import BuildResult, CheckResult, build_project, check_project
     from lineup_build.diagnostics import Diagnostic, Where
     from lineup_build.diff import Change, DiffReport, diff_manifests
-    from lineup_build.docs import docs_markdown
+    from lineup_build.docs import docs_html, docs_markdown
     from lineup_build.init import init_project
     from lineup_build.trust import TrustedKey, TrustStore
     from lineup_build.verify import (
@@ -38,6 +38,7 @@ __all__ = [
     "check_bundle",
     "check_project",
     "diff_manifests",
+    "docs_html",
     "docs_markdown",
     "init_project",
     "verify_bundle",
@@ -55,6 +56,7 @@ _LAZY = {
     "Change": "lineup_build.diff",
     "DiffReport": "lineup_build.diff",
     "diff_manifests": "lineup_build.diff",
+    "docs_html": "lineup_build.docs",
     "docs_markdown": "lineup_build.docs",
     "init_project": "lineup_build.init",
     "Limits": "lineup_build.verify",

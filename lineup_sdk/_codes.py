@@ -53,7 +53,9 @@ CODES: dict[str, tuple[str, str]] = {
     ),
     "handler_signature_mismatch": (
         "A handler's parameters or return annotation disagree with the declared schemas.",
-        "Make the handler take `(ctx, params: dict)` or `(ctx, Model)` matching the schema.",
+        "Annotate the handler as its tool needs: typed parameters (or one pydantic model) "
+        "and a return type (`-> None` for no result); a `tools.declare` tool's handler "
+        "takes `(ctx, params: dict)` or a model producing the declared schemas.",
     ),
     "invalid_input_schema": (
         "An input schema is not valid JSON Schema 2020-12, not an object, or uses a "
@@ -271,10 +273,11 @@ CODES: dict[str, tuple[str, str]] = {
         "Send less per call, or open the runtime with a larger `max_params_bytes`.",
     ),
     "limit_exceeded": (
-        "A per-connection limit was reached: e.g. more than 16 subscriptions on one Surface "
-        "bridge of `lineup dev`.",
-        "Unsubscribe what is no longer needed; the Surface SDK already shares one bridge "
-        "subscription per kind among all its listeners.",
+        "A per-connection limit was reached: e.g. more than 16 subscriptions, or more than "
+        "256 UI Actions waiting for their outcomes, on one Surface bridge of `lineup dev`.",
+        "Unsubscribe what is no longer needed (the Surface SDK already shares one bridge "
+        "subscription per kind among all its listeners); wait for outcomes before asking "
+        "for more actions.",
     ),
     "call_id_conflict": (
         "A call_id was reused with a different conversation, method or params.",
@@ -360,7 +363,7 @@ CODES: dict[str, tuple[str, str]] = {
         '`sandbox="required"` (or `--sandbox required`) was asked for, and this platform '
         "cannot contain MiniApp code (files, network and process tree).",
         "Run on Linux with Landlock and user namespaces enabled, or use best_effort and "
-        "read what `rt.sandbox` / `lineup run` report as enforced.",
+        "read what `rt.sandbox` / `lineup run -v` report as enforced.",
     ),
     "permission_not_allowed": (
         "The app asks for a permission (`[app.permissions]`) that the trust store does not "

@@ -31,12 +31,13 @@ class LineupError(Exception):
         details: Any = None,
         exit_code: int | None = None,
     ) -> None:
-        if code not in CODES:
+        if code not in CODES and not _app_code(code):
             raise ValueError(f"undocumented error code {code!r}")
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
-        self.hint = hint if hint is not None else CODES[code][1] or None
+        self.hint = hint if hint is not None else CODES[code][1] if code in CODES else None
+        self.hint = self.hint or None
         self.details = details
         if exit_code is not None:
             self.exit_code = exit_code
@@ -51,6 +52,18 @@ class LineupError(Exception):
         if self.details is not None:
             out["details"] = self.details
         return out
+
+
+def _app_code(code: str) -> bool:
+    """A MiniApp's own code (`app.<snake_case>`, a `ToolError`'s, SPEC 5.2): never in the
+    documented table (SPEC 7 excepts it)."""
+    name = code[4:] if code.startswith("app.") else ""
+    return (
+        bool(name)
+        and name[0].isalpha()
+        and all(c.islower() or c.isdigit() or c == "_" for c in name)
+        and name.isascii()
+    )
 
 
 class DeclarationError(LineupError):

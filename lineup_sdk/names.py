@@ -5,10 +5,21 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["RESERVED_SCOPES", "SEGMENT", "method_name_problem", "scope_problem"]
+__all__ = [
+    "RESERVED_SCOPES",
+    "RESULT_TOOL",
+    "SEGMENT",
+    "mcp_tool_name",
+    "method_name_problem",
+    "scope_problem",
+]
 
 #: Scopes no MiniApp may take: `lineup` names the toolchain's own tools (SPEC 13.2).
 RESERVED_SCOPES = frozenset({"lineup"})
+
+#: The toolchain's own MCP tool that reads a call's stored final (scope `lineup`), named so
+#: under both tool-name styles.
+RESULT_TOOL = "lineup-result"
 
 SEGMENT = re.compile(r"[a-z][a-z0-9_]*\Z")
 _SEGMENT = SEGMENT
@@ -36,3 +47,11 @@ def scope_problem(app_scope: str) -> str | None:
     if not isinstance(app_scope, str) or not _SEGMENT.match(app_scope):
         return f"app_scope {app_scope!r} must match [a-z][a-z0-9_]*"
     return None
+
+
+def mcp_tool_name(method: str, style: str = "dashed") -> str:
+    """The MCP name `lineup serve` gives a method: with `.` → `-` (`dashed`, the default:
+    every name then matches `^[a-zA-Z0-9_-]{1,64}$`, as Claude Desktop and
+    OpenAI-compatible clients ask) or as is (`dotted`). Shared by the server and
+    `lineup docs`, so the page names tools as they are served."""
+    return method.replace(".", "-") if style == "dashed" else method

@@ -1,6 +1,6 @@
 """A runtime database with a long history, built fast (issue 36): `calls` finished calls with
-their receipts, acknowledged outbox items, App sessions, activations, Host intents and
-Pomodoro operations, written by SQL directly (not through calls), plus a handful of pending
+their receipts, acknowledged outbox items, App sessions, activations, Host intents,
+Pomodoro operations and as many finished UI Actions (SPEC 17) with their clients' marks, written by SQL directly (not through calls), plus a handful of pending
 facts of every kind a timer tick, a pump, recovery or open looks for.
 
 The same statements run on SQLite and PostgreSQL (a recursive CTE numbers the rows), so the
@@ -29,11 +29,16 @@ def add_history(
     scope: str = "todo",
     version: str = "1.0.0",
     owner: str | None = None,
+    actions: int | None = None,
 ) -> None:
-    """Insert `calls` finished calls (and what they left behind) through `db.execute` (a
-    `sqlite3` connection, or a PostgreSQL store's connection), inside the caller's
-    transaction; on PostgreSQL, node `owner` owns every App session."""
+    """Insert `calls` finished calls (and what they left behind) and `actions` finished UI
+    Actions (default: as many as calls) through `db.execute` (a `sqlite3` connection, or a
+    PostgreSQL store's connection), inside the caller's transaction; on PostgreSQL, node
+    `owner` owns every App session."""
     sessions = max(1, calls // CALLS_PER_SESSION)
+    actions = calls if actions is None else actions
+    per_calls = -(-calls // sessions)  # the seqs the calls of a session take
+    per_actions = -(-actions // sessions)
     run = db.execute
     if owner is not None:
         run(
@@ -44,7 +49,7 @@ def add_history(
     run(
         _numbers(sessions) + "INSERT INTO app_sessions (app_session_id, conversation_id, scope, "
         "version, created_ms, next_seq) SELECT 'hs' || i, 'hconv' || i, ?, ?, ? + i, "
-        f"{calls // sessions + 2} FROM n",
+        f"{per_calls + per_actions + 1} FROM n",
         (scope, version, T0),
     )
     run(
@@ -74,6 +79,22 @@ def add_history(
             f"SELECT 'hm{stage[0]}' || i, 'hc' || i, "
             f'\'{{"call_id":"hc\' || i || \'","stage":"{stage}"}}\', 1 FROM n',
         )
+    if actions:  # each session's actions after its calls, from one client
+        run(
+            _numbers(actions) + "INSERT INTO ui_actions (app_session_id, seq, client_id, "
+            "client_seq, name, params, fingerprint, activation_id, state, outcome, revision, "
+            f"created_ms, ended_ms) SELECT 'hs' || (i - i / {sessions} * {sessions} + 1), "
+            f"{per_calls} + (i - 1) / {sessions} + 1, 'hclient', (i - 1) / {sessions} + 1, "
+            "'todo.toggle', '{}', 'f' || i, "
+            f"'ha' || (i - i / {sessions} * {sessions} + 1), 'done', "
+            "'{\"result\":null}', 1, ? + i, ? + i FROM n",
+            (T0, T0),
+        )
+        run(
+            _numbers(min(sessions, actions)) + "INSERT INTO ui_action_clients "
+            "(app_session_id, client_id, last_seq) SELECT 'hs' || i, 'hclient', "
+            f"{per_actions} FROM n",
+        )
     run(
         _numbers(sessions) + "INSERT INTO host_intents (dedup_key, body, delivered, instance, "
         "superseded) SELECT 'hk' || i, '{}', 1, 'ha' || i, 0 FROM n",
@@ -100,6 +121,7 @@ PENDING = {
     "activations_to_drive": {"pa3"},
     "intent_heads": {"pa4"},
     "outbox_pending": {"pm1"},
+    "delivered_actions": {("ps2", 5)},
 }
 
 
@@ -157,6 +179,21 @@ def add_pending(
             "VALUES (?, 'f', ?, ?, 'todo.add', '{}', ?, ?, ?, ?, ?)",
             (call, "pconv" + session[2:], scope, session, act, seq, state, T0),
         )
+    # UI Actions in the same queues (SPEC 17): queued behind ps1's calls, delivered on ps2,
+    # waiting on ps3's starting activation
+    for session, act, state in (("ps1", "pa1", "queued"), ("ps2", "pa2", "delivered")):
+        run(
+            "INSERT INTO ui_actions (app_session_id, seq, client_id, client_seq, name, params, "
+            "fingerprint, activation_id, state, created_ms) "
+            "VALUES (?, 5, 'pclient', 1, 'todo.toggle', '{}', 'f', ?, ?, ?)",
+            (session, act, state, T0),
+        )
+        run(
+            "INSERT INTO ui_action_clients (app_session_id, client_id, last_seq) "
+            "VALUES (?, 'pclient', 1)",
+            (session,),
+        )
+        run("UPDATE app_sessions SET next_seq=6 WHERE app_session_id=?", (session,))
     run(
         "INSERT INTO host_intents (dedup_key, body, delivered, instance) VALUES (?, ?, 0, ?)",
         ("pk4", '{"instance":"pa4"}', "pa4"),

@@ -9,6 +9,7 @@ from typer.core import TyperGroup
 
 from lineup_build.cli._common import output
 from lineup_build.cli._fast import GLOBAL_FLAGS
+from lineup_build.cli._help import WholeSummaries
 from lineup_sdk import __version__
 
 
@@ -60,7 +61,7 @@ def _add_level_flags(command: Any, options: list[Any]) -> None:
     command.params.extend(p for p in options if not set(p.opts) & taken)
 
 
-class _Root(TyperGroup):
+class _Root(WholeSummaries):
     """The root group: every command also accepts the global flags after its name."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

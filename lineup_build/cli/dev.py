@@ -129,7 +129,9 @@ def register(app: typer.Typer) -> None:
             web.serve_dev(
                 session.host,
                 port,
-                mcp_app=web.mcp_app(session.rt, scopes=[session.host.scope]),
+                mcp_app=web.mcp_app(
+                    session.rt, scopes=[session.host.scope], observe=session.host.answered
+                ),
                 on_ready=ready,
             )
         finally:

@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
                 hint="pass --scenario FILE (see the scenario format reference)",
                 exit_code=2,
             )
-        from lineup_sdk.sandbox import check_mode, describe
+        from lineup_sdk.sandbox import check_mode, describe, summary
 
         check_mode(sandbox)
         isolation = checked_isolation(isolation)
@@ -169,7 +169,9 @@ def register(app: typer.Typer) -> None:
         )
         try:
             rt = sim.runtime()
-            sys.stderr.write(describe(rt.sandbox) + "\n")
+            said = describe(rt.sandbox) if verbose else summary(rt.sandbox)
+            if said is not None:  # quiet unless asked or something is off (SPEC 8)
+                sys.stderr.write(said + "\n")
             perms = sorted({p for a in rt.apps() for p in a.get("permissions", [])})
             sys.stderr.write(f"permissions granted: {', '.join(perms) or 'none'}\n")
             if plan is None:

@@ -11,7 +11,13 @@ from typing import Annotated, Any
 
 import typer
 
-from lineup_build.cli._common import TRUST_HELP, envelope, trust_store_path, write_json
+from lineup_build.cli._common import (
+    TRUST_HELP,
+    envelope,
+    output,
+    trust_store_path,
+    write_json,
+)
 from lineup_build.cli._options import IsolationOpt, checked_isolation, warn_db_password
 from lineup_sdk.errors import LineupError
 
@@ -216,7 +222,7 @@ def register(app: typer.Typer) -> None:
             )
         if not conversation:
             raise LineupError("usage_invalid", "--conversation must not be empty", exit_code=2)
-        from lineup_sdk.sandbox import check_mode, describe
+        from lineup_sdk.sandbox import check_mode, describe, summary
 
         check_mode(sandbox)
         isolation = checked_isolation(isolation)
@@ -269,7 +275,9 @@ def register(app: typer.Typer) -> None:
                 hint="give this server a state of its own: --db FILE",
             ) from None
         try:
-            _say(describe(rt.sandbox))
+            said = describe(rt.sandbox) if output.verbose else summary(rt.sandbox)
+            if said is not None:  # quiet unless asked or something is off (SPEC 8)
+                _say(said)
             installed = mcp_serve.install_targets(rt, prepared)
             for done in installed:
                 _say(f"{done['scope']} {done['version']} ({done['action']})")

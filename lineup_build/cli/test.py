@@ -29,8 +29,10 @@ def register(app: typer.Typer) -> None:
         paths: Annotated[
             list[Path] | None,
             typer.Argument(
+                metavar="PATH",
                 help="Project folders, scenario folders or files (default: the project "
-                "containing the working folder)."
+                "containing the working folder).",
+                show_default=False,
             ),
         ] = None,
         junit: Annotated[

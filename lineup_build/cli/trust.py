@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from lineup_build.cli._common import TRUST_HELP, envelope, trust_for_writing, trust_store_path
+from lineup_build.cli._help import WholeSummaries
 from lineup_build.cli._options import JsonOpt
 
 __all__ = ["register"]
@@ -21,6 +22,7 @@ trust_app = typer.Typer(
     help="Edit and show the trust store of keys allowed to sign bundles.",
     no_args_is_help=True,
     rich_markup_mode=None,
+    cls=WholeSummaries,
 )
 
 

@@ -2,7 +2,9 @@
 
 For a person deciding whether to use the MiniApp: per tool its description, activation in
 plain words, long-running behaviour, hints, a parameter table (name, type, required,
-constraints, default, description) and the result's shape. Deterministic: tools sorted
+constraints, default, description), the result's shape, an example call, the tool as an
+MCP client meets it under `lineup serve`, and the errors it can answer; then the UI
+Actions, each with example params. Deterministic: tools sorted
 by method, fields required-first then by name (bundle manifests store keys sorted, so
 the source order is not available everywhere), no dates. Manifest text is escaped so it
 cannot break the tables or inject HTML.
@@ -10,6 +12,12 @@ cannot break the tables or inject HTML.
 
 from __future__ import annotations
 
+from lineup_build.docs._calls import (
+    action_example_section,
+    errors_section,
+    example_section,
+    mcp_section,
+)
 from lineup_build.docs._schema import SchemaReader
 from lineup_build.docs._text import DASH, cell, code, html, inert, paragraph
 from lineup_build.model import MINIAPP_SDK, Manifest, Tool, UiAction
@@ -209,6 +217,9 @@ def docs_markdown(manifest: Manifest) -> str:
         ]
         lines += _params(schema_in, t)
         lines += _result(schema_out, t)
+        lines += example_section(t)
+        lines += mcp_section(t)
+        lines += errors_section(t)
     lines += _actions(manifest)
     return "\n".join(lines).rstrip("\n") + "\n"
 
@@ -243,4 +254,5 @@ def _actions(manifest: Manifest) -> list[str]:
         ]
         lines += _params(SchemaReader(a.input_schema), a)
         lines += _result(SchemaReader(a.result_schema), a)
+        lines += action_example_section(a)
     return lines

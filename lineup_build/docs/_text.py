@@ -11,9 +11,12 @@ DASH = "—"
 
 
 def inert(text: Any) -> str:
+    shown = str(text)
+    if shown.isprintable():  # the common case, without a pass per character
+        return shown
     return "".join(
         ch if ch.isprintable() or ch in " \n" else ch.encode("unicode_escape").decode("ascii")
-        for ch in str(text)
+        for ch in shown
     )
 
 

@@ -801,7 +801,9 @@ class AsyncRuntime:
     async def sessions(self, scope: str | None = None) -> list[dict[str, Any]]:
         """Every App session (of one scope), oldest first, as a Host lists them:
         `conversation_id`, `scope`, `version`, `app_session_id`, and its latest activation
-        (`instance`, `state`; None before any)."""
+        (`instance`, `state`; None before any; `waiting_for`: `foreground` while a starting
+        activation needs the Host's confirmation, `worker` while its worker starts, else
+        None)."""
         if scope is not None:
             _usable_id("scope", scope)
         self._check_open()
@@ -817,9 +819,22 @@ class AsyncRuntime:
                     "version": s.version,
                     "instance": act.activation_id if act is not None else None,
                     "state": act.state if act is not None else None,
+                    "waiting_for": _waiting_for(act),
                 }
             )
         return out
+
+    async def kill_workers(self, scope: str) -> int:
+        """A fault, for simulations and tests (the `crash_worker` scenario step): kill the
+        running workers of an app scope now, as a crash would — what they were running ends
+        `delivery_interrupted`, the next delivery starts a new worker. Returns how many."""
+        _usable_id("scope", scope)
+        self._check_open()
+        engine = self._engine
+        doomed = [w for key, w in list(engine.workers.items()) if key[0] == scope]
+        for worker in doomed:
+            await worker.kill()
+        return len(doomed)
 
     async def move_dev_sessions(self, scope: str) -> int:
         """Move every session pinned to an older dev build of `scope` to its current
@@ -844,7 +859,8 @@ class AsyncRuntime:
 
         def step(tx: Any) -> Any:
             sessions = tx.sessions_of(scope)
-            delivered = {s.app_session_id: tx.delivered_calls(s.app_session_id) for s in sessions}
+            # a call or a UI Action delivered to the old build ends `delivery_interrupted`
+            delivered = {s.app_session_id: tx.delivered_in(s.app_session_id) for s in sessions}
             return t.move_dev_sessions(sessions, delivered, tx.dev_builds(scope), current, now)
 
         old = {s.version for s in engine.facts.sessions_of(scope)} - {current}
@@ -1303,6 +1319,93 @@ class AsyncSurface:
 
         raise surface_write_refused()
 
+    async def act(
+        self,
+        name: Any,
+        params: Any,
+        *,
+        client_id: Any,
+        seq: Any,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Ask for a UI Action (SPEC 17): `client_id` (1–64 of `[A-Za-z0-9_-]`) numbers its
+        actions in this App session 1, 2, 3… (`seq`); the action is persisted, queued with
+        the session's calls, applied in its turn, and its outcome returned:
+        `{"action_id": "<client_id>:<seq>", "result", "revision"}` (`revision`: the session
+        data's revision after it). A `seq` used before answers that action's outcome
+        (waiting for it if it has none yet) and appends nothing.
+
+        `timeout` bounds the wait in seconds (default: the activation timeout plus the
+        action's `timeout_s`).
+
+        Raises:
+            LineupError: before acceptance, nothing persisted — `unknown_action`,
+                `invalid_params` (also for a `client_id` or `seq` outside its limits),
+                `app_not_running`, `action_out_of_order`, `action_id_conflict`; the
+                outcome's code (`app.<code>` for a `ToolError`, `handler_timeout`,
+                `handler_result_invalid`, `delivery_interrupted`, `activation_failed`,
+                `activation_cancelled`, …); `action_pending` when `timeout` ran out (the
+                action stays queued); `usage_invalid` for a bad `timeout` or once closed.
+        """
+        rt = self._rt
+        rt._check_open()
+        if timeout is not None and (
+            type(timeout) not in (int, float) or not 0 <= timeout < float("inf")
+        ):
+            raise LineupError("usage_invalid", "act(timeout=) takes seconds (a number ≥ 0)")
+        ev, value = _action_event(
+            self.conversation_id, self.scope, name, params, client_id, seq, rt._max_params_bytes
+        )
+        return await rt._engine.act(ev, value, timeout=timeout)
+
+    async def submit(
+        self,
+        name: Any,
+        params: Any,
+        *,
+        client_id: Any,
+        seq: Any,
+        timeout: float | None = None,
+    ) -> tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]:
+        """`act()` in its two halves, as the Surface bridge answers them (SPEC 17): returns
+        once the action is accepted (persisted; or found, for a `seq` used before) with
+        `({"action_id", "seq"}, outcome)`, where `outcome` resolves as `act()` returns or
+        raises. A rejection before acceptance is raised here, and nothing was persisted.
+
+        Raises:
+            LineupError: as `act()` before acceptance (`unknown_action`, `invalid_params`,
+                `app_not_running`, `action_out_of_order`, `action_id_conflict`,
+                `usage_invalid`).
+        """
+        rt = self._rt
+        rt._check_open()
+        if timeout is not None and (
+            type(timeout) not in (int, float) or not 0 <= timeout < float("inf")
+        ):
+            raise LineupError("usage_invalid", "submit(timeout=) takes seconds (a number ≥ 0)")
+        ev, value = _action_event(
+            self.conversation_id, self.scope, name, params, client_id, seq, rt._max_params_bytes
+        )
+        accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def on_accepted() -> None:
+            if not accepted.done():
+                accepted.set_result(None)
+
+        outcome = asyncio.ensure_future(
+            rt._engine.act(ev, value, timeout=timeout, accepted=on_accepted)
+        )
+        try:
+            waits: set[asyncio.Future[Any]] = {accepted, outcome}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            outcome.cancel()
+            raise
+        if not accepted.done():  # rejected before acceptance: raise its error
+            accepted.cancel()
+            outcome.result()
+        return {"action_id": ev.action_id, "seq": ev.client_seq}, outcome
+
     async def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
         rt = self._rt
@@ -1317,6 +1420,52 @@ class AsyncSurface:
             }
             for r in rt._engine.facts.operations_of(self.conversation_id, self.scope)
         ]
+
+
+#: A Surface client's id (SPEC 17).
+_CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: The largest `seq` of a UI Action (JavaScript's largest safe integer).
+MAX_ACTION_SEQ = 2**53 - 1
+
+
+def _action_event(
+    conversation_id: str,
+    scope: str,
+    name: Any,
+    params: Any,
+    client_id: Any,
+    seq: Any,
+    max_bytes: int,
+) -> tuple[t.ActionEvent, Any]:
+    """A UI Action's envelope checked (any thread): its event (canonical params and their
+    fingerprint) and its strict-JSON params.
+
+    Raises:
+        LineupError: `invalid_params` for a `client_id`, `seq`, `name` or params outside
+            their limits (`params_too_large` past the runtime's bound).
+    """
+    if type(client_id) is not str or not _CLIENT_ID.fullmatch(client_id):
+        raise LineupError(
+            "invalid_params",
+            "client_id must be 1–64 characters of A-Z, a-z, 0-9, _ and -",
+            details=[{"path": "/client_id", "value": repr(client_id)[:120]}],
+        )
+    if type(seq) is not int or not 1 <= seq <= MAX_ACTION_SEQ:
+        raise LineupError(
+            "invalid_params",
+            f"seq must be an integer from 1 to {MAX_ACTION_SEQ}",
+            details=[{"path": "/seq", "value": repr(seq)[:120]}],
+        )
+    if type(name) is not str or not 1 <= len(name) <= 200:
+        raise LineupError("invalid_params", "name must be a string of 1–200 characters")
+    action_id = f"{client_id}:{seq}"
+    checked = check_envelope(action_id, conversation_id, name, params, max_bytes=max_bytes)
+    if isinstance(checked, Rejection):
+        raise LineupError(checked.code, checked.message, details=checked.details)
+    ev = t.ActionEvent(
+        conversation_id, scope, name, checked.params_json, checked.fingerprint, client_id, seq
+    )
+    return ev, checked.params
 
 
 def _deprecated(old: str, new: str) -> None:
@@ -1419,3 +1568,12 @@ def _small(value: Any, *, nodes: int = 256, chars: int = 16_384) -> bool:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return True
+
+
+def _waiting_for(act: Any) -> str | None:
+    """What a starting activation still waits for: the Host's foreground, or its worker."""
+    if act is None or act.state != "starting":
+        return None
+    if act.requires_foreground and not act.foreground:
+        return "foreground"
+    return None if act.worker_ready else "worker"

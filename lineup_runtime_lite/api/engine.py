@@ -9,6 +9,7 @@ and the background tasks (SPEC 5.2, 5.6).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -23,12 +24,12 @@ from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.core.messages import FINAL_STAGES
 from lineup_runtime_lite.core.pomodoro import HANDLERS
 from lineup_runtime_lite.core.port import reading_as
-from lineup_runtime_lite.core.rows import RegistryEntry, Session
+from lineup_runtime_lite.core.rows import Action, ActionEntry, RegistryEntry, Session
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.activation import ActivationDriver
 from lineup_runtime_lite.drivers.commit import GroupCommit
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
-from lineup_runtime_lite.drivers.install import InstalledApp, load_tools
+from lineup_runtime_lite.drivers.install import InstalledApp, load_actions, load_tools
 from lineup_runtime_lite.drivers.intents import HostRelay
 from lineup_runtime_lite.drivers.subscriptions import SubscriptionHub
 from lineup_runtime_lite.drivers.timers import Timers
@@ -95,6 +96,9 @@ class Engine:
         self._verify_ahead = verify_ahead
         self._versions: dict[tuple[str, str], tuple[Manifest, dict[str, RegistryEntry]]] = {}
         self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
+        #: Callers waiting for a UI Action's outcome, by `(app_session_id, action_id)`.
+        self._outcomes: dict[tuple[str, str], list[asyncio.Future[Action]]] = {}
+        self._actions: dict[tuple[str, str], tuple[Manifest, dict[str, ActionEntry]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.subs = SubscriptionHub()
         #: Validator processes for schemas that are not plain (SPEC 13.3).
@@ -145,6 +149,9 @@ class Engine:
         calls = [p[2:] for p in payloads if p.startswith("c:")]
         if calls:
             self.wake_waiters(calls)
+        outcomes = [p[2:] for p in payloads if p.startswith("u:")]
+        if outcomes:  # `u:<app_session_id>:<action_id>`: an action's outcome committed
+            self._wake_outcomes({tuple(p.split(":", 1)) for p in outcomes})  # type: ignore[misc]
         for payload in dict.fromkeys(payloads):
             kind, key = payload[:2], payload[2:]
             if kind == "s:":
@@ -190,8 +197,8 @@ class Engine:
         assert self._owned is not None
         self._owned.update(session_ids)
         for sid in session_ids:
-            for call in self.facts.delivered_calls(sid):
-                await self.delivery.interrupt(call)
+            for item in self.facts.delivered_in(sid):  # calls and UI Actions alike
+                await self.delivery.interrupt(item)
         await self.tick()
 
     def fail_waiters(self, why: str) -> None:
@@ -208,6 +215,19 @@ class Engine:
                     )
                     fut.exception()  # a caller that went meanwhile leaves no "never retrieved"
         self._finals.clear()
+        for (_, action_id), outs in list(self._outcomes.items()):
+            for out in outs:
+                if not out.done():
+                    out.set_exception(
+                        LineupError(
+                            "store_unavailable",
+                            f"action {action_id!r}: {why}",
+                            hint="send the same action again (same client_id and seq): it "
+                            "answers its outcome on whichever node answers",
+                        )
+                    )
+                    out.exception()
+        self._outcomes.clear()
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -303,6 +323,21 @@ class Engine:
         except LineupError:
             return {}
 
+    def actions_of(self, scope: str, version: str) -> dict[str, ActionEntry]:
+        """A version's UI Actions by name (SPEC 17), from its manifest as this node
+        verified it (a version whose record is not what its signer signed has none)."""
+        key = (scope, version)
+        try:
+            model = self.model_of(scope, version)
+        except (LineupError, KeyError):
+            return {}
+        known = self._actions.get(key)
+        if known is not None and known[0] is model:
+            return known[1]
+        actions = {a.name: a for a in load_actions(scope, version, model)}
+        self._actions[key] = (model, actions)
+        return actions
+
     def methods_for(self, scope: str, handler_key: str) -> list[str]:
         return [
             tool.method
@@ -332,6 +367,26 @@ class Engine:
             for fut in self._finals.pop(msg["call_id"], []):
                 if not fut.done():
                     fut.set_result(msg)
+        for done in decision.action_outcomes:
+            outs = self._outcomes.pop((done.app_session_id, done.action_id), [])
+            if outs:
+                client_id, seq = done.action_id.rsplit(":", 1)
+                row = Action(
+                    done.app_session_id,
+                    done.seq,
+                    client_id,
+                    int(seq),
+                    "",
+                    "",
+                    "",
+                    "",
+                    "done",
+                    done.outcome,
+                    done.revision,
+                )
+                for out in outs:
+                    if not out.done():
+                        out.set_result(row)
         for act_id in decision.stop:
             self.activations.stop_driving(act_id)
         for session_id in decision.kick:
@@ -359,10 +414,26 @@ class Engine:
             if not waiters:
                 del self._finals[call_id]
 
+    def _wake_outcomes(self, keys: set[tuple[str, str]] | None = None) -> None:
+        """Answer the waiters of UI Actions (of `keys`, when given) whose outcome is
+        committed (on another node, or its publication was lost)."""
+        for key in list(self._outcomes) if keys is None else keys:
+            if key not in self._outcomes:
+                continue
+            sid, action_id = key
+            client_id, _, seq = action_id.rpartition(":")
+            found = self.facts.action(sid, client_id, int(seq))
+            if found is not None and found.state == "done":
+                for out in self._outcomes.pop(key, []):
+                    if not out.done():
+                        out.set_result(found)
+
     def wake_waiters(self, call_ids: list[str] | None = None) -> None:
         """Answer every in-process waiter (of `call_ids`, when given) whose call already has
         a committed final (its publication was lost to a failure between COMMIT and the
-        next step, or another node committed it)."""
+        next step, or another node committed it); with no `call_ids`, UI Actions' too."""
+        if call_ids is None and self._outcomes:
+            self._wake_outcomes()
         for call_id in list(self._finals) if call_ids is None else call_ids:
             if call_id not in self._finals:
                 continue
@@ -379,6 +450,19 @@ class Engine:
         same call_id replays it)."""
         self.wake_waiters()
         why = exc.message if isinstance(exc, LineupError) else str(exc or "the store failed")
+        for key in [k for k in self._outcomes if k[0] == app_session_id]:
+            for out in self._outcomes.pop(key, []):
+                if not out.done():
+                    out.set_exception(
+                        LineupError(
+                            "store_unavailable",
+                            f"action {key[1]!r} was accepted, but its outcome could not be "
+                            f"stored: {why}",
+                            hint="send the same action again once the store is back: it "
+                            "answers the stored outcome",
+                        )
+                    )
+                    out.exception()
         for call_id in list(self._finals):
             try:
                 call = self.facts.call(call_id)
@@ -505,6 +589,111 @@ class Engine:
             self.delivery.send_claimed(session, written_call(row))
         return await fut
 
+    # -- UI Actions (SPEC 17) ----------------------------------------------------------------
+    async def act(
+        self,
+        ev: t.ActionEvent,
+        params: Any,
+        *,
+        timeout: float | None,
+        accepted: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """Accept one UI Action (or answer its replay) and wait for its outcome:
+        `{action_id, result, revision}`, or the outcome's error raised.
+
+        `params` is the strict-JSON value `ev.params` is the canonical text of;
+        `accepted()` runs once the action is persisted (or found: a replay), before the
+        wait for its outcome — never after a rejection before acceptance.
+
+        Raises:
+            LineupError: a rejection before acceptance (`unknown_action`, `invalid_params`,
+                `app_not_running`, `action_out_of_order`, `action_id_conflict`: nothing
+                persisted), the outcome's code, or `action_pending` when `timeout` ran out
+                (the action stays queued).
+        """
+        conv, scope = ev.conversation_id, ev.scope
+        now = self.now()
+        decision: Decision | None = None
+        for _ in range(3):  # a session that moved meanwhile (a dev rebuild) decides again
+            session, _act = self.facts.session_and_activation(conv, scope)
+            version = session.version if session is not None else self.facts.app_version(scope)
+            entry = self.actions_of(scope, version).get(ev.name) if version else None
+            problems: Checked | None = None
+            if entry is not None:  # validated here, off the store's step (SPEC 16.4)
+                if isinstance(params, dict):
+                    problems = await acheck_value(
+                        entry.input_schema, params, self.validators, scope
+                    )
+                else:
+                    problems = _not_an_object(params)
+
+            def step(
+                tx: Facts,
+                version: str | None = version,
+                entry: Any = entry,
+                problems: Checked | None = problems,
+            ) -> Decision:
+                found, act = tx.session_and_activation(conv, scope)
+                now_version = found.version if found is not None else tx.app_version(scope)
+                if now_version != version:
+                    raise LostRace()  # checked against another version: look again
+                mark, existing = 0, None
+                if found is not None:
+                    mark = tx.client_mark(found.app_session_id, ev.client_id)
+                    if ev.client_seq <= mark:
+                        existing = tx.action(found.app_session_id, ev.client_id, ev.client_seq)
+                facts = t.ActionFacts(found, act, mark, existing, entry, problems)
+                return t.decide_action(ev, facts, now)
+
+            decision = await self.decide(step)
+            if decision is not None:
+                break
+        if decision is None:
+            raise LineupError(
+                "store_unavailable",
+                f"action {ev.action_id!r} kept losing races in the store; nothing was accepted",
+                hint="send the same action again",
+            )
+        error = decision.extra.get("error")
+        if error is not None:
+            raise _raised(error)
+        if accepted is not None:
+            accepted()
+        replay: Action | None = decision.extra.get("replay")
+        if replay is not None:
+            sid = replay.app_session_id
+        else:
+            sid, _seq = decision.extra["accepted"]
+        if timeout is None:
+            declared = self.actions_of(scope, version).get(ev.name) if version else None
+            timeout = self.activation_timeout_ms / 1000 + (
+                declared.timeout_s if declared is not None else 30.0
+            )
+        key = (sid, ev.action_id)
+        out: asyncio.Future[Action] = asyncio.get_running_loop().create_future()
+        self._outcomes.setdefault(key, []).append(out)
+        # an outcome committed before the waiter was there (a replay of a finished one, or
+        # one that finished meanwhile) is read now: no await between, so none is missed
+        self._wake_outcomes({key})
+        try:
+            done = await asyncio.wait_for(asyncio.shield(out), timeout)
+        except TimeoutError:
+            pending = LineupError(
+                "action_pending",
+                f"action {ev.action_id!r} has no outcome yet after {timeout:g} s; it stays queued",
+            )
+            pending.action_id = ev.action_id  # type: ignore[attr-defined]
+            raise pending from None
+        finally:
+            waiters = self._outcomes.get(key)
+            if waiters is not None and out in waiters:
+                waiters.remove(out)
+                if not waiters:
+                    del self._outcomes[key]
+            if not out.done():
+                out.cancel()
+        return _outcome_of(ev.action_id, done)
+
     # -- reads ---------------------------------------------------------------------------
     def surface_get(self, conversation_id: str, scope: str) -> Snapshot:
         session = self.facts.session(conversation_id, scope)
@@ -534,6 +723,7 @@ class Engine:
             "dirty": len(self.delivery._dirty),
             "capabilities": len(self.delivery._caps),
             "finals": len(self._finals),
+            "outcomes": len(self._outcomes),
             "driving": len(self.activations._driving),
             "tasks": len(self._tasks),
             "subscriptions": len(self.subs),
@@ -609,6 +799,27 @@ def _touched(decision: Decision) -> list[str]:
         if isinstance(sid, str):
             out[sid] = None
     return list(out)
+
+
+def _raised(error: dict[str, Any]) -> LineupError:
+    """An outcome's (or a rejection's) error body as the exception `act` raises."""
+    return LineupError(
+        str(error["code"]),
+        str(error.get("message", "")),
+        hint=error.get("hint"),
+        details=error.get("details"),
+    )
+
+
+def _outcome_of(action_id: str, done: Action) -> dict[str, Any]:
+    """A finished UI Action's outcome `{action_id, result, revision}`, or its error raised."""
+    assert done.outcome is not None
+    outcome = json.loads(done.outcome)
+    if "error" in outcome:  # an accepted action's outcome: it names the action
+        error = _raised(outcome["error"])
+        error.action_id = action_id  # type: ignore[attr-defined]
+        raise error
+    return {"action_id": action_id, "result": outcome["result"], "revision": done.revision}
 
 
 def _not_an_object(params: Any) -> Checked:

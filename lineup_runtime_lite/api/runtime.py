@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -106,6 +108,98 @@ class Surface:
         from lineup_runtime_lite.host.surface_client import surface_write_refused
 
         raise surface_write_refused()
+
+    def act(
+        self,
+        name: str,
+        params: Any,
+        *,
+        client_id: str,
+        seq: int,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Ask for a UI Action and wait for its outcome (`AsyncSurface.act`):
+        `{"action_id", "result", "revision"}`, or `LineupError` with the outcome's code
+        (`action_pending` when `timeout` ran out: the action stays queued)."""
+        return self._rt._run(
+            self._surface.act(name, params, client_id=client_id, seq=seq, timeout=timeout)
+        )
+
+    def submit(
+        self,
+        name: Any,
+        params: Any,
+        *,
+        client_id: Any,
+        seq: Any,
+        timeout: float | None = None,
+    ) -> tuple[dict[str, Any], concurrent.futures.Future[dict[str, Any]]]:
+        """`act()` in its two halves (`AsyncSurface.submit`): blocks until the action is
+        accepted, then returns `({"action_id", "seq"}, outcome)`; `outcome.result()` returns
+        or raises as `act()` does (cancelling it only stops waiting: the action stays
+        queued).
+
+        Raises:
+            LineupError: a rejection before acceptance (nothing persisted), as `act()`.
+        """
+        accept, result = self._submitting(name, params, client_id, seq, timeout)
+        return self._rt._run(accept), result
+
+    async def asubmit(
+        self,
+        name: Any,
+        params: Any,
+        *,
+        client_id: Any,
+        seq: Any,
+        timeout: float | None = None,
+    ) -> tuple[dict[str, Any], Awaitable[dict[str, Any]]]:
+        """`submit()` for asyncio code on another event loop (the dev Host's Surface
+        bridge): returns once the action is accepted, with `({"action_id", "seq"},
+        outcome)`; `outcome` is awaited on the caller's loop.
+
+        Raises:
+            LineupError: a rejection before acceptance (nothing persisted), as `act()`.
+        """
+        rt = self._rt
+        if rt._closed:
+            raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
+        accept, result = self._submitting(name, params, client_id, seq, timeout)
+        accepted = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(accept, rt._loop))
+        return accepted, asyncio.wrap_future(result)
+
+    def _submitting(
+        self, name: Any, params: Any, client_id: Any, seq: Any, timeout: float | None
+    ) -> tuple[Coroutine[Any, Any, dict[str, Any]], concurrent.futures.Future[dict[str, Any]]]:
+        """The acceptance to run on the runtime's loop, and the outcome it will fill in."""
+        rt = self._rt
+        result: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+
+        def copy(task: asyncio.Future[dict[str, Any]]) -> None:
+            # the caller may have stopped waiting (cancelled `result`) meanwhile
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                if task.cancelled():
+                    result.cancel()
+                elif (exc := task.exception()) is not None:
+                    result.set_exception(exc)
+                else:
+                    result.set_result(task.result())
+
+        async def accept() -> dict[str, Any]:
+            accepted, outcome = await self._surface.submit(
+                name, params, client_id=client_id, seq=seq, timeout=timeout
+            )
+            outcome.add_done_callback(copy)
+
+            def stop_waiting(f: concurrent.futures.Future[dict[str, Any]]) -> None:
+                if f.cancelled():  # only the wait ends: the action stays queued
+                    with contextlib.suppress(RuntimeError):
+                        rt._loop.call_soon_threadsafe(outcome.cancel)
+
+            result.add_done_callback(stop_waiting)
+            return accepted
+
+        return accept(), result
 
     def operations(self) -> list[dict[str, Any]]:
         """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
@@ -389,6 +483,11 @@ class Runtime:
     def marked_calls(self, mark: str) -> list[str]:
         """The call_ids `mark_call` marked with `mark`, in no particular order."""
         return self._run(self._art.marked_calls(mark))
+
+    def kill_workers(self, scope: str) -> int:
+        """A fault, for simulations and tests: kill the running workers of an app scope now
+        (see `AsyncRuntime.kill_workers`); returns how many."""
+        return self._run(self._art.kill_workers(scope))
 
     def settle(self) -> None:
         """Wait until background work (activations, deliveries) and Surface listeners

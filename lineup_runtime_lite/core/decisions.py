@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "ActionDone",
+    "ActionState",
     "ActivationUpdate",
     "CallState",
     "Decision",
     "EndOperation",
     "IntentDelivered",
     "MoveSession",
+    "NewAction",
     "NewActivation",
     "NewCall",
     "NewIMRecord",
@@ -66,6 +69,47 @@ class NewCall:
     seq: int | None
     state: str
     created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class NewAction:
+    """An accepted UI Action (SPEC 17): `seq` must be its session's `next_seq` (guarded,
+    moved on by one, as for calls) and `client_seq` the client's mark + 1 (guarded: the
+    mark `client_seq - 1` moves to `client_seq`, or is created at 1)."""
+
+    app_session_id: str
+    seq: int
+    client_id: str
+    client_seq: int
+    name: str
+    params: str
+    fingerprint: str
+    activation_id: str
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActionState:
+    """Move a UI Action from `queued` to `delivered` (guarded)."""
+
+    app_session_id: str
+    seq: int
+    expect: str
+    to: str
+
+
+@dataclass(frozen=True, slots=True)
+class ActionDone:
+    """A UI Action's one outcome (guarded: it has none yet). `outcome` is JSON text
+    (`{"result": ...}` or `{"error": {...}}`); `revision` the session data's revision after
+    it; `action_id` names it for its waiters."""
+
+    app_session_id: str
+    seq: int
+    action_id: str
+    outcome: str
+    revision: int | None
+    ended_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +238,9 @@ Change = (
     | NewIMRecord
     | ReplaceSessionData
     | MoveSession
+    | NewAction
+    | ActionState
+    | ActionDone
 )
 
 
@@ -221,6 +268,11 @@ class Decision:
     host: bool = False
     replay: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def action_outcomes(self) -> list[ActionDone]:
+        """The UI Action outcomes these changes record (their waiters are answered)."""
+        return [c for c in self.changes if isinstance(c, ActionDone)]
 
     @property
     def finals(self) -> list[dict[str, Any]]:

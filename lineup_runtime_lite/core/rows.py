@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "Action",
+    "ActionEntry",
     "Activation",
     "Call",
     "Intent",
@@ -55,6 +57,19 @@ class RegistryEntry:
         return out
 
 
+@dataclass(frozen=True)
+class ActionEntry:
+    """One UI Action an app version declares (SPEC 17): never in the Agent Inventory."""
+
+    name: str
+    scope: str
+    version: str
+    description: str
+    input_schema: dict[str, Any]
+    result_schema: Any
+    timeout_s: float
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     """One App session: a conversation's use of one app scope, pinned to one version."""
@@ -64,6 +79,9 @@ class Session:
     scope: str
     version: str
     next_seq: int
+    #: A UI Action of the session is queued or in flight (read with the session where a
+    #: call's acceptance reads it: no later call takes the fast path past it, SPEC 17).
+    actions_ahead: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +117,30 @@ class Call:
     activation_id: str | None
     seq: int | None
     state: str  # queued | delivered | running | done
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One accepted UI Action (SPEC 17): `seq` is its place in the App session's one queue
+    (shared with the session's calls), `client_seq` the client's own number; `params` is
+    its canonical JSON text; `outcome` (JSON text: `{"result": ...}` or `{"error": ...}`)
+    and `revision` once it is `done`."""
+
+    app_session_id: str
+    seq: int
+    client_id: str
+    client_seq: int
+    name: str
+    params: str
+    fingerprint: str
+    activation_id: str
+    state: str  # queued | delivered | done
+    outcome: str | None = None
+    revision: int | None = None
+
+    @property
+    def action_id(self) -> str:
+        return f"{self.client_id}:{self.client_seq}"
 
 
 @dataclass(frozen=True, slots=True)

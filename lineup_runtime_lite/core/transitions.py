@@ -17,17 +17,21 @@ delivery) and `commit_pending` (written with the delivery's answer); Host relay 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lineup_runtime_lite.core.decisions import (
+    ActionDone,
+    ActionState,
     ActivationUpdate,
     CallState,
     Change,
     Decision,
     IntentDelivered,
     MoveSession,
+    NewAction,
     NewActivation,
     NewCall,
     NewIntent,
@@ -45,6 +49,8 @@ from lineup_runtime_lite.core.messages import (
     schema_rejection,
 )
 from lineup_runtime_lite.core.rows import (
+    Action,
+    ActionEntry,
     Activation,
     Call,
     Intent,
@@ -56,22 +62,27 @@ from lineup_sdk.context import session_data_blob
 from lineup_sdk.errors import LineupError
 
 __all__ = [
+    "ActionEvent",
+    "ActionFacts",
     "CallEvent",
     "CallFacts",
     "NewIds",
     "accept_call",
     "accept_starting",
     "advance_activation",
+    "answer_action",
     "answer_delivery",
     "answer_error",
     "answer_now",
     "commit_pending",
+    "decide_action",
     "decide_call",
     "end_activation",
     "enqueue_ready",
     "hold_replace",
     "host_event_action",
     "intent_delivered",
+    "interrupt_action",
     "interrupt_delivery",
     "move_dev_sessions",
     "needs_fresh_ids",
@@ -382,6 +393,109 @@ def accept_call(
     )
 
 
+# -- UI Actions (SPEC 17) -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ActionEvent:
+    """A UI Action that passed the envelope checks: `params` is canonical JSON text,
+    `fingerprint` the SHA-256 of the canonical JSON of its name and params."""
+
+    conversation_id: str
+    scope: str
+    name: str
+    params: str
+    fingerprint: str
+    client_id: str
+    client_seq: int
+
+    @property
+    def action_id(self) -> str:
+        return f"{self.client_id}:{self.client_seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionFacts:
+    """What a UI Action's acceptance reads, inside the savepoint that applies it: the
+    conversation's App session for the scope and its current activation, the client's mark
+    there (0: none), its stored action at `client_seq` when that is at or below the mark,
+    the action as the session's version declares it (the current version's when there is
+    no session; None: not declared) and its params' problems against that declaration."""
+
+    session: Session | None
+    act: Activation | None
+    mark: int
+    existing: Action | None
+    entry: ActionEntry | None
+    problems: Checked | None = None
+
+
+def _reject_action(code: str, message: str, **kw: Any) -> Decision:
+    """A rejection before acceptance: persists nothing, uses no seq."""
+    return Decision(extra={"error": error_body(code, message, **kw)})
+
+
+def decide_action(ev: ActionEvent, facts: ActionFacts, now: int) -> Decision:
+    """A UI Action's acceptance (SPEC 17): `extra["error"]` for a rejection before
+    acceptance (nothing persisted), `extra["replay"]` (the stored `Action`) for a seq the
+    client used before with the same name and params, else the accepted action persisted
+    in one transaction — its row with the session's next `seq`, the client's mark — and
+    `extra["accepted"]` (its `(app_session_id, seq)`), its session kicked when ready."""
+    session, act = facts.session, facts.act
+    if session is None:
+        if facts.entry is None:
+            return _reject_action("unknown_action", f"no app declares the action {ev.name!r}")
+        return _reject_action("app_not_running", f"{ev.scope} is not running in this conversation")
+    if ev.client_seq <= facts.mark:
+        existing = facts.existing
+        assert existing is not None, "a mark covers every seq below it"
+        if existing.fingerprint != ev.fingerprint:
+            return _reject_action(
+                "action_id_conflict",
+                f"action {ev.action_id!r} was already used with another name or params",
+            )
+        return Decision(extra={"replay": existing})
+    if ev.client_seq > facts.mark + 1:
+        return _reject_action(
+            "action_out_of_order",
+            f"client {ev.client_id!r} sent seq {ev.client_seq}; the next is {facts.mark + 1}",
+            details={"expected_seq": facts.mark + 1},
+        )
+    entry = facts.entry
+    if entry is None:
+        return _reject_action(
+            "unknown_action", f"{ev.scope} {session.version} declares no action {ev.name!r}"
+        )
+    problems = facts.problems
+    if isinstance(problems, Unchecked):
+        message = (
+            f"params of {ev.name} could not be validated within the "
+            f"{problems.budget_s:g} s validation budget"
+        )
+        return _reject_action("invalid_params", message, details=problems.details())
+    if problems:
+        message, details = schema_rejection(ev.name, problems)
+        return _reject_action("invalid_params", message, details=details)
+    if act is None or act.state not in ("starting", "ready"):
+        return _reject_action("app_not_running", f"{ev.scope} is not running in this conversation")
+    sid = session.app_session_id
+    row = NewAction(
+        sid,
+        session.next_seq,
+        ev.client_id,
+        ev.client_seq,
+        entry.name,
+        ev.params,
+        ev.fingerprint,
+        act.activation_id,
+        now,
+    )
+    # queued behind whatever is ahead; a starting activation kicks its session when ready
+    return Decision(
+        (row,),
+        kick=(sid,) if act.state == "ready" else (),
+        extra={"accepted": (sid, session.next_seq)},
+    )
+
+
 # -- activations ----------------------------------------------------------------------------
 def advance_activation(
     act: Activation,
@@ -433,9 +547,11 @@ def end_activation(
     now: int,
     cause: str | None = None,
     progress: bool = True,
+    actions: Sequence[Action] = (),
 ) -> Decision | None:
-    """Fail or cancel a starting activation: each waiting call gets its one answer, its
-    Host intents are superseded. None (writing nothing) when it already left `starting`.
+    """Fail or cancel a starting activation: each waiting call (and UI Action, SPEC 17)
+    gets its one answer, its Host intents are superseded. None (writing nothing) when it
+    already left `starting`.
 
     `cause` is the stable code behind a failure (say `install_tampered`), given to the
     waiting calls in their error details. `progress`: the trigger also gets the
@@ -477,14 +593,26 @@ def end_activation(
                 ),
             )
         changes.append(NewReceipt(final))
+    for action in actions:
+        error = error_body(
+            stage,
+            f"the app's activation was {state} ({reason}); the action did not run",
+            details={"reason": reason, **({"cause": cause} if cause else {})},
+        )
+        changes.append(_action_done(action, now, error=error))
     return Decision(tuple(changes), stop=(act_id,))
 
 
 def worker_lost(
-    act: Activation, waiting: Sequence[Call], tools: Mapping[str, RegistryEntry], *, now: int
+    act: Activation,
+    waiting: Sequence[Call],
+    tools: Mapping[str, RegistryEntry],
+    *,
+    now: int,
+    actions: Sequence[Action] = (),
 ) -> Decision | None:
     """A ready session's app cannot run any more: re-open its gate and fail it
-    (`worker_failed`); every queued call gets its error."""
+    (`worker_failed`); every queued call and UI Action gets its error."""
     if act.state != "ready":
         return None
     reopened = Activation(
@@ -498,7 +626,14 @@ def worker_lost(
         act.deadline_ms,
     )
     ended = end_activation(
-        reopened, waiting, tools, "failed", "worker_failed", now=now, progress=False
+        reopened,
+        waiting,
+        tools,
+        "failed",
+        "worker_failed",
+        now=now,
+        progress=False,
+        actions=actions,
     )
     assert ended is not None
     return Decision((ReopenActivation(act.activation_id), *ended.changes), stop=ended.stop)
@@ -540,14 +675,24 @@ def interrupt_delivery(call: Call, now: int) -> Decision:
 
 
 def next_delivery(
-    head: tuple[Call, str] | None, tool: RegistryEntry | None, now: int
+    head: tuple[Call | Action, str] | None,
+    tool: RegistryEntry | None,
+    now: int,
+    *,
+    action: ActionEntry | None = None,
+    problems: Checked | None = None,
 ) -> Decision | None:
-    """The session's next step: mark its oldest queued call `delivered` (then send it),
-    answer it `handler_failed` when its version does not serve it, or None when the queue
-    is empty or its head waits on an activation."""
+    """The session's next step: mark its oldest queued call or UI Action `delivered` (then
+    send it), answer a call `handler_failed` when its version does not serve it (an action
+    `unknown_action` when its version no longer declares it, `invalid_params` when its
+    params no longer validate: `action` and `problems`, SPEC 17), or None when the queue is
+    empty or its head waits on an activation."""
     if head is None or head[1] != "ready":
         return None
-    call = head[0]
+    item = head[0]
+    if isinstance(item, Action):
+        return _next_action(item, action, problems, now)
+    call = item
     if tool is None or tool.delivery != "miniapp_sdk":
         return _final(
             call,
@@ -555,6 +700,101 @@ def next_delivery(
             error=error_body("handler_failed", f"{call.method} is not served by this app version"),
         )
     return Decision((CallState(call.call_id, "queued", "delivered"),), deliver=call.call_id)
+
+
+def _next_action(
+    item: Action, entry: ActionEntry | None, problems: Checked | None, now: int
+) -> Decision:
+    if entry is None:
+        error = error_body(
+            "unknown_action", f"this app version does not declare the action {item.name!r}"
+        )
+        return Decision((_action_done(item, now, error=error),))
+    if isinstance(problems, Unchecked):
+        message = (
+            f"params of {item.name} could not be validated within the "
+            f"{problems.budget_s:g} s validation budget"
+        )
+        error = error_body("invalid_params", message, details=problems.details())
+        return Decision((_action_done(item, now, error=error),))
+    if problems:
+        message, details = schema_rejection(item.name, problems)
+        error = error_body("invalid_params", message, details=details)
+        return Decision((_action_done(item, now, error=error),))
+    change = ActionState(item.app_session_id, item.seq, "queued", "delivered")
+    return Decision((change,), deliver=item.action_id)
+
+
+def _action_done(
+    action: Action,
+    now: int,
+    *,
+    error: dict[str, Any] | None = None,
+    result: Any = None,
+    revision: int | None = None,
+) -> ActionDone:
+    """A UI Action's one outcome (an error carries no revision: nothing was applied)."""
+    outcome = {"error": error} if error is not None else {"result": result}
+    text = json.dumps(outcome, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return ActionDone(
+        action.app_session_id,
+        action.seq,
+        action.action_id,
+        text,
+        revision if error is None else None,
+        now,
+    )
+
+
+def answer_action(
+    action: Action,
+    entry: ActionEntry,
+    *,
+    now: int,
+    committed: int,
+    pending: PendingData | None = None,
+    reply: Mapping[str, Any] | None = None,
+    result_problems: Checked | None = None,
+    timed_out: bool = False,
+    worker_error: tuple[str, str] | None = None,
+    worker_reason: str | None = None,
+) -> Decision:
+    """The one outcome of a delivered UI Action (SPEC 17), decided as a call's final is
+    (`answer_delivery`): its result commits the session data its handler wrote (`pending`,
+    held by the delivery) in the same decision, as one revision, and carries the revision
+    after it (`committed`, the stored one, when it wrote nothing); an error (`app.<code>`
+    for a `ToolError`, `handler_timeout`, …) drops what it wrote: nothing applied."""
+    stage, payload = _delivery_outcome(
+        entry.name,
+        entry.timeout_s,
+        reply=reply,
+        result_problems=result_problems,
+        timed_out=timed_out,
+        worker_error=worker_error,
+        worker_reason=worker_reason,
+    )
+    if stage != "result":
+        return Decision((_action_done(action, now, error=payload),))
+    if pending is None:
+        return Decision((_action_done(action, now, result=payload, revision=committed),))
+    written = commit_pending(pending, committed)
+    if written is None:
+        error = error_body(
+            "handler_failed",
+            f"{entry.name}: the session data changed under the delivery (revision "
+            f"{committed}, the delivery started at {pending.base}); nothing it wrote was "
+            "applied",
+        )
+        return Decision((_action_done(action, now, error=error),))
+    done = _action_done(action, now, result=payload, revision=pending.revision)
+    return Decision((*written, done))
+
+
+def interrupt_action(action: Action, now: int, *, why: str | None = None) -> Decision:
+    """A UI Action left `delivered` with nobody sending it ends `delivery_interrupted`
+    (at most once, nothing applied)."""
+    message = why or f"{action.name} was delivered but the runtime stopped before it answered"
+    return Decision((_action_done(action, now, error=error_body("delivery_interrupted", message)),))
 
 
 def answer_delivery(
@@ -608,50 +848,62 @@ def _answer(
     worker_error: tuple[str, str] | None,
     worker_reason: str | None,
 ) -> Decision:
+    stage, payload = _delivery_outcome(
+        tool.method,
+        tool.timeout_s,
+        reply=reply,
+        result_problems=result_problems,
+        timed_out=timed_out,
+        worker_error=worker_error,
+        worker_reason=worker_reason,
+    )
+    if stage == "result":
+        return _final(call, now, result=payload, stage="result")
+    return _final(call, now, error=payload)
+
+
+def _delivery_outcome(
+    method: str,
+    timeout_s: float,
+    *,
+    reply: Mapping[str, Any] | None,
+    result_problems: Checked | None,
+    timed_out: bool,
+    worker_error: tuple[str, str] | None,
+    worker_reason: str | None,
+) -> tuple[str, Any]:
+    """What a delivery's end answers: `("result", value)` or `("error", body)`."""
     if timed_out:
-        return _final(
-            call,
-            now,
-            error=error_body(
-                "handler_timeout", f"{tool.method} did not answer within {tool.timeout_s:g} s"
-            ),
+        return "error", error_body(
+            "handler_timeout", f"{method} did not answer within {timeout_s:g} s"
         )
     if worker_error is not None:
         kind, text = worker_error
         code = "worker_protocol_error" if kind == "protocol" else "delivery_interrupted"
         details = {"reason": worker_reason} if worker_reason else None
-        return _final(call, now, error=error_body(code, f"{tool.method}: {text}", details=details))
+        return "error", error_body(code, f"{method}: {text}", details=details)
     assert reply is not None
     if reply.get("ok"):
         if isinstance(result_problems, Unchecked):
-            return _final(
-                call,
-                now,
-                error=error_body(
-                    "handler_result_invalid",
-                    f"{tool.method} returned a result that could not be validated within the "
-                    f"{result_problems.budget_s:g} s validation budget",
-                    details=result_problems.details(),
-                ),
+            return "error", error_body(
+                "handler_result_invalid",
+                f"{method} returned a result that could not be validated within the "
+                f"{result_problems.budget_s:g} s validation budget",
+                details=result_problems.details(),
             )
         if result_problems:
-            return _final(
-                call,
-                now,
-                error=error_body(
-                    "handler_result_invalid",
-                    f"{tool.method} returned a result that does not match its result schema",
-                    details=result_problems,
-                ),
+            return "error", error_body(
+                "handler_result_invalid",
+                f"{method} returned a result that does not match its result schema",
+                details=result_problems,
             )
-        return _final(call, now, result=reply.get("result"), stage="result")
+        return "result", reply.get("result")
     err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
     assert isinstance(err, dict)
     code = str(err.get("code", "handler_failed"))
     if not (code.startswith("app.") or code in _HANDLER_CODES or code.startswith("session_data_")):
         code = "handler_failed"
-    body = error_body(code, str(err.get("message", ""))[:2000], details=err.get("details"))
-    return _final(call, now, error=body)
+    return "error", error_body(code, str(err.get("message", ""))[:2000], details=err.get("details"))
 
 
 def _final(
@@ -669,7 +921,7 @@ def _final(
 # -- dev builds -----------------------------------------------------------------------------
 def move_dev_sessions(
     sessions: Sequence[Session],
-    delivered: Mapping[str, Sequence[Call]],
+    delivered: Mapping[str, Sequence[Call | Action]],
     dev_builds: set[str],
     to_version: str,
     now: int,
@@ -685,6 +937,12 @@ def move_dev_sessions(
             continue
         changes.append(MoveSession(session.app_session_id, session.version, to_version))
         for call in delivered.get(session.app_session_id, ()):
+            if isinstance(call, Action):
+                why = (
+                    f"{call.name} was delivered to a dev build that was replaced before it answered"
+                )
+                changes.extend(interrupt_action(call, now, why=why).changes)
+                continue
             changes.extend(
                 _final(
                     call,

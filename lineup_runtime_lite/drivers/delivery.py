@@ -19,8 +19,16 @@ from typing import Any
 
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import Decision, ReplaceSessionData
+from lineup_runtime_lite.core.messages import Checked
 from lineup_runtime_lite.core.port import Facts
-from lineup_runtime_lite.core.rows import Call, PendingData, RegistryEntry, Session
+from lineup_runtime_lite.core.rows import (
+    Action,
+    ActionEntry,
+    Call,
+    PendingData,
+    RegistryEntry,
+    Session,
+)
 from lineup_runtime_lite.drivers import STEP_TRIES, steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.drivers.subscriptions import SubscriptionHub
@@ -37,7 +45,8 @@ log = logging.getLogger("lineup.runtime")
 
 
 class DeliveryDriver:
-    """Deliver queued calls to workers one at a time per session; answer each once."""
+    """Deliver the queued calls and UI Actions of each App session to its worker, one at
+    a time per session in `seq` order (one queue, SPEC 17); answer each once."""
 
     def __init__(self, shell: Shell, pool: WorkerPool, subs: SubscriptionHub) -> None:
         self.shell = shell
@@ -175,47 +184,67 @@ class DeliveryDriver:
         """One delivery; False when the queue is empty or its head waits on an activation."""
         shell = self.shell
         self._dirty.discard(session_id)  # what is queued from here on kicks again
-        # Deliveries to a session are serial, so a call still `delivered` here was cut off
-        # by a failed step: at most once, so it ends with `delivery_interrupted`.
-        for call in shell.facts.delivered_calls(session_id):
-            await self.interrupt(call)
+        # Deliveries to a session are serial, so a call or action still `delivered` here
+        # was cut off by a failed step: at most once, so it ends `delivery_interrupted`.
+        for item in shell.facts.delivered_in(session_id):
+            await self.interrupt(item)
         head = shell.facts.queue_head(session_id)
         if head is None or head[1] != "ready":
             return False
         session = shell.facts.session_by_id(session_id)
         assert session is not None
-        tools = shell.tools_of(session.scope, session.version)
-        tool = tools.get(head[0].method)
-        if tool is not None and tool.delivery == "miniapp_sdk":
+        item = head[0]
+        tool: RegistryEntry | None = None
+        entry: ActionEntry | None = None
+        problems: Checked | None = None
+        if isinstance(item, Action):
+            # the session's version now (a dev rebuild may have moved it, SPEC 17)
+            entry = shell.actions_of(session.scope, session.version).get(item.name)
+            if entry is not None:
+                problems = await acheck_value(
+                    entry.input_schema, json.loads(item.params), shell.validators, entry.scope
+                )
+            serve = entry is not None and not problems
+        else:
+            tool = shell.tools_of(session.scope, session.version).get(item.method)
+            serve = tool is not None and tool.delivery == "miniapp_sdk"
+        worker = None
+        if serve:
             try:
                 worker = await self.pool.ensure(
                     session.scope, session.version, session.app_session_id
                 )
             except (WorkerError, LineupError):
-                await self._worker_lost(head[0])
+                await self._worker_lost(item)
                 return True
-        else:
-            worker = None
         now = shell.now()
-        call = head[0]
+        key = _key(item)
 
         def step(tx: Facts) -> Decision | None:
             current = tx.queue_head(session_id)
-            if current is None or current[0].call_id != call.call_id:
+            if current is None or _key(current[0]) != key:
                 return None  # it moved on meanwhile: the next step looks again
-            return t.next_delivery(current, tool, now)
+            return t.next_delivery(current, tool, now, action=entry, problems=problems)
 
         decision = await shell.decide(step)
         if decision is not None and decision.deliver is not None:
-            assert worker is not None and tool is not None
-            await self._send(session, tool, call, worker)
+            assert worker is not None
+            if isinstance(item, Action):
+                assert entry is not None
+                await self._finish(self._start(session, entry, item, worker))
+            else:
+                assert tool is not None
+                await self._send(session, tool, item, worker)
         return True
 
-    async def interrupt(self, call: Call) -> None:
+    async def interrupt(self, item: Call | Action) -> None:
         now = self.shell.now()
-        await self.shell.decide(lambda tx: t.interrupt_delivery(call, now))
+        if isinstance(item, Action):
+            await self.shell.decide(lambda tx: t.interrupt_action(item, now))
+        else:
+            await self.shell.decide(lambda tx: t.interrupt_delivery(item, now))
 
-    async def _worker_lost(self, call: Call) -> None:
+    async def _worker_lost(self, call: Call | Action) -> None:
         """The app cannot run any more: its ready activation fails, its queue is answered."""
         assert call.activation_id is not None
         shell = self.shell
@@ -227,12 +256,27 @@ class DeliveryDriver:
         """Send a call already committed as `delivered`; commit its one final answer."""
         await self._finish(self._start(session, tool, call, worker))
 
-    def _start(self, session: Session, tool: RegistryEntry, call: Call, worker: Worker) -> _Flight:
-        """Write the delivery to the worker (its capability and timeout start now)."""
+    def _start(
+        self,
+        session: Session,
+        tool: RegistryEntry | ActionEntry,
+        call: Call | Action,
+        worker: Worker,
+    ) -> _Flight:
+        """Write the delivery to the worker (its capability and timeout start now): a
+        tool call's, or a UI Action's (`kind: "action"`, its ctx naming the action and its
+        client instead of a call)."""
         faults.hit("deliver.before_send")
         cap = secrets.token_urlsafe(24)
+        ids: dict[str, Any]
+        if isinstance(call, Action):
+            ids = {"action_id": call.action_id, "client_id": call.client_id}
+            method, kind = call.name, "action"
+        else:
+            ids = {"call_id": call.call_id}
+            method, kind = call.method, "tool"
         ctx = {
-            "call_id": call.call_id,
+            **ids,
             "app_scope": session.scope,
             "app_session_id": session.app_session_id,
             "conversation_id": session.conversation_id,
@@ -243,7 +287,10 @@ class DeliveryDriver:
         try:
             # the stored params text goes to the worker as is: never decoded and re-encoded
             # on the loop (a 1 MiB array would cost other sessions tens of milliseconds)
-            rid, fut = worker.send_delivery(tool.method, call.params, ctx)
+            if kind == "action":
+                rid, fut = worker.send_delivery(method, call.params, ctx, kind=kind)
+            else:
+                rid, fut = worker.send_delivery(method, call.params, ctx)
         except WorkerError as exc:
             flight.error = exc
             return flight
@@ -265,9 +312,16 @@ class DeliveryDriver:
             call, tool, now = flight.call, flight.tool, self.shell.now()
 
             def step(tx: Facts) -> Decision:
+                if isinstance(call, Action):  # a UI Action's outcome carries the revision
+                    assert isinstance(tool, ActionEntry)
+                    stored = tx.session_revision(tool.scope, call.app_session_id)
+                    return t.answer_action(
+                        call, tool, now=now, committed=stored, pending=pending, **outcome
+                    )
                 committed = None
                 if pending is not None:
                     committed = tx.session_revision(pending.scope, pending.app_session_id)
+                assert isinstance(tool, RegistryEntry)
                 return t.answer_delivery(
                     call, tool, now=now, pending=pending, committed=committed, **outcome
                 )
@@ -414,8 +468,8 @@ def _refusal(code: str, message: str) -> dict[str, Any]:
 class _Flight:
     """One delivery on its way: what `_finish` needs to wait for it and answer it."""
 
-    call: Call
-    tool: RegistryEntry
+    call: Call | Action
+    tool: RegistryEntry | ActionEntry
     cap: str
     worker: Worker | None = None
     rid: int | None = None
@@ -437,6 +491,13 @@ class _Grant:
     worker: Worker
     delivery: int
     pending: PendingData | None = None
+
+
+def _key(item: Call | Action) -> tuple[str, ...]:
+    """What names a queue item: a call's id, or an action's session and seq."""
+    if isinstance(item, Action):
+        return ("action", item.app_session_id, str(item.seq))
+    return ("call", item.call_id)
 
 
 def _expire(fut: asyncio.Future[Any]) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lineup_build import semver
 from lineup_build.model import Manifest
-from lineup_runtime_lite.core.rows import RegistryEntry
+from lineup_runtime_lite.core.rows import ActionEntry, RegistryEntry
 from lineup_runtime_lite.drivers.appcache import make_folder
 from lineup_runtime_lite.store.database import Database
 from lineup_sdk import __version__ as RUNTIME_SDK_VERSION
@@ -82,6 +82,22 @@ def load_tools(
             hints=t.hints,
         )
         for t in model.tools
+    ]
+
+
+def load_actions(scope: str, version: str, model: Manifest) -> list[ActionEntry]:
+    """The UI Actions of one installed manifest (SPEC 17; never in the Agent Inventory)."""
+    return [
+        ActionEntry(
+            name=a.name,
+            scope=scope,
+            version=version,
+            description=a.description,
+            input_schema=a.input_schema,
+            result_schema=a.result_schema,
+            timeout_s=float(30 if a.timeout_s is None else a.timeout_s),
+        )
+        for a in getattr(model, "ui_actions", ())
     ]
 
 

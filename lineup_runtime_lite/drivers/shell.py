@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from lineup_runtime_lite.core.decisions import Decision
 from lineup_runtime_lite.core.port import Facts
-from lineup_runtime_lite.core.rows import RegistryEntry
+from lineup_runtime_lite.core.rows import ActionEntry, RegistryEntry
 from lineup_runtime_lite.store.database import Database
 from lineup_runtime_lite.validation.pool import ValidatorPool
 
@@ -35,6 +35,10 @@ class Shell(Protocol):
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]: ...
     def tools_of(self, scope: str, version: str) -> dict[str, RegistryEntry]: ...
+    def actions_of(self, scope: str, version: str) -> dict[str, ActionEntry]:
+        """A version's UI Actions by name (SPEC 17)."""
+        ...
+
     def methods_for(self, scope: str, handler_key: str) -> list[str]: ...
 
     async def decide(self, step: Callable[[Facts], Decision | None]) -> Decision | None:

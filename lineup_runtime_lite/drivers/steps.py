@@ -66,7 +66,12 @@ def accept(
             session,
             act,
             app_version=tx.app_version(tool.scope) if session is None else None,
-            idle=ready and session is not None and idle(tx, session, tool.method),
+            # a UI Action queued or in flight keeps it off the fast path (SPEC 17), whichever
+            # node accepted that action
+            idle=ready
+            and session is not None
+            and not session.actions_ahead
+            and idle(tx, session, tool.method),
         )
         ids = draw_ids() if t.needs_fresh_ids(tool, act) else NO_IDS
         return t.decide_call(ev, facts, ids=ids, now=now, timeout_ms=timeout_ms)
@@ -146,7 +151,10 @@ def end(
             return None
         act, tools = found
         waiting = tx.waiting_calls(act_id)
-        return t.end_activation(act, waiting, tools, state, reason, now=now, cause=cause)
+        actions = tx.waiting_actions(act_id)
+        return t.end_activation(
+            act, waiting, tools, state, reason, now=now, cause=cause, actions=actions
+        )
 
     return step
 
@@ -159,6 +167,8 @@ def worker_lost(act_id: str, tools_of: ToolsOf, *, now: int) -> Step:
         if found is None:
             return None
         act, tools = found
-        return t.worker_lost(act, tx.waiting_calls(act_id), tools, now=now)
+        return t.worker_lost(
+            act, tx.waiting_calls(act_id), tools, now=now, actions=tx.waiting_actions(act_id)
+        )
 
     return step

@@ -85,5 +85,8 @@ class Timers:
         for call in self.shell.facts.delivered_calls():
             faults.hit("recover.step")
             await self.delivery.interrupt(call)
+        for action in self.shell.facts.delivered_actions():  # UI Actions alike (SPEC 17)
+            faults.hit("recover.step")
+            await self.delivery.interrupt(action)
         faults.hit("recover.step")
         await self.tick()  # deadlines that passed while down fire at their own times

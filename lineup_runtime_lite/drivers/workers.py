@@ -216,6 +216,15 @@ class WorkerPool:
                         "method_mismatch",
                         f"the worker serves {methods}, the manifest declares {expected}",
                     )
+                # the UI Actions likewise, listed apart (SPEC 17)
+                actions = sorted(self.shell.actions_of(scope, version))
+                served = sorted(getattr(worker, "actions", None) or [])
+                if served != actions:
+                    await worker.kill()
+                    raise WorkerError(
+                        "method_mismatch",
+                        f"the worker serves the actions {served}, the manifest declares {actions}",
+                    )
                 self.workers[key] = worker
                 return worker
             assert last is not None

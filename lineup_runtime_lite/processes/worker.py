@@ -202,6 +202,8 @@ class Worker:
         self._ping_out: int | None = None
         self.threads = 1
         self.methods: list[str] | None = None
+        #: The UI Actions the worker serves (its hello's `actions`, SPEC 17).
+        self.actions: list[str] = []
         self.sandbox: dict[str, Any] | None = None
         self.dead = False
         self.death: WorkerError | None = None
@@ -296,8 +298,13 @@ class Worker:
         if not all(isinstance(m, str) for m in methods):
             await self.kill()
             raise WorkerError("protocol", "the worker's hello has no method list")
+        actions = hello.get("actions", [])
+        if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
+            await self.kill()
+            raise WorkerError("protocol", "the worker's hello has no action list")
         threads = hello.get("threads")
         self.threads = threads if type(threads) is int and threads > 0 else 1
+        self.actions = sorted(actions)
         self.methods = sorted(methods)
         return self.methods
 
@@ -550,10 +557,11 @@ class Worker:
 
     # -- deliveries ----------------------------------------------------------------------
     def send_delivery(
-        self, method: str, params_json: str, ctx: dict[str, Any]
+        self, method: str, params_json: str, ctx: dict[str, Any], *, kind: str = "tool"
     ) -> tuple[int, asyncio.Future[dict[str, Any]]]:
-        """Send one call whose params are already JSON text (spliced in, not re-encoded);
-        the future resolves with the worker's `result` message.
+        """Send one call (or, `kind="action"`, one UI Action) whose params are already
+        JSON text (spliced in, not re-encoded); the future resolves with the worker's
+        `result` message.
 
         Raises:
             WorkerError: the worker is not running.
@@ -563,8 +571,11 @@ class Worker:
         fut: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._pending[rid] = fut
         self._due[rid] = loop.time() + float(ctx.get("timeout_s", 0))
+        delivery: dict[str, Any] = {"t": "deliver", "id": rid, "method": method, "ctx": ctx}
+        if kind != "tool":
+            delivery["kind"] = kind
         head = json.dumps(
-            {"t": "deliver", "id": rid, "method": method, "ctx": ctx},
+            delivery,
             separators=(",", ":"),
             ensure_ascii=False,
         )

@@ -150,6 +150,9 @@ class Bridge:
 
         self.rt = rt
         self.options = options or ServeOptions()
+        #: Hears each call's first answer (`answer, conversation, method`), on the server's
+        #: loop; it must not block (`lineup dev` queues it for its timeline).
+        self.on_answer: Callable[[dict[str, Any], Any, str], None] | None = None
         self.resources = Resources(rt, self.serves_scope)
         self.scopes: frozenset[str] | None = frozenset(scopes) if scopes is not None else None
         inventory = [e for e in rt.inventory() if self.serves(e["method"])]
@@ -332,15 +335,18 @@ class Bridge:
     async def send(self, call_id: Any, conversation: Any, method: str, args: Any) -> dict[str, Any]:
         """`Runtime.acall` (no thread hop); a runtime failure becomes a final error."""
         try:
-            return await self.rt.acall(call_id, conversation, method, args)
+            answer = await self.rt.acall(call_id, conversation, method, args)
         except LineupError as exc:
-            return {
+            answer = {
                 "id": f"{call_id}:error",
                 "call_id": call_id,
                 "kind": "error",
                 "stage": "error",
                 "error": exc.to_dict(),
             }
+        if self.on_answer is not None:
+            self.on_answer(answer, conversation, method)
+        return answer
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lineup_sdk.errors import LineupError
+from lineup_sdk.names import RESULT_TOOL as _RESULT_TOOL
+from lineup_sdk.names import mcp_tool_name
 
 __all__ = [
     "CALL_ID_META",
@@ -35,7 +37,7 @@ LONG_RUNNING_META = "io.lineup/long_running"
 #: MCP clients (and the SDK's name validation) refuse longer tool names.
 MAX_TOOL_NAME = 64
 #: The toolchain's own tool (scope `lineup` is reserved for it), named so under both styles.
-RESULT_TOOL = "lineup-result"
+RESULT_TOOL = _RESULT_TOOL
 #: fastmcp (and clients like it) unwrap `{"result": ...}` when the schema says so.
 WRAP_MARKER = "x-fastmcp-wrap-result"
 
@@ -59,10 +61,8 @@ class McpTool:
 
 
 def tool_name(method: str, style: str) -> str:
-    """The MCP name of a method: with `.` → `-` (`dashed`, the default: every name then
-    matches `^[a-zA-Z0-9_-]{1,64}$`, as Claude Desktop and OpenAI-compatible clients ask) or
-    as is (`dotted`)."""
-    return method.replace(".", "-") if style == "dashed" else method
+    """The MCP name of a method under `style` (`lineup_sdk.names.mcp_tool_name`)."""
+    return mcp_tool_name(method, style)
 
 
 def other_spelling(name: str) -> str:

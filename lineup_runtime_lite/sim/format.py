@@ -45,6 +45,8 @@ ACTIONS = (
     "surface_replace",
     "im_records",
     "inventory",
+    "ui_action",
+    "crash_worker",
 )
 #: The Hosts that replay scenarios here: the Python runtime's replay and `lineup dev` in a
 #: browser (another Host names itself the same way in a step's `hosts`).
@@ -63,6 +65,14 @@ def _duration(value: str) -> str:
     return value
 
 
+def _json_params(value: Any) -> Any:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        raise ValueError("params must be JSON (no TOML dates or times, no NaN)") from None
+    return value
+
+
 class AgentCall(_Strict):
     """An Agent call."""
 
@@ -71,14 +81,7 @@ class AgentCall(_Strict):
     method: str
     params: Any = Field(default_factory=dict, description="JSON params (an object, normally).")
 
-    @field_validator("params")
-    @classmethod
-    def _json(cls, value: Any) -> Any:
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
-            raise ValueError("params must be JSON (no TOML dates or times, no NaN)") from None
-        return value
+    _json = field_validator("params")(_json_params)
 
 
 class HostEventAction(_Strict):
@@ -167,6 +170,30 @@ class InventoryRead(_Strict):
     scope: str | None = None
 
 
+class UiActionStep(_Strict):
+    """A Surface's UI Action (SPEC 17): `client` numbers its actions 1, 2, 3… (`seq`); the
+    step emits the outcome `{action_id, result, revision}` or `{error: {code, message,
+    details?}}` (`action_id` beside it once the action was accepted). An action queued
+    behind a starting activation emits `action_pending` at once: a later step (the same
+    `client` and `seq` again) reads its outcome."""
+
+    conversation: str
+    scope: str | None = None
+    name: str
+    params: Any = Field(default_factory=dict, description="JSON params (an object, normally).")
+    client: str
+    seq: int
+
+    _json = field_validator("params")(_json_params)
+
+
+class CrashWorker(_Strict):
+    """A fault: the app's worker is killed now, as a crash would (what it was running ends
+    `delivery_interrupted`; the next delivery starts a new one)."""
+
+    scope: str | None = None
+
+
 def _or_true(schema: dict[str, Any]) -> None:
     schema["anyOf"].insert(0, {"const": True})
 
@@ -199,6 +226,8 @@ class StepModel(_Strict):
     inventory: InventoryRead | None = Field(
         default=None, description="`true` or `{ scope }`", json_schema_extra=_or_true
     )
+    ui_action: UiActionStep | None = None
+    crash_worker: CrashWorker | None = None
     expect: list[Any] | None = Field(
         default=None,
         description="Ordered partial matches against what the step emitted; keys starting "
@@ -317,6 +346,10 @@ class Step:
             return f"surface_replace {a['conversation']} at {a['expected_revision']}"
         if self.action == "inventory":
             return f"inventory {a['scope']}" if a.get("scope") else "inventory"
+        if self.action == "ui_action":
+            return f"ui_action {a['client']}:{a['seq']} {a['name']} {a['conversation']}"
+        if self.action == "crash_worker":
+            return f"crash_worker {a['scope']}" if a.get("scope") else "crash_worker"
         return f"im_records {a['conversation']}"
 
 

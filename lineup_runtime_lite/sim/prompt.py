@@ -27,6 +27,11 @@ COMMANDS: dict[str, Command] = {
         "call ID CONVERSATION METHOD [JSON]",
         'send an Agent call, e.g. call s1 c1 pomodoro.start {"minutes":25}',
     ),
+    "act": Command(
+        "act CLIENT:SEQ CONVERSATION NAME [JSON]",
+        'ask for a UI Action, e.g. act ui1:1 c1 todo.toggle {"id":"t1"}',
+    ),
+    "crash": Command("crash [SCOPE]", "kill the app's worker, as a crash would"),
     "host": Command(
         "host EVENT CONVERSATION [SCOPE]",
         "a Host event: preload, surface_loaded, foreground_confirmed,\n"
@@ -86,6 +91,36 @@ def _call(rest: str) -> dict[str, Any]:
     return {"call": {"id": ident, "conversation": conversation, "method": method, "params": params}}
 
 
+def _act(rest: str) -> dict[str, Any]:
+    """`CLIENT:SEQ CONVERSATION NAME [JSON]` (params as for `call`)."""
+    brace = rest.find("{")
+    words, text = (rest[:brace].split(), rest[brace:]) if brace >= 0 else (rest.split(), "")
+    if len(words) != 3:
+        raise _mistake("act", "act needs a CLIENT:SEQ, a CONVERSATION and a NAME")
+    client, _, seq = words[0].rpartition(":")
+    if not client or not seq.isdigit():
+        raise _mistake("act", f"{words[0]!r} is not CLIENT:SEQ, e.g. ui1:1")
+    params: Any = {}
+    if text:
+        try:
+            params = json.loads(text)
+        except ValueError as exc:
+            raise _mistake("act", f"the params are not JSON: {exc}") from None
+        if not isinstance(params, dict):
+            raise _mistake("act", "the params must be a JSON object, e.g. {}")
+    action = {
+        "conversation": words[1],
+        "name": words[2],
+        "params": params,
+        "client": client,
+        "seq": int(seq),
+    }
+    scope = words[2].split(".")[0]
+    if scope:
+        action["scope"] = scope
+    return {"ui_action": action}
+
+
 def _raw_step(command: str, args: list[str]) -> dict[str, Any]:
     def arity(low: int, high: int) -> None:
         if not low <= len(args) <= high:
@@ -110,6 +145,9 @@ def _raw_step(command: str, args: list[str]) -> dict[str, Any]:
     if command == "im":
         arity(1, 1)
         return {"im_records": {"conversation": args[0]}}
+    if command == "crash":
+        arity(0, 1)
+        return {"crash_worker": {"scope": args[0]} if args else {}}
     arity(0, 0)  # restart
     return {"restart": True}
 
@@ -133,6 +171,8 @@ def read_line(line: str) -> Step | None:
         raise _mistake(command, f"{command} takes no arguments")
     if command == "call":
         raw = _call(rest)
+    elif command == "act":
+        raw = _act(rest)
     else:
         try:
             args = shlex.split(rest)

@@ -231,12 +231,48 @@ class Simulation:
             except LineupError as exc:
                 return [{"error": {"code": exc.code, "message": exc.message}}]
             return [{"ok": True}]
+        if step.action == "ui_action":
+            return self._ui_action(a)
+        if step.action == "crash_worker":
+            scope = a.get("scope") or self.resolve_scope("", None)
+            rt.kill_workers(scope)
+            rt.settle()
+            return self._new_messages()
         if step.action == "inventory":
             tools = rt.inventory()
             if a.get("scope"):
                 tools = [t for t in tools if t["method"].split(".")[0] == a["scope"]]
             return tools
         return rt.im_records(a["conversation"])
+
+    def _ui_action(self, a: dict[str, Any]) -> list[dict[str, Any]]:
+        """A UI Action's outcome (SPEC 17), then what the outbox gained meanwhile. The step
+        waits for what the runtime can do on its own: an action queued behind a starting
+        activation (which only a later step moves on) emits `action_pending` at once."""
+        rt = self.runtime()
+        conversation = a["conversation"]
+        scope = self.resolve_scope(conversation, a.get("scope"))
+        starting = any(
+            s["conversation_id"] == conversation and s["state"] == "starting"
+            for s in rt.sessions(scope)
+        )
+        out: dict[str, Any]
+        try:
+            out = rt.surface(conversation, scope).act(
+                a["name"],
+                a["params"],
+                client_id=a["client"],
+                seq=a["seq"],
+                timeout=0 if starting else None,
+            )
+        except LineupError as exc:
+            error: dict[str, Any] = {"code": exc.code, "message": exc.message}
+            if exc.details is not None:
+                error["details"] = exc.details
+            accepted = getattr(exc, "action_id", None)
+            out = {"action_id": accepted, "error": error} if accepted else {"error": error}
+        rt.settle()
+        return [out, *self._new_messages()]
 
     def opening_report(self) -> StepReport | None:
         """Step 0: what opening the runtime emitted, once (None when it emitted nothing)."""

@@ -8,6 +8,7 @@ guarded changes of `decisions` (`apply`), so nothing outside this package writes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -15,12 +16,15 @@ from typing import Any
 
 from lineup_build.model import Manifest
 from lineup_runtime_lite.core.decisions import (
+    ActionDone,
+    ActionState,
     ActivationUpdate,
     CallState,
     Change,
     EndOperation,
     IntentDelivered,
     MoveSession,
+    NewAction,
     NewActivation,
     NewCall,
     NewIMRecord,
@@ -33,7 +37,7 @@ from lineup_runtime_lite.core.decisions import (
     SupersedeIntents,
 )
 from lineup_runtime_lite.core.port import CallRead, Facts, LostRace
-from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
+from lineup_runtime_lite.core.rows import Action, Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import Snapshot
 
 __all__ = ["Facts", "LostRace", "SqlFacts", "written_call"]
@@ -41,6 +45,21 @@ __all__ = ["Facts", "LostRace", "SqlFacts", "written_call"]
 _FINAL = ("result", "error")
 #: The App session of activation `?` (`SqlFacts._lock`).
 _OF_ACTIVATION = "app_session_id = (SELECT app_session_id FROM activations WHERE activation_id=?)"
+#: A call and a UI Action in one row shape (the App session's one queue, SPEC 17): `kind`,
+#: `key` (call_id / client_id), `client_seq` (actions), `conversation_id` and `scope`
+#: (calls), `method` (a call's method / an action's name), then the columns both have.
+_CALL_ITEM = (
+    "SELECT 'call' AS kind, c.call_id AS key, CAST(NULL AS BIGINT) AS client_seq, c.conversation_id AS "
+    "conversation_id, c.scope AS scope, c.method AS method, c.params AS params, c.fingerprint "
+    "AS fingerprint, c.app_session_id AS app_session_id, c.activation_id AS activation_id, "
+    "c.seq AS seq, c.state AS state"
+)
+_ACTION_ITEM = (
+    "SELECT 'action', u.client_id, u.client_seq, NULL, NULL, u.name, u.params, u.fingerprint, "
+    "u.app_session_id, u.activation_id, u.seq, u.state"
+)
+#: The App session of the UI Action `(?, ?)` by its session and seq (`_lock`).
+_OF_SESSION = "app_session_id=?"
 
 
 class SqlFacts:
@@ -219,7 +238,10 @@ class SqlFacts:
     def _session_read(self, conversation_id: str, scope: str) -> Any:
         return self.db.execute(
             "SELECT s.*, a.activation_id, a.trigger_call_id, a.state, a.requires_foreground, "
-            "a.worker_ready, a.foreground, a.deadline_ms FROM app_sessions s "
+            "a.worker_ready, a.foreground, a.deadline_ms, "
+            # a UI Action queued or in flight keeps a later call off the fast path (SPEC 17)
+            "EXISTS (SELECT 1 FROM ui_actions u WHERE u.app_session_id = s.app_session_id "
+            "AND u.state IN ('queued', 'delivered')) AS actions_ahead FROM app_sessions s "
             "LEFT JOIN activations a ON a.activation_id = (SELECT activation_id FROM "
             "activations WHERE app_session_id = s.app_session_id "
             "ORDER BY created_ms DESC, rowid DESC LIMIT 1) "
@@ -232,7 +254,10 @@ class SqlFacts:
         if row is None:
             return None, None
         # the row carries both records' columns under their own names
-        return _session(row), _activation(row) if row["activation_id"] is not None else None
+        session = _session(row)
+        if row["actions_ahead"]:
+            session = dataclasses.replace(session, actions_ahead=True)
+        return session, _activation(row) if row["activation_id"] is not None else None
 
     def session_by_id(self, app_session_id: str) -> Session | None:
         self._lock("app_session_id=?", app_session_id)
@@ -285,16 +310,78 @@ class SqlFacts:
             ).fetchall()
         return [_call(r) for r in rows]
 
-    def queue_head(self, app_session_id: str) -> tuple[Call, str] | None:
-        """The session's oldest queued call and its activation's state."""
+    def queue_head(self, app_session_id: str) -> tuple[Call | Action, str] | None:
+        """The session's oldest queued item — a call or a UI Action, the lowest `seq` of
+        both (SPEC 17: one queue) — and its activation's state."""
         self._lock("app_session_id=?", app_session_id)
         row = self.db.execute(
-            "SELECT c.*, a.state AS act_state FROM calls c JOIN activations a "
-            "ON a.activation_id = c.activation_id WHERE c.app_session_id=? AND c.state='queued' "
-            "ORDER BY c.seq LIMIT 1",
-            (app_session_id,),
+            f"SELECT * FROM ({_CALL_ITEM}, a.state AS act_state FROM calls c JOIN activations "
+            "a ON a.activation_id = c.activation_id WHERE c.app_session_id=? AND "
+            "c.state='queued' ORDER BY c.seq LIMIT 1) AS head_call UNION ALL "
+            f"SELECT * FROM ({_ACTION_ITEM}, a.state FROM ui_actions u JOIN activations a "
+            "ON a.activation_id = u.activation_id WHERE u.app_session_id=? AND "
+            "u.state='queued' ORDER BY u.seq LIMIT 1) AS head_action ORDER BY seq LIMIT 1",
+            (app_session_id, app_session_id),
         ).fetchone()
-        return (_call(row), str(row["act_state"])) if row is not None else None
+        return (_item(row), str(row["act_state"])) if row is not None else None
+
+    def delivered_in(self, app_session_id: str) -> list[Call | Action]:
+        """The session's calls and UI Actions left `delivered`, in queue order (one read)."""
+        self._lock("app_session_id=?", app_session_id)
+        rows = self.db.execute(
+            f"SELECT * FROM ({_CALL_ITEM} FROM calls c WHERE c.app_session_id=? AND "
+            f"c.state='delivered') AS sent_calls UNION ALL SELECT * FROM ({_ACTION_ITEM} FROM "
+            "ui_actions u WHERE u.app_session_id=? AND u.state='delivered') AS sent_actions "
+            "ORDER BY seq",
+            (app_session_id, app_session_id),
+        ).fetchall()
+        return [_item(r) for r in rows]
+
+    # -- UI Actions (SPEC 17) ------------------------------------------------------------
+    def action(self, app_session_id: str, client_id: str, client_seq: int) -> Action | None:
+        """A client's action `client_seq` in an App session."""
+        self._lock("app_session_id=?", app_session_id)
+        row = self.db.execute(
+            "SELECT * FROM ui_actions WHERE app_session_id=? AND client_id=? AND client_seq=?",
+            (app_session_id, client_id, client_seq),
+        ).fetchone()
+        return _action(row) if row is not None else None
+
+    def client_mark(self, app_session_id: str, client_id: str) -> int:
+        """The last seq accepted from a client in an App session (0: none yet)."""
+        self._lock("app_session_id=?", app_session_id)
+        row = self.db.execute(
+            "SELECT last_seq FROM ui_action_clients WHERE app_session_id=? AND client_id=?",
+            (app_session_id, client_id),
+        ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def waiting_actions(self, activation_id: str) -> list[Action]:
+        """The UI Actions queued on an activation, in queue order."""
+        self._lock(_OF_ACTIVATION, activation_id)
+        rows = self.db.execute(
+            "SELECT * FROM ui_actions WHERE state='queued' AND activation_id=? ORDER BY seq",
+            (activation_id,),
+        ).fetchall()
+        return [_action(r) for r in rows]
+
+    def delivered_actions(self, app_session_id: str | None = None) -> list[Action]:
+        """UI Actions left `delivered` (of one session, or all of this node's)."""
+        if app_session_id is None:
+            mine, args = self._mine("ui_actions.app_session_id")
+            rows = self.db.execute(
+                f"SELECT * FROM ui_actions WHERE state='delivered'{mine} "
+                "ORDER BY created_ms, rowid",
+                args,
+            ).fetchall()
+        else:
+            self._lock("app_session_id=?", app_session_id)
+            rows = self.db.execute(
+                "SELECT * FROM ui_actions WHERE state='delivered' AND app_session_id=? "
+                "ORDER BY seq",
+                (app_session_id,),
+            ).fetchall()
+        return [_action(r) for r in rows]
 
     def call_activation(self, call_id: str) -> tuple[Call, Activation] | None:
         self._lock("app_session_id = (SELECT app_session_id FROM calls WHERE call_id=?)", call_id)
@@ -437,16 +524,23 @@ class SqlFacts:
         return [str(r[0]) for r in rows]
 
     def sessions_to_pump(self) -> list[str]:
-        """Sessions with queued calls of a ready activation, or a call left `delivered`."""
+        """Sessions with queued calls or UI Actions of a ready activation, or one left
+        `delivered`."""
         # a UNION of two reads of partial indexes (`calls_queued`, `calls_delivered`): the
         # rows read are the pending calls, however many calls have finished
         mine, args = self._mine("c.app_session_id")
+        umine, uargs = self._mine("u.app_session_id")
         rows = self.db.execute(
             "SELECT c.app_session_id FROM calls c JOIN activations a "
             "ON a.activation_id = c.activation_id "
             f"WHERE c.state='queued' AND a.state='ready'{mine} "
-            f"UNION SELECT c.app_session_id FROM calls c WHERE c.state='delivered'{mine}",
-            (*args, *args),
+            f"UNION SELECT c.app_session_id FROM calls c WHERE c.state='delivered'{mine} "
+            # the UI Actions of the same queues (SPEC 17), through their partial indexes
+            "UNION SELECT u.app_session_id FROM ui_actions u JOIN activations a "
+            "ON a.activation_id = u.activation_id "
+            f"WHERE u.state='queued' AND a.state='ready'{umine} "
+            f"UNION SELECT u.app_session_id FROM ui_actions u WHERE u.state='delivered'{umine}",
+            (*args, *args, *uargs, *uargs),
         ).fetchall()
         return [str(r[0]) for r in rows]
 
@@ -767,6 +861,72 @@ class SqlFacts:
                 )
             self._guard(cur)
             self._told(f"d:{change.app_session_id}")  # Surface subscribers on other nodes
+        elif isinstance(change, NewAction):
+            self._guard(
+                db.execute(
+                    "UPDATE app_sessions SET next_seq=next_seq+1 "
+                    "WHERE app_session_id=? AND next_seq=?",
+                    (change.app_session_id, change.seq),
+                )
+            )
+            if change.client_seq == 1:  # a client the session has not seen (its mark was 0)
+                db.execute(
+                    "INSERT INTO ui_action_clients (app_session_id, client_id, last_seq) "
+                    "VALUES (?, ?, 1)",
+                    (change.app_session_id, change.client_id),
+                )
+            else:
+                self._guard(
+                    db.execute(
+                        "UPDATE ui_action_clients SET last_seq=? "
+                        "WHERE app_session_id=? AND client_id=? AND last_seq=?",
+                        (
+                            change.client_seq,
+                            change.app_session_id,
+                            change.client_id,
+                            change.client_seq - 1,
+                        ),
+                    )
+                )
+            db.execute(
+                "INSERT INTO ui_actions (app_session_id, seq, client_id, client_seq, name, "
+                "params, fingerprint, activation_id, state, created_ms) "
+                "VALUES (?,?,?,?,?,?,?,?,'queued',?)",
+                (
+                    change.app_session_id,
+                    change.seq,
+                    change.client_id,
+                    change.client_seq,
+                    change.name,
+                    change.params,
+                    change.fingerprint,
+                    change.activation_id,
+                    change.created_ms,
+                ),
+            )
+        elif isinstance(change, ActionState):
+            self._guard(
+                db.execute(
+                    "UPDATE ui_actions SET state=? WHERE app_session_id=? AND seq=? AND state=?",
+                    (change.to, change.app_session_id, change.seq, change.expect),
+                )
+            )
+        elif isinstance(change, ActionDone):
+            self._guard(
+                db.execute(
+                    "UPDATE ui_actions SET state='done', outcome=?, revision=?, ended_ms=? "
+                    "WHERE app_session_id=? AND seq=? AND state!='done'",
+                    (
+                        change.outcome,
+                        change.revision,
+                        change.ended_ms,
+                        change.app_session_id,
+                        change.seq,
+                    ),
+                )
+            )
+            # a waiter for it on another node (the node that accepted it)
+            self._told(f"u:{change.app_session_id}:{change.action_id}")
         else:  # pragma: no cover - the union is closed
             raise TypeError(f"unknown change {change!r}")
 
@@ -820,6 +980,50 @@ def _call(row: sqlite3.Row) -> Call:
         row["app_session_id"],
         row["activation_id"],
         row["seq"],
+        row["state"],
+    )
+
+
+def _action(row: sqlite3.Row) -> Action:
+    return Action(
+        row["app_session_id"],
+        int(row["seq"]),
+        row["client_id"],
+        int(row["client_seq"]),
+        row["name"],
+        row["params"],
+        row["fingerprint"],
+        row["activation_id"],
+        row["state"],
+        row["outcome"],
+        int(row["revision"]) if row["revision"] is not None else None,
+    )
+
+
+def _item(row: sqlite3.Row) -> Call | Action:
+    """A row of `_CALL_ITEM` / `_ACTION_ITEM`: the call or the UI Action."""
+    if row["kind"] == "call":
+        return Call(
+            row["key"],
+            row["fingerprint"],
+            row["conversation_id"],
+            row["scope"],
+            row["method"],
+            row["params"],
+            row["app_session_id"],
+            row["activation_id"],
+            int(row["seq"]),
+            row["state"],
+        )
+    return Action(
+        row["app_session_id"],
+        int(row["seq"]),
+        row["key"],
+        int(row["client_seq"]),
+        row["method"],
+        row["params"],
+        row["fingerprint"],
+        row["activation_id"],
         row["state"],
     )
 

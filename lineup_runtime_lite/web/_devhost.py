@@ -16,12 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lineup_runtime_lite.core.timestamps import format_ts
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
     from lineup_runtime_lite.api.runtime import Runtime
 
-__all__ = ["FAULTS_ENV", "Binding", "BridgeLimits", "DevHost", "faults_enabled"]
+__all__ = [
+    "FAULTS_ENV",
+    "Binding",
+    "BridgeLimits",
+    "DevHost",
+    "failure_of",
+    "faults_enabled",
+]
 
 log = logging.getLogger("lineup.dev")
 
@@ -44,6 +52,15 @@ PANEL_EVENTS = {
 }
 
 
+#: A timeline entry's `source` → its `origin` (SPEC 17's `data-origin`).
+ORIGINS = {"agent": "agent", "ui": "ui", "host": "host", "runtime": "runtime", "build": "build"}
+
+#: Console calls whose method the timeline remembers (for its entries' labels).
+METHODS_REMEMBERED = 1_000
+#: Problems of a failed build kept for the page.
+PROBLEMS_SHOWN = 20
+
+
 def faults_enabled(env: dict[str, str] | None = None) -> bool:
     """Whether `LINEUP_DEV_FAULTS=1` turned the fault seam on."""
     return (env if env is not None else os.environ).get(FAULTS_ENV) == "1"
@@ -59,6 +76,8 @@ class BridgeLimits:
         all_wire_bytes: The encoded size queued for all bridges of the Host together (the
             bridge that passes it is closed, 1008): many unread bridges stay bounded too.
         subscriptions: Bridge subscriptions at once (`limit_exceeded` beyond).
+        actions: UI Actions accepted on one bridge and not answered yet, at most (one more
+            is refused before acceptance with `limit_exceeded`: nothing persisted).
         close_grace_s: How long a closed client has to read its close frame before its
             connection is dropped.
     """
@@ -67,6 +86,7 @@ class BridgeLimits:
     wire_bytes: int = 16 * 1024 * 1024
     all_wire_bytes: int = 24 * 1024 * 1024
     subscriptions: int = 16
+    actions: int = 256
     close_grace_s: float = 10.0
 
 
@@ -132,7 +152,16 @@ class DevHost:
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _call_ids: Any = field(default_factory=lambda: itertools.count(1))
     _session: str = field(default_factory=lambda: secrets.token_hex(3))
+    #: The running build: its number (1 at start, one more per rebuild that changed it)
+    #: and version; `failure` is the latest edit's failed build, while it stands (the
+    #: running build is then the last good one).
     build: int = 1
+    version: str = ""
+    failure: dict[str, Any] | None = None
+    #: call_id -> method of the console's and /mcp's calls (outbox messages do not name it)
+    _methods: dict[str, str] = field(default_factory=dict)
+    #: /mcp answers that were errors: rejected unless the outbox holds them (checked by poll)
+    _maybe_rejected: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
     # -- tokens --------------------------------------------------------------------------
     def surface_token(self, instance: str) -> Binding:
@@ -220,11 +249,17 @@ class DevHost:
             "timeline": timeline,
             "timeline_next": total,
             "build": self.build,
+            "version": self.version,
+            "build_failure": self.failure,
             "policy": self.policy,
         }
 
     def _note(self, entry: dict[str, Any]) -> None:
-        """Add a timeline entry; a conversation keeps its last 1,000 (SPEC 16.3)."""
+        """Add a timeline entry; a conversation keeps its last 1,000 (SPEC 16.3). Each
+        carries its `origin` (SPEC 17): `agent`, `ui`, `host`, `runtime` or `build`."""
+        entry = {**entry, "origin": ORIGINS[entry["source"]]}
+        if "at" not in entry:  # Host and build entries: when, on the runtime's clock
+            entry["at"] = format_ts(self.rt.clock.now_ms())
         with self._lock:
             key = entry.get("conversation_id")
             kept = self._timeline.get(key)
@@ -241,18 +276,107 @@ class DevHost:
             fresh = messages[self._outbox_seen :]
             self._outbox_seen = len(messages)
             for m in fresh:
-                self._note({**m, "source": "agent"})
+                self._note(self._agent_entry(m))
+            if self._maybe_rejected:  # /mcp answers refused before acceptance: not stored
+                stored = {m.get("id") for m in messages}
+                for answer, conversation in self._maybe_rejected:
+                    if answer.get("id") not in stored:
+                        self._note(
+                            self._agent_entry(answer, rejected=True, conversation_id=conversation)
+                        )
+                self._maybe_rejected.clear()
         if fresh:
             self.operations_changed()
         return bool(fresh)
 
+    def _agent_entry(self, message: dict[str, Any], **more: Any) -> dict[str, Any]:
+        """An Agent message as a timeline entry: its method when the console sent it, and
+        the build that answered (`last_good` while a later edit's build has failed)."""
+        entry = {**message, "source": "agent", "build": self.build, **more}
+        method = self._methods.get(str(message.get("call_id")))
+        if method is not None:
+            entry["method"] = method
+        if self.failure is not None:
+            entry["last_good"] = True
+        return entry
+
     # -- the Agent console ---------------------------------------------------------------
     def call(self, conversation: Any, method: Any, params: Any) -> dict[str, Any]:
-        """One console call with a fresh call_id; its answer (results arrive later too)."""
+        """One console call with a fresh call_id; its answer (results arrive later too). A
+        call refused before it was accepted (`invalid_params`, `unknown_method`: nothing is
+        stored for it) still gets its timeline entry, marked `rejected`."""
         call_id = f"dev-{self._session}-{next(self._call_ids)}"
+        with self._lock:
+            self._remember(call_id, method)
         answer = self.rt.call(call_id, conversation, method, params)
         self.poll()
+        if answer.get("kind") == "error" and not self._stored(answer):
+            self._note(self._agent_entry(answer, rejected=True, conversation_id=str(conversation)))
         return answer
+
+    def answered(self, answer: dict[str, Any], conversation: Any, method: Any) -> None:
+        """A `/mcp` call's first answer (on the server's loop: nothing blocking here): its
+        method for the timeline's labels, and an error queued for `poll`, which notes it as
+        `rejected` when the outbox does not hold it (refused before acceptance)."""
+        with self._lock:
+            self._remember(str(answer.get("call_id")), method)
+            if answer.get("kind") == "error":
+                self._maybe_rejected.append((answer, str(conversation)[:200]))
+
+    def _remember(self, call_id: str, method: Any) -> None:
+        self._methods[call_id] = str(method)[:200]
+        while len(self._methods) > METHODS_REMEMBERED:
+            self._methods.pop(next(iter(self._methods)))
+
+    def _stored(self, message: dict[str, Any]) -> bool:
+        """Whether the outbox holds `message` (an accepted call's answers are all there)."""
+        wanted = message.get("id")
+        return any(m.get("id") == wanted for m in reversed(self.rt.outbox.all()))
+
+    # -- UI Actions from Surfaces (SPEC 17) ----------------------------------------------
+    def check_live(self, binding: Binding) -> None:
+        """A Surface token acts only while its instance is its App session's: the session's
+        latest activation.
+
+        Raises:
+            LineupError: `app_not_running` once the session is gone or another instance
+                (a later activation) took its place.
+        """
+        session = self._session_of(binding)
+        if session is None or session["instance"] != binding.instance:
+            raise LineupError(
+                "app_not_running",
+                f"instance {binding.instance!r} is no longer its App session's",
+                hint="a Surface acts only while the App session it shows lives; reload it",
+            )
+
+    def action_noted(
+        self,
+        binding: Binding,
+        name: Any,
+        client: Any,
+        seq: Any,
+        *,
+        outcome: dict[str, Any] | None = None,
+        error: LineupError | None = None,
+        accepted: bool = True,
+    ) -> None:
+        """A UI Action's outcome (or its rejection before acceptance) in the timeline,
+        origin `ui`."""
+        entry: dict[str, Any] = {
+            "source": "ui",
+            "conversation_id": binding.conversation_id,
+            "instance": binding.instance,
+            "name": str(name)[:200],
+            "action_id": f"{str(client)[:64]}:{seq}" if accepted else None,
+            "stage": "error" if error is not None else "result",
+        }
+        if outcome is not None:
+            entry["result"] = outcome.get("result")
+            entry["revision"] = outcome.get("revision")
+        if error is not None:
+            entry["error"] = {"code": error.code, "message": error.message}
+        self._note(entry)
 
     # -- Host events ---------------------------------------------------------------------
     def panel(self, button: str, instance: str) -> bool:
@@ -339,7 +463,9 @@ class DevHost:
     # -- the fault seam ------------------------------------------------------------------
     def fault(self, kind: str, instance: str | None, count: int = 1) -> int:
         """Test-only (`LINEUP_DEV_FAULTS=1`): `drop_frame` drops the next `count` change
-        frames of the instance's bridges; `reconnect` closes them. Returns how many bridges.
+        frames of the instance's bridges; `reconnect` closes them; `crash_worker` kills the
+        app's running workers (what they run ends `delivery_interrupted`). Returns how many
+        bridges (workers, for `crash_worker`).
 
         Raises:
             LineupError: `usage_invalid` when the seam is off or the fault is unknown.
@@ -350,6 +476,8 @@ class DevHost:
                 "the dev Host's fault seam is off",
                 hint=f"start lineup dev with {FAULTS_ENV}=1 (tests only)",
             )
+        if kind == "crash_worker":  # kill the app's workers, as a crash would
+            return self.rt.kill_workers(self.scope)
         conns = self._connections_of(instance)
         if kind == "drop_frame":
             for c in conns:
@@ -360,7 +488,9 @@ class DevHost:
                     c.close_requested()
         else:
             raise LineupError(
-                "usage_invalid", f"unknown fault {kind!r}", hint="drop_frame, reconnect"
+                "usage_invalid",
+                f"unknown fault {kind!r}",
+                hint="drop_frame, reconnect, crash_worker",
             )
         return len(conns)
 
@@ -381,16 +511,49 @@ class DevHost:
             self.build += 1
             for conn in self._connections_of(None):
                 conn.push({"type": "reload"})
+        self.version = installed.version
+        self.failure = None
         entry = {
             "source": "build",
+            "build": self.build,
             "version": installed.version,
             "action": installed.action,
             "moved_sessions": moved,
         }
         self._note(entry)
+        if moved:
+            self._note({"source": "runtime", "event": "sessions_moved", "moved_sessions": moved})
         return entry
 
-    def build_failed(self, exc: LineupError) -> None:
-        self._note(
-            {"source": "build", "action": "failed", "code": exc.code, "message": exc.message}
+    def build_failed(self, exc: LineupError) -> dict[str, Any]:
+        """An edit's build failed: the running build stays (the last good one); the page
+        shows the failure, each problem with its file and line, until a build succeeds."""
+        self.failure = failure_of(exc, running=self.build)
+        entry = {"source": "build", "action": "failed", **self.failure}
+        self._note(entry)
+        return entry
+
+
+def failure_of(exc: LineupError, *, running: int) -> dict[str, Any]:
+    """A failed build for the page: its code and message, and each problem (`file`,
+    `line`, `code`, `message`) from the build's diagnostics."""
+    problems = []
+    details = exc.details if isinstance(exc.details, list) else []
+    for d in details[:PROBLEMS_SHOWN]:
+        if not isinstance(d, dict) or d.get("severity", "error") != "error":
+            continue
+        problems.append(
+            {
+                "code": str(d.get("code") or exc.code),
+                "message": str(d.get("message") or ""),
+                "file": d.get("file"),
+                "line": d.get("line"),
+            }
         )
+    return {
+        "code": exc.code,
+        "message": exc.message,
+        "hint": exc.hint,
+        "problems": problems,
+        "running": running,
+    }

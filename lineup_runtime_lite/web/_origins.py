@@ -372,14 +372,19 @@ def surface_app(dev: DevHost, ports: Ports) -> Any:
 
 
 class _SurfaceBridge:
-    """One Surface's bridge: `get`, `subscribe`, `unsubscribe` and `ready` of its instance.
+    """One Surface's bridge: `get`, `subscribe`, `unsubscribe`, `ready` and `act` of its
+    instance.
+
+    `act` is answered twice (SPEC 17): `{id, accepted: seq, action_id}` once the action is
+    persisted (or `{id, error}`: a rejection before acceptance, nothing persisted), then
+    `{id, outcome: {action_id, result, revision}}` or `{id, action_id, error}`.
 
     Answers and frames (pushed from listener threads too) wait, encoded, in one bounded
     queue that one sender task empties in order; a client that lets it pass its bound
     (frames or encoded bytes: `BridgeLimits`) is closed with 1008 and the queue dropped
     (SPEC 16.3). At most `subscriptions` bridge subscriptions at once."""
 
-    ALLOWED = ("get", "subscribe", "unsubscribe", "ready")
+    ALLOWED = ("get", "subscribe", "unsubscribe", "ready", "act")
 
     def __init__(self, dev: DevHost, binding: Binding, ws: WebSocket) -> None:
         self.dev, self.binding, self.ws = dev, binding, ws
@@ -394,6 +399,8 @@ class _SurfaceBridge:
         self.conn = Connection(binding, self._push_threadsafe)
         self.conn.close_requested = lambda: self._call_soon(self._close, 4000)
         self.unsubscribe: dict[int, Any] = {}
+        #: The outcomes this bridge still waits for (cancelled when it closes).
+        self.outcomes: set[asyncio.Task[None]] = set()
 
     # -- the bounded queue -----------------------------------------------------------------
     def _call_soon(self, fn: Any, *args: Any) -> None:
@@ -466,8 +473,9 @@ class _SurfaceBridge:
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in tasks:
+            for task in [*tasks, *self.outcomes]:
                 task.cancel()
+            self.outcomes.clear()
             self.dev.detach(self.conn)
             self._drop_queue()
             for off in list(self.unsubscribe.values()):
@@ -487,14 +495,17 @@ class _SurfaceBridge:
         except Exception:  # the grace ran out, or the connection is already gone
             _abort(self.ws)
 
-    def _reply(self, req_id: Any, result: Any = None, error: LineupError | None = None) -> None:
+    def _reply(
+        self,
+        req_id: Any,
+        result: Any = None,
+        error: LineupError | None = None,
+        **extra: Any,
+    ) -> None:
         if error is not None:
-            body: dict[str, Any] = {"code": error.code, "message": error.message}
-            if error.hint:
-                body["hint"] = error.hint
-            self._enqueue(json.dumps({"id": req_id, "error": body}))
+            self._enqueue(json.dumps({"id": req_id, **extra, "error": _error_body(error)}))
         else:
-            self._enqueue(json.dumps({"id": req_id, "result": result}))
+            self._enqueue(json.dumps({"id": req_id, **extra, "result": result}))
 
     async def _handle(self, text: str) -> None:
         try:
@@ -509,7 +520,8 @@ class _SurfaceBridge:
             if op not in self.ALLOWED:
                 raise LineupError(
                     "usage_invalid",
-                    f"the Surface bridge allows only get, subscribe and ready (not {str(op)[:40]!r})",
+                    "the Surface bridge allows only get, subscribe, ready and act "
+                    f"(not {str(op)[:40]!r})",
                     hint="Agent tools are called by the Agent; foreground is the Host's",
                 )
             what = msg.get("what", "session_data")
@@ -528,6 +540,8 @@ class _SurfaceBridge:
                     self._enqueue(await anyio.to_thread.run_sync(encoded))
             elif op == "subscribe":
                 await self._subscribe(req_id, what)
+            elif op == "act":
+                await self._act(req_id, msg)
             elif op == "unsubscribe":
                 raw = msg.get("sub")
                 sub: int = raw if isinstance(raw, int) else -1
@@ -544,6 +558,80 @@ class _SurfaceBridge:
                 self._reply(req_id, {"applied": applied})
         except LineupError as exc:
             self._reply(req_id, error=exc)
+
+    async def _act(self, req_id: Any, msg: dict[str, Any]) -> None:
+        """A UI Action of this instance (SPEC 17): accepted (persisted) before the next
+        message is read, so a client's actions are accepted in the order it sent them;
+        the outcome is answered when it commits, while the bridge reads on."""
+        b, dev = self.binding, self.dev
+        for key, own in (
+            ("conversation", b.conversation_id),
+            ("scope", b.scope),
+            ("instance", b.instance),
+        ):
+            if key in msg and msg[key] != own:
+                raise LineupError(
+                    "usage_invalid",
+                    f"a Surface token acts only for its own instance (not this {key})",
+                    hint="a Surface asks for the actions of the instance it shows",
+                )
+        name, params, client, seq = (
+            msg.get("name"),
+            msg.get("params", {}),
+            msg.get("client"),
+            msg.get("seq"),
+        )
+        surface = dev.rt.surface(b.conversation_id, b.scope)
+        try:
+            if len(self.outcomes) >= self.limits.actions:
+                raise LineupError(
+                    "limit_exceeded",
+                    f"at most {self.limits.actions} UI Actions waiting for their outcomes "
+                    "per Surface bridge",
+                    hint="wait for some outcomes before asking for more actions",
+                )
+            await anyio.to_thread.run_sync(dev.check_live, b)
+            accepted, outcome = await surface.asubmit(name, params, client_id=client, seq=seq)
+        except LineupError as exc:
+            dev.action_noted(b, name, client, seq, error=exc, accepted=False)
+            raise
+        self._enqueue(
+            json.dumps(
+                {"id": req_id, "accepted": accepted["seq"], "action_id": accepted["action_id"]}
+            )
+        )
+        task = asyncio.ensure_future(self._outcome(req_id, accepted, outcome, msg))
+        self.outcomes.add(task)
+        task.add_done_callback(self.outcomes.discard)
+
+    async def _outcome(
+        self, req_id: Any, accepted: dict[str, Any], outcome: Any, msg: dict[str, Any]
+    ) -> None:
+        b, dev = self.binding, self.dev
+        name, params, client, seq = (
+            msg.get("name"),
+            msg.get("params", {}),
+            msg["client"],
+            msg["seq"],
+        )
+        while True:
+            try:
+                done = await outcome
+            except LineupError as exc:
+                if exc.code == "action_pending":  # the wait ran out, not the action
+                    surface = dev.rt.surface(b.conversation_id, b.scope)
+                    try:
+                        _, outcome = await surface.asubmit(name, params, client_id=client, seq=seq)
+                    except LineupError as again:
+                        exc = again
+                    else:
+                        continue
+                dev.action_noted(b, name, client, seq, error=exc)
+                self._reply(req_id, error=exc, action_id=accepted["action_id"])
+                return
+            dev.action_noted(b, name, client, seq, outcome=done)
+            self._enqueue(json.dumps({"id": req_id, "outcome": done}))
+            return
 
     async def _subscribe(self, req_id: Any, what: str) -> None:
         if not isinstance(req_id, int):
@@ -572,6 +660,15 @@ class _SurfaceBridge:
         surface = self.dev.rt.surface(b.conversation_id, b.scope)
         self.unsubscribe[req_id] = await anyio.to_thread.run_sync(surface.subscribe, listener)
         self._reply(req_id, {})
+
+
+def _error_body(error: LineupError) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.hint:
+        body["hint"] = error.hint
+    if error.details is not None:
+        body["details"] = error.details
+    return body
 
 
 def _abort(ws: WebSocket) -> None:

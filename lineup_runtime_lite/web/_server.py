@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import hmac
+import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
@@ -44,6 +45,15 @@ class DevUrls:
     mcp_url: str
 
 
+def _tcp_socket(family: int) -> socket.socket:
+    """A TCP socket that names its protocol: asyncio turns Nagle's algorithm off
+    (`TCP_NODELAY`) only on connections whose socket says `IPPROTO_TCP`, and an accepted
+    connection inherits what the listening socket says. With Nagle on, a bridge's second
+    small answer in a row (a UI Action's outcome after its change frame) waits for the
+    browser's delayed ACK, about 40 ms."""
+    return socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+
+
 def bind_free(port: int, *, exclude: int = -1) -> socket.socket:
     """A listening loopback socket on `port` or the next free one (`port` 0: any).
 
@@ -54,7 +64,7 @@ def bind_free(port: int, *, exclude: int = -1) -> socket.socket:
     for candidate in candidates:
         if candidate == exclude:
             continue
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = _tcp_socket(socket.AF_INET)
         try:
             sock.bind(("127.0.0.1", candidate))
         except OSError:
@@ -95,7 +105,7 @@ def _bind_all(addresses: list[tuple[int, str]], port: int) -> list[socket.socket
     port is taken on one of them. An address its family cannot use is left out."""
     bound: list[socket.socket] = []
     for family, host in addresses:
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock = _tcp_socket(family)
         try:
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
@@ -165,6 +175,17 @@ def _surface_credential(dev: DevHost) -> Authenticated:
     return check
 
 
+def _on_stop_signals(event: threading.Event) -> dict[int, Any]:
+    """Make SIGINT and SIGTERM set `event` (main thread only); the handlers replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop_requested(sig: int, frame: Any) -> None:
+        event.set()
+
+    return {sig: signal.signal(sig, stop_requested) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
 def serve_dev(
     dev: DevHost,
     port: int = DEFAULT_PORT,
@@ -193,8 +214,17 @@ def serve_dev(
     ports.surface = surface_socks[0].getsockname()[1]
     mcp = mcp_app(dev.host_token) if mcp_app is not None else None
     raise_descriptor_limit()
+
+    class Server(uvicorn.Server):
+        """A server that leaves the signals to `serve_dev` (two servers each capturing
+        them re-raise SIGINT at each other: a forced exit, a lifespan cancelled)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
     servers = [
-        uvicorn.Server(
+        Server(
             uvicorn.Config(
                 host_app(dev, ports, mcp),
                 log_level="warning",
@@ -202,7 +232,7 @@ def serve_dev(
                 **uvicorn_options(limits or HttpLimits(), _host_credential(dev)),
             )
         ),
-        uvicorn.Server(
+        Server(
             uvicorn.Config(
                 surface_app(dev, ports),
                 log_level="warning",
@@ -224,7 +254,7 @@ def serve_dev(
 
             async def watch() -> None:
                 while not any(s.should_exit for s in servers):
-                    if stop is not None and stop.is_set():
+                    if (stop is not None and stop.is_set()) or interrupted.is_set():
                         break
                     await anyio.sleep(0.05)
                 for s in servers:
@@ -251,9 +281,17 @@ def serve_dev(
                 inner.start_soon(lambda: servers[1].serve(sockets=surface_socks))
             tg.cancel_scope.cancel()
 
+    # Ctrl-C (SIGINT to the whole foreground group) or SIGTERM: a graceful stop of both
+    # servers, never asyncio's KeyboardInterrupt through uvicorn's lifespan (a traceback).
+    # Installed before the loop starts, so asyncio leaves SIGINT to it; uvicorn's own
+    # handlers chain back to it when each server ends.
+    interrupted = threading.Event()
+    previous = _on_stop_signals(interrupted)
     try:
         anyio.run(main)
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         host_sock.close()
         for sock in surface_socks:
             sock.close()

@@ -135,7 +135,7 @@ def open_dev(
         isolation=isolation,
     )
     try:
-        rt.install(first.bundle, dev_build=True)
+        installed = rt.install(first.bundle, dev_build=True)
         host = DevHost(
             rt,
             first.scope,
@@ -143,6 +143,7 @@ def open_dev(
             policy=policy,
             rebuild=build,
             faults=faults_enabled() if faults is None else faults,
+            version=installed.version,
         )
         watcher = None
         if watch:
@@ -151,13 +152,7 @@ def open_dev(
                 try:
                     entry = host.rebuilt()
                 except LineupError as exc:
-                    host.build_failed(exc)
-                    entry = {
-                        "source": "build",
-                        "action": "failed",
-                        "code": exc.code,
-                        "message": exc.message,
-                    }
+                    entry = host.build_failed(exc)
                 if on_build is not None:
                     on_build(entry)
 
@@ -171,13 +166,21 @@ def open_dev(
         raise
 
 
-def mcp_app(rt: Any, conversation: str = "mcp", scopes: Iterable[str] | None = None) -> Any:
+def mcp_app(
+    rt: Any,
+    conversation: str = "mcp",
+    scopes: Iterable[str] | None = None,
+    observe: Any = None,
+) -> Any:
     """`/mcp` of `lineup dev`: `lineup serve --http`'s bridge and app over the same runtime,
     as `token -> ASGI app` (usage_invalid without the MCP SDK). `scopes`: the apps it
-    serves (`lineup dev` serves only its project, SPEC 16.5); None: every installed one."""
+    serves (`lineup dev` serves only its project, SPEC 16.5); None: every installed one.
+    `observe(answer, conversation, method)` hears each call's first answer (the dev Host's
+    `answered`, so a call refused before acceptance reaches the timeline)."""
     from lineup_runtime_lite import serve as mcp_serve
 
     bridge = mcp_serve.Bridge(rt, mcp_serve.ServeOptions(conversation=conversation), scopes=scopes)
+    bridge.on_answer = observe
 
     def make(token: str) -> Any:
         return mcp_serve.http_app(bridge, "127.0.0.1", token)

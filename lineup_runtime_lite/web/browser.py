@@ -98,7 +98,9 @@ class DevServer:
                 serve_dev(
                     session.host,
                     0,
-                    mcp_app=mcp_app(session.rt, scopes=[session.host.scope]),
+                    mcp_app=mcp_app(
+                        session.rt, scopes=[session.host.scope], observe=session.host.answered
+                    ),
                     on_ready=on_ready,
                     stop=stop,
                     limits=limits,

@@ -4,16 +4,22 @@
 // Its bridge is a WebSocket to /_lineup/bridge on the Surface origin, authenticated by the
 // per-instance Surface token alone (a sandboxed frame's Origin is `null`). Frames on the
 // bridge are the runtime's Surface frames: session_data.snapshot / session_data.changed,
-// each {revision, data}.
+// each {revision, data}. A UI Action (`act`) is answered twice: `{accepted: seq}` once the
+// runtime persisted it (or an error: rejected before acceptance), then its outcome.
 
 /** An error of the LineUp toolchain: the same stable `code`s as the runtime. */
 export class LineupError extends Error {
-  constructor(code, message, hint) {
+  constructor(code, message, hint, details) {
     super(message);
     this.name = "LineupError";
     this.code = code;
     if (hint) this.hint = hint;
+    if (details !== undefined) this.details = details;
   }
+}
+
+function errorOf(error) {
+  return new LineupError(error.code, error.message, error.hint, error.details);
 }
 
 const MAX_BACKOFF_MS = 5000;
@@ -63,6 +69,8 @@ class Bridge {
     this.pending = new Map(); // id -> {resolve, reject, message}
     this.subs = new Map(); // bridge subscription id -> handler(frame)
     this.onReconnect = new Set();
+    this.onOpen = new Set(); // every open, the first one too
+    this.acts = new Map(); // id -> handler(msg) of a request answered more than once
     this.onReload = null;
     this.socket = null;
     this.open = false;
@@ -82,6 +90,8 @@ class Bridge {
       this.open = true;
       this.delay = 100;
       for (const [, req] of this.pending) socket.send(JSON.stringify(req.message));
+      this.acts.clear(); // answers of the last connection never come: the owners resend
+      for (const fn of this.onOpen) fn();
       if (this.everOpened) for (const fn of this.onReconnect) fn();
       this.everOpened = true;
     };
@@ -105,11 +115,29 @@ class Bridge {
       if (handler) handler(msg);
       return;
     }
+    const act = this.acts.get(msg.id);
+    if (act) {
+      act(msg);
+      return;
+    }
     const req = this.pending.get(msg.id);
     if (!req) return;
     this.pending.delete(msg.id);
-    if (msg.error) req.reject(new LineupError(msg.error.code, msg.error.message, msg.error.hint));
+    if (msg.error) req.reject(errorOf(msg.error));
     else req.resolve(msg.result);
+  }
+
+  /** Send a message whose answers (several) go to `handler`; false when not connected. */
+  sendMany(op, args, handler) {
+    if (!this.open) return false;
+    const id = this.nextId++;
+    this.acts.set(id, handler);
+    this.socket.send(JSON.stringify({ id, op, ...args }));
+    return true;
+  }
+
+  forget(handler) {
+    for (const [id, fn] of this.acts) if (fn === handler) this.acts.delete(id);
   }
 
   request(op, args = {}) {
@@ -331,6 +359,108 @@ const operations = new (class {
   }
 })();
 
+// This Surface client (one page load): its UI Actions are numbered 1, 2, 3… (SPEC 17).
+const CLIENT_ID = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
+  b.toString(16).padStart(2, "0"),
+).join("");
+
+/**
+ * UI Actions (SPEC 17): one at a time waits for its acceptance, so seq n + 1 is assigned
+ * only after n was accepted or rejected (a rejection never strands a later action);
+ * accepted ones wait for their outcomes. After a bridge reconnect the accepted-but-
+ * unanswered ones and the one sent but not yet accepted are sent again with the same ids
+ * (the runtime applies each at most once and answers a resend both ways again). Nothing
+ * of this survives a reload of the page.
+ */
+const actions = new (class {
+  constructor() {
+    this.nextSeq = 1;
+    this.waiting = []; // asked for, not sent yet (no seq yet)
+    this.sent = null; // sent, not yet accepted
+    this.accepted = new Map(); // seq -> accepted, outcome not in yet (insertion: seq order)
+    this.listeners = new Set();
+    this.hooked = false;
+  }
+
+  run(name, params) {
+    if (typeof name !== "string") {
+      return Promise.reject(new LineupError("invalid_params", "run(name, params) takes a name"));
+    }
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ name, params: params === undefined ? {} : params, resolve, reject });
+      this.next();
+    });
+  }
+
+  get pending() {
+    const out = [...this.accepted.values()];
+    if (this.sent) out.push(this.sent);
+    return out.map((e) => Object.freeze({ actionId: e.actionId, name: e.name, params: e.params }));
+  }
+
+  next() {
+    if (!this.hooked) {
+      bridge.onOpen.add(() => this.resend());
+      this.hooked = true;
+    }
+    if (this.sent || this.waiting.length === 0) return;
+    const entry = this.waiting.shift();
+    entry.seq = this.nextSeq;
+    entry.actionId = `${CLIENT_ID}:${entry.seq}`;
+    entry.handler = (msg) => this.answer(entry, msg);
+    this.sent = entry;
+    this.send(entry);
+    this.changed();
+  }
+
+  send(entry) {
+    const { name, params, seq } = entry;
+    bridge.sendMany("act", { name, params, client: CLIENT_ID, seq }, entry.handler);
+  }
+
+  resend() {
+    // the same ids, in seq order: the accepted ones, then the one not yet accepted
+    for (const entry of this.accepted.values()) this.send(entry);
+    if (this.sent) this.send(this.sent);
+  }
+
+  answer(entry, msg) {
+    if (msg.accepted !== undefined) {
+      if (this.sent === entry) {
+        this.sent = null;
+        this.nextSeq = entry.seq + 1;
+        this.accepted.set(entry.seq, entry);
+        this.changed();
+        this.next();
+      }
+      return;
+    }
+    const wasAccepted = this.accepted.delete(entry.seq);
+    bridge.forget(entry.handler);
+    if (msg.error) {
+      if (!wasAccepted && this.sent === entry) this.sent = null; // rejected: seq unused
+      entry.reject(errorOf(msg.error));
+    } else {
+      const o = msg.outcome;
+      entry.resolve(Object.freeze({ actionId: o.action_id, result: o.result, revision: o.revision }));
+    }
+    this.changed();
+    this.next();
+  }
+
+  changed() {
+    if (this.listeners.size === 0) return;
+    const now = this.pending;
+    for (const fn of this.listeners) {
+      try {
+        fn(now);
+      } catch (err) {
+        console.error("a pending-actions listener failed", err);
+      }
+    }
+  }
+})();
+
 export const sdk = Object.freeze({
   /** `{scope, appSessionId, conversationId, instance}` of the instance shown. */
   app: appInfo,
@@ -349,15 +479,38 @@ export const sdk = Object.freeze({
       }
       return sessionData.subscribe(listener);
     },
-    /** Surface writes wait for the mutation queue (SPEC 6): always rejects this iteration. */
+    /** A Surface never writes session data: it asks for UI Actions. Always rejects. */
     async replace(data, { expectedRevision } = {}) {
       void data;
       void expectedRevision;
       throw new LineupError(
         "session_data_write_not_allowed",
-        "a Surface cannot write session data this iteration; a tool handler writes it",
-        "change session data from a tool handler (ctx.session_data.replace)",
+        "a Surface cannot write session data; it asks for a UI Action the MiniApp declares",
+        "declare a UI Action (define_ui_actions) and call sdk.actions.run(name, params)",
       );
+    },
+  }),
+  /** UI Actions the MiniApp declares (SPEC 17). */
+  actions: Object.freeze({
+    /**
+     * Ask for a UI Action: resolves with `{actionId, result, revision}` once it was applied
+     * (`revision`: the session data's revision after it), rejects with a `LineupError`.
+     */
+    run(name, params) {
+      return actions.run(name, params);
+    },
+    /** The actions sent and not answered yet, in order: `{actionId, name, params}`. */
+    get pending() {
+      return actions.pending;
+    },
+    /** `listener(pending)` on every change of `pending`; returns an unsubscribe function. */
+    subscribe(listener) {
+      if (typeof listener !== "function") {
+        throw new LineupError("usage_invalid", "subscribe(listener) takes a function");
+      }
+      const own = (p) => listener(p);
+      actions.listeners.add(own);
+      return () => actions.listeners.delete(own);
     },
   }),
   /** The Runtime's operation facts for this session (a focus's `state`, `ends_at`). */

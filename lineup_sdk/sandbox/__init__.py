@@ -38,6 +38,7 @@ __all__ = [
     "shared_memory",
     "simulate_unavailable",
     "stop_tree",
+    "summary",
     "sweep_leftovers",
 ]
 
@@ -348,3 +349,16 @@ def describe(report: Mapping[str, Any]) -> str:
         return "sandbox: OFF (debugging only: MiniApp code runs with this process's authority)"
     parts = [f"{key.replace('_', ' ')}: {report.get(key) or 'NOT enforced'}" for key in REPORT_KEYS]
     return f"sandbox ({report.get('mode')}): " + "; ".join(parts)
+
+
+def summary(report: Mapping[str, Any]) -> str | None:
+    """The one short line a terminal gets without `-v`: None when every mechanism is
+    enforced, else what is off, refused or missing (the details are `describe`'s)."""
+    if report.get("mode") == "off":
+        return "sandbox: OFF (debugging only; -v for details)"
+    if report.get("refused"):
+        return f"sandbox: refused: {report['refused']} (-v for details)"
+    missing = [key.replace("_", " ") for key in REPORT_KEYS if not report.get(key)]
+    if not missing:
+        return None
+    return f"sandbox: not enforced here: {', '.join(missing)} (-v for details)"

@@ -30,15 +30,25 @@ COMMON_FILES = [
 ]
 SCENARIOS = {
     "blank": ["scenarios/hello.toml"],
-    "todo": ["scenarios/add_list_complete.toml", "scenarios/complete_unknown_item.toml"],
+    "todo": [
+        "scenarios/add_list_complete.toml",
+        "scenarios/complete_unknown_item.toml",
+        "scenarios/tick_rename_delete.toml",
+    ],
 }
 #: The Surface's browser test (the `lineup_dev` fixture) of the templates with a live Surface.
 BROWSER_TESTS = {"blank": [], "todo": ["tests/test_surface.py"]}
-PROJECT_FILES = {t: sorted([*COMMON_FILES, *SCENARIOS[t], *BROWSER_TESTS[t]]) for t in SCENARIOS}
+#: The module of the templates with UI Actions (SPEC 17: the todo Surface's tick, rename, delete).
+ACTION_FILES = {"blank": [], "todo": ["my_app_app/actions.py"]}
+PROJECT_FILES = {
+    t: sorted([*COMMON_FILES, *SCENARIOS[t], *BROWSER_TESTS[t], *ACTION_FILES[t]])
+    for t in SCENARIOS
+}
 METHODS = {
     "blank": ["my_app.hello"],
     "todo": ["my_app.add", "my_app.complete", "my_app.list"],
 }
+ACTIONS = {"blank": [], "todo": ["my_app.delete", "my_app.rename", "my_app.toggle"]}
 
 
 def tree(root: Path) -> list[str]:
@@ -98,11 +108,13 @@ def test_init_then_build_through_the_cli(
         "manifest.sig",
         "app/_lineup/surface.html",  # the Surface as one document (SPEC 18.2)
         "app/my_app_app/__init__.py",
+        *(["app/my_app_app/actions.py"] if ACTIONS[template] else []),
         "app/my_app_app/tools.py",
         "app/surface/index.html",
     ]
     assert [t["method"] for t in manifest["tools"]] == METHODS[template]
     assert all(t["description"] for t in manifest["tools"])
+    assert [a["name"] for a in manifest.get("ui_actions", [])] == ACTIONS[template]
 
     code, _, err = run_cli(["check", str(target), "--strict"], capsys)
     assert code == 0, err  # the templates carry no warnings either

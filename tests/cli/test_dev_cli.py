@@ -220,3 +220,48 @@ def test_lineup_dev_on_postgres_serves_the_verified_surface_and_runs_a_call(
         status, body = surface(url)
         assert status == 409 and b"planted" not in body, body
         assert json.loads(body)["code"] == "install_tampered"
+
+
+def test_ctrl_c_stops_lineup_dev_quietly_with_status_0(tmp_path: Path) -> None:
+    """Ctrl-C at a terminal signals the whole foreground group (workers too): `lineup dev`
+    stops both servers gracefully, says nothing more and exits 0 (it printed a uvicorn
+    traceback and exited 130)."""
+    import json
+    import os
+    import re
+    import signal
+    import subprocess
+    import urllib.request
+
+    from tests.cli_kit import LINEUP
+
+    init_project(tmp_path / "todo", template="todo")
+    args = ["dev", str(tmp_path / "todo"), "--port", "0", "--no-open"]
+    proc = subprocess.Popen(
+        [*LINEUP, *args, "--db", str(tmp_path / "d.db")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,  # its own group, as a terminal's foreground job is
+    )
+    try:
+        said = "".join(start_lines(proc, lambda line: "Surfaces on" in line))
+        page = re.search(r"Host page: (http://127\.0\.0\.1:\d+)/\?token=(\S+)", said)
+        assert page, said
+        call = urllib.request.Request(
+            page.group(1) + "/_lineup/api/call",
+            data=json.dumps({"conversation": "dev", "method": "todo.add", "params": {}}).encode(),
+            headers={"content-type": "application/json", "Cookie": f"lineup_dev_token={page[2]}"},
+        )
+        with urllib.request.urlopen(call, timeout=60) as answer:  # a worker is running
+            assert json.loads(answer.read())["call_id"]
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert err == "" and out == ""  # nothing after the start lines: no traceback, no noise

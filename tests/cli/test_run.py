@@ -192,3 +192,63 @@ def test_bundle_with_trust_runs(
     )
     assert code == 0, out + err
     assert json.loads(out.splitlines()[-1])["ok"] is True
+
+
+def test_the_sandbox_line_only_with_v_or_when_something_is_off(
+    focus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lineup_sdk.sandbox import simulate_unavailable
+
+    happy = ["run", str(focus), "--scenario", str(focus / "scenarios" / "happy.toml")]
+    code, _, err = run_cli(happy, capsys)
+    assert code == 0 and "sandbox" not in err  # all enforced here: the terminal stays quiet
+    code, _, err = run_cli(["-v", *happy], capsys)
+    assert code == 0 and "sandbox (best_effort): files: landlock" in err
+    with simulate_unavailable("landlock"):
+        code, _, err = run_cli(happy, capsys)
+    assert code == 0
+    said = [line for line in err.splitlines() if "sandbox" in line]
+    assert said == ["sandbox: not enforced here: files (-v for details)"]
+    code, _, err = run_cli([*happy, "--sandbox", "off"], capsys)
+    assert code == 0
+    assert [x for x in err.splitlines() if "sandbox" in x] == [
+        "sandbox: OFF (debugging only; -v for details)"
+    ]
+
+
+def test_the_interactive_prompt_asks_for_ui_actions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`act CLIENT:SEQ CONVERSATION NAME [JSON]` asks for a UI Action (SPEC 17); `crash`
+    kills the app's worker."""
+    import shutil
+
+    from tests.runtime.conftest import APPS
+
+    app = tmp_path / "queue"
+    shutil.copytree(APPS / "queue", app)
+    commands = iter(
+        [
+            "call r1 c1 queue.read",
+            'act ui1:1 c1 queue.push {"item": "a"}',
+            'act ui1:1 c1 queue.push {"item": "a"}',
+            'act ui1:3 c1 queue.push {"item": "b"}',
+            "act ui1 c1 queue.push",
+            "crash queue",
+            'act ui1:2 c1 queue.push {"item": "b"}',
+            "data c1",
+            "quit",
+        ]
+    )
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(commands))
+    code, out, _ = run_cli(["run", str(app), "--host", "manual", "--json"], capsys)
+    assert code == 0, out
+    steps = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    acts = [s["messages"][0] for s in steps if s["action"] == "ui_action"]
+    assert acts[0]["action_id"] == "ui1:1" and acts[0]["revision"] == 1
+    assert acts[1] == acts[0]  # the same id again: its stored outcome
+    assert acts[2]["error"]["code"] == "action_out_of_order" and "action_id" not in acts[2]
+    assert acts[3]["action_id"] == "ui1:2" and acts[3]["revision"] == 2  # on a new worker
+    assert steps[-1]["messages"] == [{"revision": 2, "data": {"items": ["a", "b"]}}]
+    assert "is not CLIENT:SEQ" in out  # a mistyped id is reported; the prompt went on

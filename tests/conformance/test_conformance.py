@@ -29,7 +29,8 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("conformance")
     init_project(root / "pomodoro", template="pomodoro")
     shutil.copytree(HERE / "apps" / "notes", root / "notes")
-    for name in ("pomodoro", "notes"):
+    shutil.copytree(HERE / "apps" / "tasks", root / "tasks")  # UI Actions (SPEC 17)
+    for name in ("pomodoro", "notes", "tasks"):
         result = build_project(root / name, signing_key=KEY)
         assert result.ok and result.bundle is not None, [d.to_dict() for d in result.diagnostics]
         out[name] = result.bundle
@@ -44,8 +45,12 @@ def _trust(key: SigningKey) -> TrustStore:
 def sim_factory(tmp_path: Path, bundles: dict[str, Path]) -> Iterator[Any]:
     sims: list[Simulation] = []
 
-    def make(app: str, policy: str) -> Simulation:
-        sim = Simulation(tmp_path / "rt.db", _trust(KEY), bundles[app], app, policy)
+    def make(app: str, policy: str, db: str | None = None) -> Simulation:
+        from lineup_runtime_lite.store.postgres import private_schema
+
+        target = db or tmp_path / "rt.db"
+        schema = private_schema("test") if db else None
+        sim = Simulation(target, _trust(KEY), bundles[app], app, policy, db_schema=schema)
         sim.start()
         sims.append(sim)
         return sim
@@ -62,5 +67,34 @@ def test_fixture(path: Path, sim_factory: Any) -> None:
     assert header.review and header.title and header.app and header.host, "fixture metadata"
     sim: Simulation = sim_factory(header.app, header.host)
     reports = sim.play(scenario)  # the one replay driver `lineup run` and `lineup test` use
+    failed = [f"step {r.index} ({r.description}): {r.problem}" for r in reports if not r.ok]
+    assert not failed, f"{path.name}: " + "; ".join(failed)
+
+
+#: SPEC 17's fixtures: replayed on both engines here, and from a Surface frame in Chromium
+#: against `lineup dev` (tests/web/test_fixtures_in_browser.py).
+UI_ACTION_FIXTURES = [p for p in FIXTURES if p.stem.startswith("tis2_06_")]
+
+
+def test_the_ui_action_fixtures_are_the_required_ones() -> None:
+    assert {p.stem for p in UI_ACTION_FIXTURES} >= {
+        "tis2_06_agent_and_ui_interleaved",
+        "tis2_06_resend_applied_once",
+        "tis2_06_out_of_order",
+        "tis2_06_action_id_conflict",
+        "tis2_06_business_refusal",
+        "tis2_06_action_interrupted_by_crash",
+        "tis2_06_tool_interrupted_by_crash",
+        "tis2_06_action_while_starting",
+    }
+
+
+@pytest.mark.parametrize("path", UI_ACTION_FIXTURES, ids=[p.stem for p in UI_ACTION_FIXTURES])
+def test_ui_action_fixture_on_postgresql(path: Path, sim_factory: Any, pg_url: str) -> None:
+    scenario = load_scenario(path)
+    header = scenario.header
+    assert header.app and header.host
+    sim: Simulation = sim_factory(header.app, header.host, pg_url)
+    reports = sim.play(scenario)
     failed = [f"step {r.index} ({r.description}): {r.problem}" for r in reports if not r.ok]
     assert not failed, f"{path.name}: " + "; ".join(failed)

@@ -61,9 +61,11 @@ TABLES = (
     "im_records",
     "session_data",
     "host_intents",
+    "ui_actions",
+    "ui_action_clients",
 )
 #: Scopes whose session data is an append-only `items` list: revision == len(items).
-APPEND_SCOPES = ("probe", "todo")
+APPEND_SCOPES = ("probe", "todo", "queue")
 
 
 @dataclass
@@ -235,9 +237,40 @@ def check_tables(t: dict[str, Any], *, settled: bool, host_down: bool) -> Stats:
         if c["app_session_id"] is not None:
             assert c["app_session_id"] in sessions, c
             seqs[c["app_session_id"]].append(c["seq"])
+    # UI Actions take their seq from the same counter: one queue, no seq shared (SPEC 17)
+    for u in t.get("ui_actions", ()):
+        assert u["app_session_id"] in sessions, u
+        seqs[u["app_session_id"]].append(u["seq"])
     for sid, values in seqs.items():
         assert len(values) == len(set(values)), f"duplicate seq in {sid}"
         assert max(values) < sessions[sid]["next_seq"], sid
+
+    # -- UI Actions: one outcome each, per-client marks, nothing stranded ------------------
+    clients: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for u in t.get("ui_actions", ()):
+        clients[(u["app_session_id"], u["client_id"])].append(u["client_seq"])
+        act = acts.get(u["activation_id"])
+        assert act is not None and act["app_session_id"] == u["app_session_id"], u
+        if u["state"] == "done":
+            outcome = json.loads(u["outcome"])
+            assert set(outcome) in ({"result"}, {"error"}), u
+            assert ("result" in outcome) == (u["revision"] is not None), u
+            assert u["ended_ms"] is not None, u
+            continue
+        assert u["outcome"] is None and u["revision"] is None, u
+        stats.pending += 1
+        if u["state"] == "queued":
+            allowed = ("starting",) if settled else ("starting", "ready")
+            assert act["state"] in allowed, f"queued action {u} has no owner: {act['state']}"
+        else:
+            assert u["state"] == "delivered" and not settled, f"{u} still in flight"
+    marks = {
+        (m["app_session_id"], m["client_id"]): m["last_seq"] for m in t.get("ui_action_clients", ())
+    }
+    assert set(marks) == set(clients), (marks, clients)
+    for key, numbers in clients.items():
+        # a client's accepted seqs are exactly 1..mark: none skipped, none twice
+        assert sorted(numbers) == list(range(1, marks[key] + 1)), (key, numbers)
 
     # -- activations -----------------------------------------------------------------------
     queued_on: dict[str, list[str]] = defaultdict(list)

@@ -14,21 +14,23 @@ monkeypatch.setattr(lineup_runtime_lite.drivers.workers, "process_port", port)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib
 import itertools
 import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
 from lineup_runtime_lite.processes.worker import Worker, WorkerError
 from lineup_sdk import _registry
 from lineup_sdk._receive import Dispatcher
-from lineup_sdk._registry import ToolRegistry
+from lineup_sdk._registry import ActionRegistry, ToolRegistry
 from lineup_sdk._worker import _SessionData
-from lineup_sdk.context import ToolContext
+from lineup_sdk.context import ActionContext, ToolContext
 
 __all__ = ["InProcessPort", "InProcessWorker"]
 
@@ -39,7 +41,7 @@ Script = Callable[[str, Any], dict[str, Any] | None]
 
 #: Registries loaded, by entry and the digest of its app's files: `lineup_sdk` allows one
 #: registry per module in a process, so the same app, installed again, reuses its own.
-_LOADED: dict[tuple[str, str], ToolRegistry] = {}
+_LOADED: dict[tuple[str, str], tuple[ToolRegistry, ActionRegistry | None]] = {}
 
 
 def _digest(app_dir: Path) -> str:
@@ -49,9 +51,10 @@ def _digest(app_dir: Path) -> str:
     return h.hexdigest()
 
 
-def load_registry(app_dir: Path, entry: str) -> ToolRegistry:
+def load_registry(app_dir: Path, entry: str) -> tuple[ToolRegistry, ActionRegistry | None]:
     """Import `entry` from `app_dir` as a worker does, then forget its modules (another
-    app's entry of the same name imports afresh)."""
+    app's entry of the same name imports afresh): its tool registry and the UI Action
+    registry its modules define, if any (SPEC 17)."""
     key = (entry, _digest(app_dir))
     loaded = _LOADED.get(key)
     if loaded is not None:
@@ -64,6 +67,13 @@ def load_registry(app_dir: Path, entry: str) -> ToolRegistry:
             for name in [n for n in live if n == top or n.startswith(top + ".")]:
                 del live[name]  # another app's module of the same name
         module = importlib.import_module(entry)
+        actions = [
+            v
+            for name in set(sys.modules) - before
+            if name == top or name.startswith(top + ".")
+            for v in vars(sys.modules[name]).values()
+            if isinstance(v, ActionRegistry)
+        ]
     finally:
         sys.path.remove(str(app_dir))
         for name in set(sys.modules) - before:
@@ -71,8 +81,36 @@ def load_registry(app_dir: Path, entry: str) -> ToolRegistry:
                 del sys.modules[name]
     found = [v for v in vars(module).values() if isinstance(v, ToolRegistry)]
     assert len(found) == 1, f"{entry} must define exactly one registry"
-    _LOADED[key] = found[0]
-    return found[0]
+    unique = list({id(a): a for a in actions}.values())
+    assert len(unique) <= 1, f"{entry} must define at most one UI Action registry"
+    _LOADED[key] = (found[0], unique[0] if unique else None)
+    return _LOADED[key]
+
+
+class _ProcessExit(BaseException):
+    """A handler called `os._exit`: in a worker process that is a crash."""
+
+
+def _exit(status: int) -> None:
+    raise _ProcessExit(status)
+
+
+_REAL_EXIT = os._exit
+_exiting = [0]  # deliveries in flight with `os._exit` turned into `_ProcessExit`
+
+
+@contextlib.contextmanager
+def _exits_crash() -> Iterator[None]:
+    """While any delivery runs here, `os._exit` raises `_ProcessExit` (put back after the
+    last one, whatever order they end in)."""
+    _exiting[0] += 1
+    os._exit = _exit  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _exiting[0] -= 1
+        if not _exiting[0]:
+            os._exit = _REAL_EXIT
 
 
 class _Requests:
@@ -112,6 +150,7 @@ class InProcessWorker:
         self.draining = False
         self.sandbox: dict[str, Any] | None = None
         self.methods: list[str] | None = None
+        self.actions: list[str] = []
         self._dispatcher: Dispatcher | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -124,12 +163,13 @@ class InProcessWorker:
         return any(not f.done() for f in self._pending.values())
 
     async def start(self) -> list[str]:
-        self._dispatcher = Dispatcher(load_registry(self.app_dir, self.entry))
+        self._dispatcher = Dispatcher(*load_registry(self.app_dir, self.entry))
         self.methods = self._dispatcher.methods()
+        self.actions = self._dispatcher.actions()
         return self.methods
 
     def send_delivery(
-        self, method: str, params_json: str, ctx: dict[str, Any]
+        self, method: str, params_json: str, ctx: dict[str, Any], *, kind: str = "tool"
     ) -> tuple[int, asyncio.Future[dict[str, Any]]]:
         if self.dead:
             raise WorkerError("crashed", "the worker stopped")
@@ -138,7 +178,7 @@ class InProcessWorker:
         self._pending[rid] = fut
         params = json.loads(params_json)
         self.deliveries.append((method, params))
-        task = asyncio.ensure_future(self._run(rid, method, params, ctx, fut))
+        task = asyncio.ensure_future(self._run(rid, method, params, ctx, fut, kind))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return rid, fut
@@ -150,20 +190,39 @@ class InProcessWorker:
         params: Any,
         ctx: dict[str, Any],
         fut: asyncio.Future[dict[str, Any]],
+        kind: str = "tool",
     ) -> None:
         reply = self.script(method, params) if self.script is not None else None
         if reply is None:
             assert self._dispatcher is not None, "a delivery before start()"
-            tool_ctx = ToolContext(
-                call_id=ctx["call_id"],
-                app_scope=ctx["app_scope"],
-                app_session_id=ctx["app_session_id"],
-                conversation_id=ctx["conversation_id"],
-                session_data=_SessionData(
-                    cast(Any, _Requests(self)), ctx["cap"], rid, asyncio.get_running_loop()
-                ),
+            session_data = _SessionData(
+                cast(Any, _Requests(self)), ctx["cap"], rid, asyncio.get_running_loop()
             )
-            out = await self._dispatcher.dispatch(method, params, tool_ctx)
+            handler_ctx: ToolContext | ActionContext
+            if kind == "action":
+                handler_ctx = ActionContext(
+                    action_id=ctx["action_id"],
+                    client_id=ctx["client_id"],
+                    app_scope=ctx["app_scope"],
+                    app_session_id=ctx["app_session_id"],
+                    conversation_id=ctx["conversation_id"],
+                    session_data=session_data,
+                )
+            else:
+                handler_ctx = ToolContext(
+                    call_id=ctx["call_id"],
+                    app_scope=ctx["app_scope"],
+                    app_session_id=ctx["app_session_id"],
+                    conversation_id=ctx["conversation_id"],
+                    session_data=session_data,
+                )
+            # a handler that ends its process (`os._exit`) crashes this worker, not the test
+            try:
+                with _exits_crash():
+                    out = await self._dispatcher.dispatch(method, params, handler_ctx, kind=kind)
+            except _ProcessExit:
+                await self.kill()
+                return
             reply = {"ok": out.ok}
             if out.ok:
                 reply["result"] = out.result

@@ -45,6 +45,7 @@ EMPTY = dict.fromkeys(
         "dirty",
         "capabilities",
         "finals",
+        "outcomes",
         "driving",
         "tasks",
         "subscriptions",

@@ -2,8 +2,8 @@
 tick, a pump, recovery and open run reads the pending rows, on SQLite and PostgreSQL.
 
 The database holds 100,000 finished calls (`tests/history_kit.py`: with their receipts,
-outbox items, App sessions, activations, Host intents and operations) and a handful of
-pending facts. On SQLite each statement's `EXPLAIN QUERY PLAN` may not scan a table that
+outbox items, App sessions, activations, Host intents and operations) and 100,000 finished
+UI Actions (SPEC 17: the queue's reads see actions too) and a handful of pending facts. On SQLite each statement's `EXPLAIN QUERY PLAN` may not scan a table that
 grows with history except through a partial index of pending rows, and the statement's
 virtual-machine steps (a progress handler counts them) stay far below one per finished
 call; on PostgreSQL `EXPLAIN ANALYZE` counts the rows each plan node read.
@@ -40,9 +40,18 @@ HISTORY_TABLES = (
     "host_intents",
     "session_data",
     "owners",
+    "ui_actions",
+    "ui_action_clients",
 )
 #: The partial indexes holding only unfinished rows (a scan of one reads pending work).
-PARTIAL = ("calls_queued", "calls_delivered", "activations_starting", "operations_focusing")
+PARTIAL = (
+    "calls_queued",
+    "calls_delivered",
+    "activations_starting",
+    "operations_focusing",
+    "ui_actions_queued",
+    "ui_actions_delivered",
+)
 #: Virtual-machine steps one statement may take (a scan of the history takes millions).
 MAX_STEPS = 20_000
 #: Rows one statement may read on PostgreSQL (the history has 100,000 calls).
@@ -69,6 +78,17 @@ READS: dict[str, tuple[Callable[[SqlFacts], Any], Callable[[Any], Any] | None]] 
     "im_records": (lambda f: f.im_records("pconv1"), None),
     "session_and_activation": (lambda f: f.session_and_activation("pconv1", "todo"), None),
     "call_activation": (lambda f: f.call_activation("pc1"), None),
+    # the UI Actions' reads (SPEC 17)
+    "delivered_actions": (
+        lambda f: f.delivered_actions(),
+        lambda r: {(a.app_session_id, a.seq) for a in r},
+    ),
+    "delivered_actions_of_session": (lambda f: f.delivered_actions("ps2"), None),
+    "delivered_in": (lambda f: f.delivered_in("ps2"), None),
+    "waiting_actions": (lambda f: f.waiting_actions("pa1"), None),
+    "action": (lambda f: f.action("hs3", "hclient", 4), None),
+    "client_mark": (lambda f: f.client_mark("hs3", "hclient"), None),
+    "call_and_session": (lambda f: f.call_and_session("hc9", "hconv3", "todo"), None),
 }
 EXPECTED = {**PENDING, "outbox_pending": {"pc1"}}
 
@@ -291,33 +311,46 @@ def test_postgres_reads_of_pending_work_do_not_grow_with_history(
         assert shown(found) == EXPECTED[name]
 
 
-def test_postgres_moves_a_schema_3_database_to_4(pg_url: str) -> None:
-    """Schema 4's indexes have a PostgreSQL twin: a database written at schema 3 gets them
-    on open, its facts kept; one below the first PostgreSQL schema is refused."""
+@pytest.mark.parametrize("start", [3, 4])
+def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
+    """Schema 4's indexes and schema 5's UI Action tables (SPEC 17) have PostgreSQL twins: a
+    database written at schema 3 or 4 gets what it lacks on open, its facts kept; one below
+    the first PostgreSQL schema is refused."""
     import psycopg
 
     from lineup_runtime_lite.store.database import open_database
-    from lineup_runtime_lite.store.schema import _V4_INDEXES, SCHEMA_VERSION
+    from lineup_runtime_lite.store.schema import _V4_INDEXES, _V5_INDEXES, SCHEMA_VERSION
     from lineup_sdk.errors import LineupError
 
-    assert SCHEMA_VERSION == 4
-    names = [stmt.split(" ON ")[0].split()[-1] for stmt in _V4_INDEXES]
+    assert SCHEMA_VERSION == 5
+    names = [stmt.split(" ON ")[0].split()[-1] for stmt in (*_V4_INDEXES, *_V5_INDEXES)]
     store = open_database(pg_url, node_id="n1")
     try:
         with store.transaction(fault_points=False) as db:
-            add_history(db, 40, owner="n1")
+            add_history(db, 40, owner="n1", actions=0)
     finally:
         store.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
-        for name in names:
-            conn.execute(f"DROP INDEX {name}")
+        conn.execute(f"UPDATE meta SET value='{start}' WHERE key='schema_version'")
+        if start == 3:
+            for name in names[: len(_V4_INDEXES)]:
+                conn.execute(f"DROP INDEX {name}")
+        conn.execute("DROP TABLE ui_actions")
+        conn.execute("DROP TABLE ui_action_clients")
     store = open_database(pg_url, node_id="n1")
     try:
-        assert store.meta("schema_version") == "4"
+        assert store.meta("schema_version") == "5"
         found = {r[0] for r in store.all("SELECT indexname FROM pg_indexes")}
         assert set(names) <= found
         assert store.one("SELECT count(*) FROM calls")[0] == 40
+        with store.transaction(fault_points=False) as db:  # the new tables take actions
+            db.execute(
+                "INSERT INTO ui_actions (app_session_id, seq, client_id, client_seq, name, "
+                "params, fingerprint, activation_id, state, created_ms) "
+                "VALUES ('hs1', 99, 'c', 1, 'todo.toggle', '{}', 'f', 'ha1', 'queued', 0)"
+            )
+        assert store.one("SELECT count(*) FROM ui_actions")[0] == 1
+        assert "ui_action_clients" in store.dump()
     finally:
         store.close()
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -325,3 +358,27 @@ def test_postgres_moves_a_schema_3_database_to_4(pg_url: str) -> None:
     with pytest.raises(LineupError) as exc:
         open_database(pg_url, node_id="n1")
     assert exc.value.code == "store_schema_unsupported"
+
+
+def test_without_schema_5s_indexes_the_check_finds_the_action_scans(
+    history_db: Path, tmp_path: Path
+) -> None:
+    """The rule's own check for the UI Actions' reads (SPEC 17): without their partial
+    indexes (and the queue's), recovery's and the pump's reads of actions scan the 100,000
+    finished ones."""
+    copy = tmp_path / "no-v5.db"
+    shutil.copyfile(history_db, copy)
+    con = sqlite3.connect(copy)
+    con.row_factory = sqlite3.Row
+    try:
+        for name in ("ui_actions_queued", "ui_actions_delivered", "ui_actions_queue"):
+            con.execute(f"DROP INDEX {name}")
+        recording = Recording(con)
+        facts = SqlFacts(recording)  # type: ignore[arg-type]
+        facts.delivered_actions()
+        facts.waiting_actions("pa1")
+        facts.sessions_to_pump()
+        for sql, args in recording.seen:
+            assert _history_scans(_sqlite_plan(con, sql, args)), sql
+    finally:
+        con.close()

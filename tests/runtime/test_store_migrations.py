@@ -108,7 +108,7 @@ def test_a_migration_keeps_every_row_and_backfills_host_intents(old_db: Path) ->
     before = {
         t: con.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall()
         for t in invariants.TABLES
-        if t != "host_intents"
+        if t != "host_intents" and not t.startswith("ui_action")  # schema 5's tables
     }
     intents = con.execute("SELECT id, body, delivered FROM host_intents ORDER BY id").fetchall()
     con.close()
@@ -169,11 +169,14 @@ def test_a_failed_migration_step_leaves_the_database_at_its_old_version(
         cols = [r[1] for r in con.execute("PRAGMA table_info(host_intents)")]
         dirs = [r[0] for r in con.execute("SELECT dir FROM app_versions")]
         indexes = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     finally:
         con.close()
     assert "superseded" in cols  # the steps before the broken one stand
     assert dirs and not any(d.startswith("/") for d in dirs)
-    assert "calls_queued" not in indexes  # the broken step (4) rolled back whole
+    assert "calls_queued" in indexes
+    assert "ui_actions" not in tables  # the broken step (5) rolled back whole
+    assert "ui_actions_queued" not in indexes
     Store(old_db).close()  # and the next open migrates it
     assert _version(old_db) == SCHEMA_VERSION
 
@@ -230,4 +233,57 @@ def test_todays_runtime_finds_everything_an_e258c37_runtime_wrote_and_continues(
         rt.settle()
         assert _stages(rt, "t9") == ["accepted", "activation_ready", "result"]
         assert rt.surface("c9", "todo").get().revision == 1
+        invariants.check(rt)
+
+
+# -- schema 4 (the last before UI Actions) -> 5 ------------------------------------------------
+#: Written by the code of commit `65799db` (store schema 4) with `fixtures/make_65799db_db.py`.
+FIXTURE_4 = Path(__file__).parent / "fixtures" / "65799db.db"
+
+
+def test_a_schema_4_database_gets_the_ui_action_tables_and_keeps_its_facts(
+    tmp_path: Path, trust: TrustStore, rt_key: Any
+) -> None:
+    """SPEC 17's tables and indexes come with schema 5: a database a schema-4 LineUp wrote
+    opens at 5 with every row kept, the same schema as a new one, and takes UI Actions."""
+    from tests.runtime.conftest import APPS, build_app
+
+    db = tmp_path / "old4.db"
+    shutil.copyfile(FIXTURE_4, db)
+    assert _version(db) == 4
+    con = sqlite3.connect(db)
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    assert "ui_actions" not in tables
+    before = {t: con.execute(f"SELECT * FROM {t} ORDER BY rowid").fetchall() for t in tables}
+    con.close()
+    Store(db).close()
+    Store(tmp_path / "new.db").close()
+    assert _version(db) == SCHEMA_VERSION == 5
+    migrated, new = sqlite3.connect(db), sqlite3.connect(tmp_path / "new.db")
+    try:
+        assert _schema(migrated) == _schema(new)
+        for table, rows in before.items():
+            if table != "meta":
+                assert migrated.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall() == (
+                    rows
+                ), table
+    finally:
+        migrated.close()
+        new.close()
+    bundle = build_app(APPS / "queue", tmp_path / "queue", rt_key)
+    with Runtime.open(db, trust=trust, clock=VirtualClock(), host=HostSimulator("manual")) as rt:
+        assert rt.call("t1", "c1", "todo.add", {"title": "milk"})["id"] == "t1:result"
+        assert rt.surface("c1", "todo").get().revision == 2
+        dump = rt._core.store.dump()
+        assert dump["ui_actions"] == [] and dump["ui_action_clients"] == []
+        # the old App session's seq counter goes on: an action there is not running (todo
+        # declares none), and the new app's actions take the next seqs of their session
+        with pytest.raises(LineupError) as exc:
+            rt.surface("c1", "todo").act("todo.tick", {}, client_id="c", seq=1)
+        assert exc.value.code == "unknown_action"
+        rt.install(bundle)
+        assert rt.call("q1", "c2", "queue.add", {"item": "a"})["stage"] == "accepted"
+        rt.settle()
+        out = rt.surface("c2", "queue").act("queue.push", {"item": "b"}, client_id="c", seq=1)
+        assert out["revision"] == 2
         invariants.check(rt)

@@ -229,6 +229,7 @@ class Kit:
                 return None
             session = tx.session_by_id(session_id)
             assert session is not None
+            assert isinstance(head[0], Call), "this kit queues calls only"
             tool_ = self.tools_of(session.scope, session.version).get(head[0].method)
             return t.next_delivery(head, tool_, now)
 

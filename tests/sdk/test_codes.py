@@ -159,6 +159,13 @@ def test_unknown_codes_are_refused_at_construction() -> None:
         LineupError("no_such_code", "x")
     with pytest.raises(ValueError, match="undocumented"):
         Diagnostic("no_such_code", "x")
+    # a MiniApp's own code (a ToolError's, which `Surface.act` raises as the outcome of a
+    # UI Action, SPEC 17) is `app.<snake_case>`, and nothing else of that prefix
+    err = LineupError("app.not_found", "no task t9")
+    assert err.code == "app.not_found" and err.hint is None
+    for bad in ("app.", "app.Not_found", "app.9lives", "app.a-b", "app.é"):
+        with pytest.raises(ValueError, match="undocumented"):
+            LineupError(bad, "x")
 
 
 def test_lineup_error_to_dict_and_default_hint() -> None:

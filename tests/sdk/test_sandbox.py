@@ -20,6 +20,7 @@ from lineup_sdk.sandbox import (
     probe,
     run_bounded,
     simulate_unavailable,
+    summary,
 )
 
 LINUX = sys.platform.startswith("linux")
@@ -72,6 +73,18 @@ def test_the_seam_makes_required_refuse_and_best_effort_report() -> None:
         bare = probe("required")
     assert bare["process_tree"] is None and bare["network"] is None
     assert bare["refused"] is not None
+
+
+def test_the_short_line_says_only_what_is_off() -> None:
+    full = {**dict.fromkeys(REPORT_KEYS, "on"), "mode": "best_effort", "refused": None}
+    assert summary(full) is None  # everything enforced: nothing to say without -v
+    degraded = {**full, "files": None, "process_tree": None}
+    assert summary(degraded) == ("sandbox: not enforced here: files, process tree (-v for details)")
+    assert summary({**full, "mode": "off"}) == "sandbox: OFF (debugging only; -v for details)"
+    refused = summary({**full, "refused": "no files containment"})
+    assert refused == "sandbox: refused: no files containment (-v for details)"
+    for line in (summary(degraded), refused):
+        assert line is not None and len(line) <= 100  # one short line, not the full report
 
 
 def test_off_is_reported_as_off() -> None:

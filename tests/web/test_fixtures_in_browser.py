@@ -1,8 +1,11 @@
 """The golden fixtures with Surface steps, replayed by the Surface SDK in headless Chromium
 against `lineup dev` (SPEC 14): the same files `tests/conformance` replays in Python. Agent
 calls go to the dev Host's runtime; `subscribe`, `frames`, `session_data` and
-`surface_replace` run in the Surface frame through `sdk.js`; `drop_frame` and `reconnect`
-go through the fault seam (`LINEUP_DEV_FAULTS=1`)."""
+`surface_replace` run in the Surface frame through `sdk.js`; a `ui_action` (SPEC 17) is the
+`act` message the Surface SDK sends, from the Surface frame on a bridge of its own with the
+step's client and seq (a fixture resends, skips and reuses seqs, which `sdk.actions.run`
+never does), answered accepted and then with its outcome; `drop_frame`, `reconnect` and
+`crash_worker` go through the fault seam (`LINEUP_DEV_FAULTS=1`)."""
 
 from __future__ import annotations
 
@@ -20,11 +23,20 @@ from lineup_runtime_lite.sim.format import Step, load_scenario
 
 FIXTURES_DIR = Path(__file__).parents[1] / "conformance" / "fixtures"
 APPS = Path(__file__).parents[1] / "conformance" / "apps"
-SURFACE_ACTIONS = {"subscribe", "frames", "drop_frame", "reconnect", "surface_replace"}
+SURFACE_ACTIONS = {
+    "subscribe",
+    "frames",
+    "drop_frame",
+    "reconnect",
+    "surface_replace",
+    "ui_action",
+    "crash_worker",
+}
 FIXTURES = sorted(
     p
     for p in FIXTURES_DIR.glob("*.json")
     if SURFACE_ACTIONS & {a for s in json.loads(p.read_text())["step"] for a in s}
+    or p.stem.startswith("tis2_06_")  # SPEC 17's fixtures: every one in the browser too
 )
 
 SUBSCRIBE = """
@@ -69,6 +81,33 @@ async ({ data, expectedRevision }) => {
 """
 
 
+#: A UI Action from the Surface frame: the SDK's `act` message on a bridge of its own (the
+#: frame's Surface token); its answers up to the outcome (or, with `acceptedOnly`, the
+#: acceptance: an action queued behind a starting activation).
+ACT = """
+async ({ msg, acceptedOnly }) => {
+  const token = /^\\/s\\/([A-Za-z0-9_-]+)\\//.exec(location.pathname)[1];
+  const url = new URL("/_lineup/bridge", location.href);
+  url.protocol = "ws:";
+  url.searchParams.set("token", token);
+  const ws = new WebSocket(url);
+  const answers = [];
+  await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = reject; });
+  await new Promise((resolve) => {
+    ws.onmessage = (e) => {
+      const m = JSON.parse(e.data);
+      if (m.id !== 1) return;
+      answers.push(m);
+      if (m.error || m.outcome || (acceptedOnly && m.accepted !== undefined)) resolve();
+    };
+    ws.send(JSON.stringify({ id: 1, op: "act", ...msg }));
+  });
+  ws.close();
+  return answers;
+}
+"""
+
+
 class BrowserReplay:
     """One fixture's steps against a running `lineup dev` and its page."""
 
@@ -91,7 +130,7 @@ class BrowserReplay:
         ]
         return self.dev.select(conversation, session["instance"]), session["instance"]
 
-    def _fault(self, fault: str, instance: str) -> None:
+    def _fault(self, fault: str, instance: str | None) -> None:
         token = self.dev.server.host.host_token
         req = urllib.request.Request(
             self.dev.server.urls.host_origin + "/_lineup/api/fault",
@@ -99,7 +138,7 @@ class BrowserReplay:
             headers={"authorization": f"Bearer {token}", "content-type": "application/json"},
         )
         with urllib.request.urlopen(req, timeout=10) as resp:
-            assert json.loads(resp.read())["bridges"] >= 1
+            assert json.loads(resp.read())["bridges"] >= (0 if instance is None else 1)
 
     def act(self, step: Step, scope: str) -> list[dict[str, Any]]:
         a = step.args
@@ -134,6 +173,11 @@ class BrowserReplay:
         if step.action == "session_data":
             frame, _ = self._frame(a["conversation"], a.get("scope") or scope)
             return [frame.evaluate(GET)]
+        if step.action == "ui_action":
+            return self._ui_action(a, a.get("scope") or scope)
+        if step.action == "crash_worker":
+            self._fault("crash_worker", None)
+            return self._emitted()
         if step.action == "surface_replace":
             frame, _ = self._frame(a["conversation"], a.get("scope") or scope)
             return [
@@ -142,6 +186,33 @@ class BrowserReplay:
                 )
             ]
         raise AssertionError(f"step {step.index}: {step.action} has no browser replay here")
+
+    def _ui_action(self, a: dict[str, Any], scope: str) -> list[dict[str, Any]]:
+        """As the Python replay: the outcome (`{action_id, result, revision}` or `{action_id?,
+        error}`), then what the outbox gained; an action queued behind a starting activation
+        is `action_pending` once accepted (only a later step moves it on)."""
+        frame, _ = self._frame(a["conversation"], scope)
+        starting = any(
+            s["conversation_id"] == a["conversation"] and s["state"] == "starting"
+            for s in self.rt.sessions(scope)
+        )
+        msg = {"name": a["name"], "params": a["params"], "client": a["client"], "seq": a["seq"]}
+        answers = frame.evaluate(ACT, {"msg": msg, "acceptedOnly": starting})
+        *first, last = answers
+        out: dict[str, Any]
+        if "outcome" in last:
+            assert [f.get("accepted") for f in first] == [a["seq"]], answers
+            out = dict(last["outcome"])
+        elif "error" in last:
+            error = {k: v for k, v in last["error"].items() if k != "hint"}
+            out = {"action_id": last["action_id"], "error": error} if first else {"error": error}
+        else:  # accepted, behind a starting activation
+            out = {
+                "action_id": last["action_id"],
+                "error": {"code": "action_pending", "message": "queued behind the activation"},
+            }
+        self.rt.settle()
+        return [out, *self._emitted()]
 
     def _frames(self, name: str) -> list[dict[str, Any]]:
         conversation, scope, _ = self.subs[name]
@@ -187,4 +258,13 @@ def test_the_fixtures_with_surface_steps_are_the_named_ones() -> None:
         "tis2_04_revision_gap",
         "tis2_04_bridge_reconnect",
         "tis2_04_surface_replace_refused",
+        # UI Actions (SPEC 17), replayed from the Surface frame
+        "tis2_06_agent_and_ui_interleaved",
+        "tis2_06_resend_applied_once",
+        "tis2_06_out_of_order",
+        "tis2_06_action_id_conflict",
+        "tis2_06_business_refusal",
+        "tis2_06_action_interrupted_by_crash",
+        "tis2_06_tool_interrupted_by_crash",
+        "tis2_06_action_while_starting",
     }

@@ -1,1 +1,1 @@
-{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"MLzlZVYca/SDlyGt2ELJgSQm1u9MOwbP+Jxn3iaLoexuz3SX881vzcx3azTG/LdX2/r96lsCaB87IcXn++WJCQ=="}
+{"algorithm":"ed25519","key_id":"56475aa75463474c0285df5dbf2bcab7","signature":"KKIa1cxW1A7bCa0sBR/iEDy2p2m535CB1tGS9Ymv174QvdMdFtftWVRn7YAb2GCWCG049mKvz4BO9R7locEsCw=="}

@@ -1,0 +1,1 @@
+"""A MiniApp whose Agent tools and UI Actions write one list (SPEC 17's queue tests)."""
