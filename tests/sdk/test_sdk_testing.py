@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Annotated, Any
 
 import pytest
@@ -28,22 +26,24 @@ from lineup_sdk.errors import LineupError
 from lineup_sdk.testing import MemorySessionData, ToolClient
 
 
-def _load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def todo(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("sdk-testing") / "todo"
     init_project(root, template="todo")
-    module = _load(root / "todo_app" / "tools.py", "todo_tools_under_sdk_testing")
-    yield module.tools
-    sys.modules.pop("todo_tools_under_sdk_testing", None)
+    # a package under its own name: the template's tools.py imports its actions relatively
+    name = "todo_app_under_sdk_testing"
+    pkg = root / "todo_app"
+    spec = importlib.util.spec_from_file_location(
+        name, pkg / "__init__.py", submodule_search_locations=[str(pkg)]
+    )
+    assert spec is not None and spec.loader is not None
+    sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules[name])
+    try:
+        yield importlib.import_module(f"{name}.tools").tools
+    finally:
+        for key in [k for k in sys.modules if k == name or k.startswith(f"{name}.")]:
+            sys.modules.pop(key)
 
 
 def test_add_list_complete_over_session_data(todo: Any) -> None:
