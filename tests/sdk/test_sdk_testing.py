@@ -30,8 +30,9 @@ from lineup_sdk.testing import MemorySessionData, ToolClient
 def todo(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("sdk-testing") / "todo"
     init_project(root, template="todo")
-    # a package under its own name: the template's tools.py imports its actions relatively
-    name = "todo_app_under_sdk_testing"
+    # a package under its own name (one per run: a registry is one per module name; mutmut
+    # runs the suite twice in one process): tools.py imports its actions relatively
+    name = "todo_app_under_" + root.parent.name.replace("-", "_")
     pkg = root / "todo_app"
     spec = importlib.util.spec_from_file_location(
         name, pkg / "__init__.py", submodule_search_locations=[str(pkg)]
