@@ -100,6 +100,49 @@ def test_verify_checks_actions_by_the_tools_rules() -> None:
     assert [c for c, _ in _problems(ui_actions=[bad_result])] == ["invalid_result_schema"]
 
 
+def test_verify_reports_name_where_and_what_of_each_action_problem() -> None:
+    """Each problem carries the action's name in its message and `details` (what `verify
+    --json` shows), the schema and the JSON pointer of a schema problem, and its fix."""
+
+    def full(**kw: Any) -> list[tuple[str, str, Any]]:
+        model = Manifest.from_json(make_manifest(**kw))
+        return [(p.code, p.message, p.details) for p in tool_problems(model)]
+
+    assert full(ui_actions=[ui_action("other.toggle")]) == [
+        (
+            "method_outside_scope",
+            "method 'other.toggle' is outside app scope 'todo'",
+            {"method": "other.toggle"},
+        )
+    ]
+    assert full(ui_actions=[ui_action(), ui_action()]) == [
+        (
+            "duplicate_method",
+            "todo.toggle: listed twice in manifest.json",
+            {"method": "todo.toggle"},
+        )
+    ]
+    remote = ui_action(input_schema={"type": "object", "properties": {"x": {"$ref": "x.json"}}})
+    assert full(ui_actions=[remote]) == [
+        (
+            "remote_ref",
+            "todo.toggle: input_schema at /properties/x/$ref: $ref 'x.json' is not a local "
+            "reference",
+            {"method": "todo.toggle", "field": "input_schema", "pointer": "/properties/x/$ref"},
+        )
+    ]
+    bad_result = ui_action(result_schema={"type": "nope"})
+    assert full(ui_actions=[bad_result]) == [
+        (
+            "invalid_result_schema",
+            "todo.toggle: result_schema at /type: type 'nope' is not a JSON Schema type",
+            {"method": "todo.toggle", "field": "result_schema", "pointer": "/type"},
+        )
+    ]
+    (problem,) = tool_problems(Manifest.from_json(make_manifest(ui_actions=[remote])))
+    assert problem.hint == "Inline the referenced schema under `$defs` and use `#/$defs/...`."
+
+
 # -- inspect -------------------------------------------------------------------------------
 
 

@@ -497,6 +497,12 @@ def test_answer_delivery_outcomes() -> None:
     assert _final_error(proto)["message"] == "notes.add: garbled"
     crashed = t.answer_delivery(call(), ADD, now=NOW, worker_error=("crashed", "gone"))
     assert _final_error(crashed)["code"] == "delivery_interrupted"
+    assert "details" not in _final_error(crashed)
+    # a known cause of the worker's end is the error's details.reason (SPEC 7)
+    killed = t.answer_delivery(
+        call(), ADD, now=NOW, worker_error=("crashed", "killed"), worker_reason="memory_limit"
+    )
+    assert _final_error(killed)["details"] == {"reason": "memory_limit"}
     for reply in ({"ok": False}, {"ok": False, "error": "text"}):
         assert (
             _final_error(t.answer_delivery(call(), ADD, now=NOW, reply=reply))["code"]
@@ -516,6 +522,8 @@ def test_hold_replace_holds_base_plus_one_in_place() -> None:
     with pytest.raises(LineupError) as err:
         t.hold_replace(first, 3, "notes", "ses1", {"c": 1}, 3)  # the committed one is stale
     assert err.value.code == "session_data_revision_conflict"
+    # the handler learns the revision it must read again: the held one, not the stored one
+    assert err.value.message == "session data is at revision 4, not 3"
     assert t.hold_replace(None, 0, "notes", "ses1", {}, 0).revision == 1
 
 
@@ -550,6 +558,10 @@ def test_answer_delivery_carries_the_held_data_with_a_result_only() -> None:
         call(), ADD, now=NOW, reply={"ok": True, "result": 1}, pending=held, committed=1
     )
     assert _final_error(moved)["code"] == "handler_failed"
+    assert _final_error(moved)["message"] == (
+        "notes.add: the session data changed under the delivery (revision 1, the delivery "
+        "started at 0); nothing it wrote was applied"
+    )
 
 
 @pytest.mark.parametrize(

@@ -29,9 +29,14 @@ from tests.app_kit import forget_app_modules, load_app_module
 def todo(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("sdk-testing") / "todo"
     init_project(root, template="todo")
-    module = load_app_module(root / "todo_app", "todo_under_sdk_testing")
-    yield module.tools
-    forget_app_modules("todo_under_sdk_testing")
+    # a name per run: an app registry is one per module name, and mutmut runs the suite
+    # twice in one process
+    name = "todo_under_sdk_testing_" + root.parent.name.replace("-", "_")
+    module = load_app_module(root / "todo_app", name)
+    try:
+        yield module.tools
+    finally:
+        forget_app_modules(name)
 
 
 def test_add_list_complete_over_session_data(todo: Any) -> None:
@@ -371,6 +376,7 @@ def test_an_action_refusal_applies_nothing() -> None:
     client = ToolClient(tools, actions=actions, session_data=MemorySessionData({"n": 15}))
     res = client.act("demo.bump", {"by": 5})
     assert res.code == "app.too_big" and res.action_id == "test-client:1" and res.revision is None
+    assert res.ok is False
     assert client.session_data.get_sync() == Snapshot({"n": 15}, 1)
     assert client.act("demo.bump", {"by": 1}).action_id == "test-client:2"
 
@@ -379,7 +385,9 @@ def test_an_action_refusal_applies_nothing() -> None:
 def test_invalid_action_params_are_rejected_before_acceptance(params: Any) -> None:
     client = ToolClient(tools, actions=actions)
     res = client.act("demo.bump", params)
-    assert res.code == "invalid_params" and res.action_id is None
+    assert res.code == "invalid_params" and res.action_id is None and res.ok is False
+    assert res.error is not None
+    assert res.error["message"] == "params of demo.bump do not match its input schema"
     assert client.act("demo.bump", {"by": 1}).action_id == "test-client:1"  # no seq used
 
 
@@ -411,3 +419,136 @@ def test_the_action_spec_is_what_the_build_derives() -> None:
         "type": "integer",
     }
     assert spec["timeout_s"] == 30 and spec["description"].startswith("Add `by` to n")
+
+
+# -- the mirror's edges: what a handler sees, holds and returns ------------------------------
+edge = actions  # one UI Action registry per module: the same one, more actions
+BEHIND: list[MemorySessionData] = []  # the committed store a `demo.behind` writes to
+
+
+@edge.action("demo.whoami")
+def whoami(ctx: ActionContext) -> dict[str, str]:
+    """The context the action runs in."""
+    return {
+        "app_scope": ctx.app_scope,
+        "app_session_id": ctx.app_session_id,
+        "conversation_id": ctx.conversation_id,
+        "action_id": ctx.action_id,
+    }
+
+
+@edge.action("demo.hold")
+def hold(ctx: ActionContext) -> dict[str, list[str]]:
+    """Change the snapshots it is given in place, reading back in between."""
+    got = ctx.session_data.get_sync()
+    got.data["items"].append("leak")  # type: ignore[index]
+    before = ctx.session_data.get_sync().data["items"]  # type: ignore[index]
+    wrote = ctx.session_data.replace_sync({"items": ["a"]}, expected_revision=got.revision)
+    wrote.data["items"].append("leak")  # type: ignore[index]
+    return {"before": before, "after": ctx.session_data.get_sync().data["items"]}  # type: ignore[index]
+
+
+@edge.action("demo.listen")
+def listen(ctx: ActionContext) -> None:
+    """Try to subscribe from inside a handler."""
+    ctx.session_data.subscribe(lambda kind, snap: None)
+
+
+@edge.action("demo.behind")
+def behind(ctx: ActionContext) -> None:
+    """Write, while the test writes the committed data behind the delivery's back."""
+    snap = ctx.session_data.get_sync()
+    ctx.session_data.replace_sync({"n": 1}, expected_revision=snap.revision)
+    store = BEHIND[0]
+    store.replace_sync({"n": 99}, expected_revision=store.get_sync().revision)
+
+
+@edge.action("demo.nan")
+def nan(ctx: ActionContext) -> dict[str, float]:
+    """A result that is not JSON."""
+    return {"x": float("nan")}
+
+
+def test_an_action_gets_its_session_and_default_client() -> None:
+    client = ToolClient(tools, actions=edge, app_session_id="ses-7", conversation_id="conv-3")
+    res = asyncio.run(client.aact("demo.whoami"))  # the async API's own default client
+    assert res.ok and res.action_id == "test-client:1"
+    assert res.result == {
+        "app_scope": "demo",
+        "app_session_id": "ses-7",
+        "conversation_id": "conv-3",
+        "action_id": "test-client:1",
+    }
+
+
+def test_an_explicit_lower_seq_does_not_move_the_clients_count_back() -> None:
+    client = ToolClient(tools, actions=edge)
+    assert client.act("demo.whoami", client_id="s1", seq=5).action_id == "s1:5"
+    assert client.act("demo.whoami", client_id="s1", seq=2).action_id == "s1:2"
+    assert client.act("demo.whoami", client_id="s1").action_id == "s1:6"
+
+
+def test_what_a_handler_or_subscriber_holds_is_a_copy() -> None:
+    data = MemorySessionData({"items": []})
+    # a subscriber changing its frame in place changes nothing stored
+    data.subscribe(lambda kind, snap: snap.data["items"].append("frame"))  # type: ignore[index]
+    client = ToolClient(tools, actions=edge, session_data=data)
+    res = client.act("demo.hold")
+    assert res.ok and res.result == {"before": [], "after": ["a"]}
+    assert data.get_sync() == Snapshot({"items": ["a"]}, 2)
+
+
+def test_a_handler_cannot_subscribe() -> None:
+    res = ToolClient(tools, actions=edge).act("demo.listen")
+    assert res.ok is False
+    assert res.error == {
+        "code": "session_data_invalid",
+        "message": "handlers read with get(); the Surface subscribes",
+    }
+
+
+def test_a_write_behind_the_deliverys_back_is_a_conflict_at_its_commit() -> None:
+    data = MemorySessionData({"n": 0})
+    BEHIND[:] = [data]
+    with pytest.raises(LineupError) as exc:
+        ToolClient(tools, actions=edge, session_data=data).act("demo.behind")
+    assert exc.value.code == "session_data_revision_conflict"
+    assert exc.value.message == "session data moved to revision 2 during the delivery"
+    assert data.get_sync() == Snapshot({"n": 99}, 2)  # the test's write; none of the delivery's
+
+
+def test_a_result_that_is_not_json_is_handler_result_invalid() -> None:
+    res = ToolClient(tools, actions=edge).act("demo.nan")
+    assert res.ok is False and res.code == "handler_result_invalid"
+    assert res.error is not None
+    assert res.error["message"] == "the result of demo.nan does not match its result schema"
+    (problem,) = res.error["details"]
+    assert problem["path"] == ""
+    assert problem["message"].startswith("the result is not JSON: ")
+
+
+tools.declare(
+    "demo.tag",
+    input_schema={
+        "type": "object",
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+        "required": ["tags"],
+        "additionalProperties": False,
+    },
+    result_schema={"type": "array", "items": {"type": "string"}},
+    activation="app_ready",
+)
+
+
+@tools.handler("demo.tag")
+def tag(ctx: ToolContext, params: dict[str, Any]) -> list[str]:
+    """A schema-first handler that changes the params it is given in place."""
+    params["tags"].append("mine")
+    return list(params["tags"])
+
+
+def test_a_handler_changing_its_params_leaves_the_callers_alone() -> None:
+    params = {"tags": ["a"]}
+    res = ToolClient(tools).call("demo.tag", params)
+    assert res.ok and res.result == ["a", "mine"]
+    assert params == {"tags": ["a"]}

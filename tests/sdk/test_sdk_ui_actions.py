@@ -293,14 +293,17 @@ def test_the_build_checks_actions_by_the_tools_rules(make_app: Any) -> None:
             ("config_invalid", app.line("<-slow", f)),
         ]
     ), _codes(check)
+    (badname,) = [d for d in check.diagnostics if d.code == "invalid_method_name"]
+    assert "'demo.Bad'" in badname.message  # the message names the action
     warnings = [
-        d.message
+        (d.message, d.where.file if d.where else None, d.where.line if d.where else None)
         for d in check.diagnostics
         if d.code == "missing_description" and "quiet" in d.message
     ]
+    # each warning points at the action's declaration, as the errors do
     assert sorted(warnings) == [
-        "demo.quiet: parameter 'x' has no description",
-        "demo.quiet: the action has no description",
+        ("demo.quiet: parameter 'x' has no description", f, app.line("<-quiet", f)),
+        ("demo.quiet: the action has no description", f, app.line("<-quiet", f)),
     ]
 
 
