@@ -281,12 +281,13 @@ def test_permissions_and_hints_from_a_real_build(
     text = toml.read_text().replace('version = "1.0.0"', 'version = "1.1.0"')
     toml.write_text(text.replace("[app]\n", "[app.permissions]\nnetwork = true\n\n[app]\n", 1))
     tools = new / "todo_app" / "tools.py"
-    tools.write_text(
-        tools.read_text().replace(
-            '@tools.tool("todo.list", activation="app_ready")',
-            '@tools.tool("todo.list", activation="app_ready", read_only=True)',
-        )
+    before = tools.read_text()
+    after = before.replace(
+        '@tools.tool("todo.list", activation="app_ready"',
+        '@tools.tool("todo.list", activation="app_ready", read_only=True',
     )
+    assert after != before, "the template's todo.list declaration changed: update this edit"
+    tools.write_text(after)
     code, out, err = run(capsys, "diff", str(projects["old"]), str(new), "--json")
     assert code == 1, err
     changes = {

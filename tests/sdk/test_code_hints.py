@@ -99,6 +99,7 @@ REMEDY: dict[str, str] = {
     "call_pending": "lineup-result",
     "call_not_found": "call_id",
     "scope_reserved": "another scope",
+    "view_invalid": "Reload the View",
 }
 
 
