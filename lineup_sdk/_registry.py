@@ -544,6 +544,45 @@ def collected_actions() -> list[ActionRegistry]:
     return list(_COLLECTED_ACTIONS)
 
 
+R = TypeVar("R", ToolRegistry, ActionRegistry)
+
+
+def _enrol(
+    registry: R,
+    module: str,
+    collecting: bool,
+    collected: list[R],
+    live: weakref.WeakValueDictionary[str, R],
+    noun: str,
+) -> R:
+    """Check a new registry's scope and that it is its kind's first, then record it: while
+    collecting (the build), problems are kept for the build to report; in normal use they
+    raise at the definition."""
+    where, bad = registry.location, scope_problem(registry.app_scope)
+    if collecting:
+        if bad:
+            _STRAY.append(Problem("scope_invalid", bad, where))
+        if collected:
+            second = f"a second {noun} was defined"
+            _STRAY.append(Problem("registry_multiple", second, where, [collected[0].location]))
+        collected.append(registry)
+        return registry
+    if bad:
+        raise DeclarationError("scope_invalid", bad, file=where.file, line=where.line)
+    first = live.get(module)
+    if first is not None:
+        raise DeclarationError(
+            "registry_multiple",
+            f"module {module!r} defines a second {noun}",
+            file=where.file,
+            line=where.line,
+            related=[(first.location.file, first.location.line)],
+        )
+    registry.module = module
+    live[module] = registry
+    return registry
+
+
 def live_action_registries(app_scope: str) -> list[ActionRegistry]:
     """The UI Action registries alive in this process for `app_scope` (normal mode: the
     worker finds an app's actions wherever the entry's imports defined them)."""
@@ -563,36 +602,10 @@ def define_ui_actions(*, app_scope: str) -> ActionRegistry:
     where = _caller()
     collecting = os.environ.get(COLLECT_ENV) == "1"
     registry = ActionRegistry(app_scope, location=where, collecting=collecting)
-    bad = scope_problem(app_scope)
-    if collecting:
-        if bad:
-            _STRAY.append(Problem("scope_invalid", bad, where))
-        if _COLLECTED_ACTIONS:
-            _STRAY.append(
-                Problem(
-                    "registry_multiple",
-                    "a second UI Action registry was defined",
-                    where,
-                    [_COLLECTED_ACTIONS[0].location],
-                )
-            )
-        _COLLECTED_ACTIONS.append(registry)
-        return registry
-    if bad:
-        raise DeclarationError("scope_invalid", bad, file=where.file, line=where.line)
     module = sys._getframe(1).f_globals.get("__name__", "?")
-    first = _LIVE_ACTIONS.get(module)
-    if first is not None:
-        raise DeclarationError(
-            "registry_multiple",
-            f"module {module!r} defines a second UI Action registry",
-            file=where.file,
-            line=where.line,
-            related=[(first.location.file, first.location.line)],
-        )
-    registry.module = module
-    _LIVE_ACTIONS[module] = registry
-    return registry
+    return _enrol(
+        registry, module, collecting, _COLLECTED_ACTIONS, _LIVE_ACTIONS, "UI Action registry"
+    )
 
 
 def define_agent_tools(*, app_scope: str) -> ToolRegistry:
@@ -608,33 +621,5 @@ def define_agent_tools(*, app_scope: str) -> ToolRegistry:
     where = _caller()
     collecting = os.environ.get(COLLECT_ENV) == "1"
     registry = ToolRegistry(app_scope, location=where, collecting=collecting)
-    bad = scope_problem(app_scope)
-    if collecting:
-        if bad:
-            _STRAY.append(Problem("scope_invalid", bad, where))
-        if _COLLECTED:
-            _STRAY.append(
-                Problem(
-                    "registry_multiple",
-                    "a second registry was defined",
-                    where,
-                    [_COLLECTED[0].location],
-                )
-            )
-        _COLLECTED.append(registry)
-        return registry
-    if bad:
-        raise DeclarationError("scope_invalid", bad, file=where.file, line=where.line)
     module = sys._getframe(1).f_globals.get("__name__", "?")
-    first = _LIVE.get(module)
-    if first is not None:
-        raise DeclarationError(
-            "registry_multiple",
-            f"module {module!r} defines a second registry",
-            file=where.file,
-            line=where.line,
-            related=[(first.location.file, first.location.line)],
-        )
-    registry.module = module
-    _LIVE[module] = registry
-    return registry
+    return _enrol(registry, module, collecting, _COLLECTED, _LIVE, "registry")
