@@ -3,7 +3,7 @@
 `(facts, event, now) -> Decision`: each takes the typed records a driver read inside the
 savepoint that will apply the decision, the event, the runtime-clock time and any fresh
 ids (drawn by the driver), and returns what to write and what to do after COMMIT. No IO,
-no clock reads, no randomness: `tests/runtime/test_transitions.py` checks them against a
+no clock reads, no randomness: `tests/runtime/core/test_transitions.py` checks them against a
 model, and the conformance fixtures replay through them.
 
 Index (by name): calls — `decide_call` (the one acceptance decision: `screen_call`, then

@@ -16,7 +16,7 @@ __all__ = [
 SCHEMA_VERSION = 5
 
 #: The whole current schema, for a new database. A change here needs a step in
-#: `_MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/test_store_migrations.py`
+#: `_MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/store/test_store_migrations.py`
 #: checks that a database migrated from the oldest version has exactly this schema.
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

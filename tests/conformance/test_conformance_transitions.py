@@ -4,7 +4,7 @@ PostgreSQL (a private schema on the session's server, SPEC 15), on a virtual clo
 inprocess_worker.py) that runs the app's handlers through `lineup_sdk`'s dispatcher. The
 events must match the fixture's expected events exactly as the process replay's do
 (`test_conformance.py`); changing a transition's answer fails it
-(tests/runtime/test_production_decisions.py)."""
+(tests/runtime/core/test_production_decisions.py)."""
 
 from __future__ import annotations
 

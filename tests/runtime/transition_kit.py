@@ -4,7 +4,7 @@ SQLite `:memory:`, driven synchronously (no loop, no workers, no Host), each dec
 committed through `Store.batch` (the group commit's own path) in its own savepoint.
 
 The Hypothesis state machine and the conformance replay so run the production decisions:
-changing a transition's answer fails them (tests/runtime/test_production_decisions.py).
+changing a transition's answer fails them (tests/runtime/core/test_production_decisions.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,14 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from tests.runtime.conftest import APPS, build_app
-from tests.runtime.test_containment import SCOPE, error_code, final, log_line, result, worker
+from tests.runtime.processes.test_containment import (
+    SCOPE,
+    error_code,
+    final,
+    log_line,
+    result,
+    worker,
+)
 from tests.sandbox_kit import pid_alive, poll
 
 

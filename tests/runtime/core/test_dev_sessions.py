@@ -10,7 +10,7 @@ from typing import Any
 from lineup_build.dev import build_with_dev_key
 from lineup_runtime_lite import Runtime, VirtualClock
 
-NOTES = Path(__file__).parents[1] / "conformance" / "apps" / "notes"
+NOTES = Path(__file__).parents[2] / "conformance" / "apps" / "notes"
 
 
 def _edit_count(project: Path) -> None:

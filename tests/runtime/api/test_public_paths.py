@@ -12,7 +12,7 @@ import pytest
 
 from lineup_sdk.codes import CODES
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 
 #: `module: names` every user-facing document or generated project imports.
 PUBLIC = {

@@ -21,8 +21,8 @@ from lineup_runtime_lite.core.decisions import Decision
 from lineup_runtime_lite.core.rows import Activation, RegistryEntry, Session
 from tests.conformance import test_conformance_transitions as replay_tests
 from tests.conformance.test_conformance import FIXTURES, bundles  # noqa: F401
-from tests.runtime import test_engine_model as engine_model_tests
-from tests.runtime import test_transitions_model as model_tests
+from tests.runtime.api import test_engine_model as engine_model_tests
+from tests.runtime.core import test_transitions_model as model_tests
 
 #: The fixture whose steps include a call answered `app_not_running`.
 FIXTURE = next(p for p in FIXTURES if p.stem == "tis2_05_early_calls_queued")

@@ -14,7 +14,7 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.validation.params import DEFAULT_MAX_PARAMS_BYTES, Envelope, check_envelope
-from tests.runtime.test_hostile_calls import bulk, bulk_bundle  # noqa: F401 (fixtures)
+from tests.runtime.api.test_hostile_calls import bulk, bulk_bundle  # noqa: F401 (fixtures)
 
 CONVERSATIONS = 100_000
 

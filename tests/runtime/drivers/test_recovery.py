@@ -13,8 +13,8 @@ from pathlib import Path
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 
-DRIVER = Path(__file__).with_name("driver.py")
-ROOT = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).parents[1] / "driver.py"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_and_kill(

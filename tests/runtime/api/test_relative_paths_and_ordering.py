@@ -22,7 +22,7 @@ from lineup_runtime_lite import AsyncRuntime, HostSimulator, Runtime, VirtualClo
 from lineup_runtime_lite.store import SCHEMA_VERSION
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import build_source_app
-from tests.runtime.test_store_migrations import FIXTURE
+from tests.runtime.store.test_store_migrations import FIXTURE
 
 REPEATS = 200
 

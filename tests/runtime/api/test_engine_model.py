@@ -3,7 +3,7 @@ and a virtual clock, the engine, its drivers and group commit as they run in pro
 with the notes app served by an in-process worker at the worker port (no process), checked
 against a small independent model of each conversation's activation and of every call's
 answer. 300 examples need no process; changing a transition's answer fails it
-(tests/runtime/test_production_decisions.py)."""
+(tests/runtime/core/test_production_decisions.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from lineup_runtime_lite.host.simulator import HostSimulator
 from tests.conformance.test_conformance import KEY, _trust
 from tests.runtime.inprocess_worker import InProcessPort
 
-NOTES = Path(__file__).parents[1] / "conformance" / "apps" / "notes"
+NOTES = Path(__file__).parents[2] / "conformance" / "apps" / "notes"
 CONVS = ("c1", "c2")
 METHODS = ("notes.add", "notes.count", "notes.show")
 FINALS = ("result", "error")

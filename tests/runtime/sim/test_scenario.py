@@ -20,7 +20,7 @@ from lineup_runtime_lite.sim.format import (
 )
 from lineup_sdk.errors import LineupError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TEMPLATE_SCENARIOS = sorted((ROOT / "templates").glob("*/scenarios/**/*.toml"))
 FIXTURES = sorted((ROOT / "tests" / "conformance" / "fixtures").glob("*.json"))
 CALL = {"id": "c", "conversation": "c1", "method": "notes.add", "params": {}}

@@ -481,7 +481,7 @@ def test_a_killed_runtime_leaves_no_worker_tree(
         [sys.executable, "-c", KILLED_RUNTIME, str(tmp_path), str(hostile_bundle), loop, str(log)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).parents[2],
+        cwd=Path(__file__).parents[3],
     )
     pids: dict[str, int] = {}
     try:

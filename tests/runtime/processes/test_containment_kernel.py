@@ -330,7 +330,7 @@ def test_a_killed_runtimes_cgroups_and_sandbox_folders_go_at_the_next_open(
         [sys.executable, "-c", KILLED_RUNTIME, str(tmp_path), str(trust_file), str(kernel_bundle)],
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).parents[2],
+        cwd=Path(__file__).parents[3],
     )
     try:
         assert proc.stdout is not None

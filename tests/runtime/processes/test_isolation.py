@@ -3,7 +3,7 @@ session has its own worker process, so code serving one conversation never share
 with another's; a session worker idle for `session_idle_s` is recycled and started again
 for its next delivery with no new activation, instance or Host intent.
 
-(The capability attack is in tests/runtime/test_containment.py, parametrized on isolation:
+(The capability attack is in tests/runtime/processes/test_containment.py, parametrized on isolation:
 a strict xfail under `app`, passing under `session`.)
 """
 

@@ -34,7 +34,7 @@ CONV = "io.lineup/conversation_id"
 TODO_URI = "ui://lineup/todo/1.0.0/surface.html"
 FOCUS_URI = "ui://lineup/pomodoro/1.0.0/surface.html"
 APP_ONLY = {"lineup-surface-sync", "lineup-ui-action"}
-FIXTURES = Path(__file__).parent.parent / "users" / "mcp_apps" / "fixtures"
+FIXTURES = Path(__file__).parents[2] / "users" / "mcp_apps" / "fixtures"
 
 
 @pytest.fixture(scope="module")
