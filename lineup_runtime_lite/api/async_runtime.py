@@ -24,6 +24,12 @@ from lineup_build.model import Manifest
 from lineup_build.reader import Limits
 from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
+from lineup_runtime_lite.coordination.nodes import (
+    DEFAULT_LEASE_S,
+    check_lease_s,
+    check_node_id,
+    default_node_id,
+)
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import MoveSession
 from lineup_runtime_lite.core.messages import error_body, reject
@@ -49,12 +55,6 @@ from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.processes.worker import WorkerOptions
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.database import open_database
-from lineup_runtime_lite.store.nodes import (
-    DEFAULT_LEASE_S,
-    check_lease_s,
-    check_node_id,
-    default_node_id,
-)
 from lineup_runtime_lite.store.postgres import is_postgres_url
 from lineup_runtime_lite.store.sqlite import StoreRace
 from lineup_runtime_lite.validation.checks import Checked, validator_for

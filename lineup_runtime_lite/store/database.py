@@ -59,7 +59,7 @@ def open_database(
     """The store `target` names: a `postgresql://` URL opens `PostgresStore` (in `schema`
     when given: a private one; registered as node `node_id` with a lease of `lease_s`);
     anything else is an SQLite file (or `:memory:`)."""
-    from lineup_runtime_lite.store.nodes import DEFAULT_LEASE_S
+    from lineup_runtime_lite.coordination.nodes import DEFAULT_LEASE_S
     from lineup_runtime_lite.store.postgres import PostgresStore, is_postgres_url
     from lineup_runtime_lite.store.sqlite import Store
 

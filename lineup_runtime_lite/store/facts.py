@@ -116,7 +116,7 @@ class SqlFacts:
 
     def wake(self, payloads: Sequence[str]) -> None:
         """Send wake-ups to the other nodes when this transaction commits (`payloads` on the
-        node channel: `store.nodes` lists them)."""
+        node channel: `coordination.nodes` lists them)."""
         if self.node_id is None:
             return
         for payload in payloads:

@@ -1,7 +1,8 @@
 """The runtime's shape (issues 12, 23, 24), checked on its source: facts, pure transitions,
 drivers, and folders that show the layers.
 
-- every SQL statement lives in `lineup_runtime_lite/store/`;
+- every SQL statement lives in `lineup_runtime_lite/store/` (the facts) or
+  `lineup_runtime_lite/coordination/` (the nodes' own tables);
 - the pure core (`core/`: rows, decisions, the port, transitions, handlers) reaches nothing
   that does IO, reads a clock or draws randomness, through its whole static import closure;
 - each package sits on a floor (`FLOORS`) and imports only its own floor's package and the
@@ -39,6 +40,7 @@ CORE = "lineup_runtime_lite.core"
 #: re-exports the API and the Host simulator); the top floors are the stable public modules.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("core",),  # rows, decisions, the Facts port, pure transitions, handlers, messages
+    ("coordination",),  # one node or several: Solo, Nodes (leases, owners, wake-ups)
     ("store",),  # the only SQL: SqlFacts, the database, migrations; fault points
     ("validation", "processes"),  # schema checks (a validator process), worker subprocesses
     ("drivers",),  # the transactional shell: read facts, decide, commit, act
@@ -248,7 +250,7 @@ def _circle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_sql_outside_the_store() -> None:
     offenders = []
     for name, path in _modules(ROOT, ("lineup_runtime_lite",)).items():
-        if name.startswith("lineup_runtime_lite.store"):
+        if name.startswith(("lineup_runtime_lite.store", "lineup_runtime_lite.coordination")):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if (
