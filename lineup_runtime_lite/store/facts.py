@@ -38,6 +38,15 @@ from lineup_runtime_lite.core.decisions import (
 )
 from lineup_runtime_lite.core.port import CallRead, Facts, LostRace
 from lineup_runtime_lite.core.rows import Action, Activation, Call, Intent, Operation, Session
+from lineup_runtime_lite.store.records import (
+    action_record,
+    activation_record,
+    call_record,
+    item_record,
+    operation_record,
+    session_record,
+    written_call,
+)
 from lineup_sdk.context import Snapshot
 
 __all__ = ["Facts", "LostRace", "SqlFacts", "written_call"]
@@ -140,7 +149,7 @@ class SqlFacts:
     def call(self, call_id: str) -> Call | None:
         self._lock("app_session_id = (SELECT app_session_id FROM calls WHERE call_id=?)", call_id)
         row = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,)).fetchone()
-        return _call(row) if row is not None else None
+        return call_record(row) if row is not None else None
 
     def latest_message(self, call_id: str) -> dict[str, Any] | None:
         row = self.db.execute(
@@ -173,7 +182,7 @@ class SqlFacts:
             "SELECT * FROM app_sessions WHERE conversation_id=? AND scope=?",
             (conversation_id, scope),
         ).fetchone()
-        return _session(row) if row is not None else None
+        return session_record(row) if row is not None else None
 
     def call_and_session(
         self, call_id: str, conversation_id: str, scope: str
@@ -192,7 +201,7 @@ class SqlFacts:
             first, second = self._call_and_session_reads(call_id, conversation_id, scope)
             row, found = first.fetchone(), second.fetchone()
         session, act = self._session_row(found)
-        return (_call(row) if row is not None else None), session, act
+        return (call_record(row) if row is not None else None), session, act
 
     def _call_and_session_reads(
         self, call_id: str, conversation_id: str, scope: str
@@ -254,17 +263,17 @@ class SqlFacts:
         if row is None:
             return None, None
         # the row carries both records' columns under their own names
-        session = _session(row)
+        session = session_record(row)
         if row["actions_ahead"]:
             session = dataclasses.replace(session, actions_ahead=True)
-        return session, _activation(row) if row["activation_id"] is not None else None
+        return session, activation_record(row) if row["activation_id"] is not None else None
 
     def session_by_id(self, app_session_id: str) -> Session | None:
         self._lock("app_session_id=?", app_session_id)
         row = self.db.execute(
             "SELECT * FROM app_sessions WHERE app_session_id=?", (app_session_id,)
         ).fetchone()
-        return _session(row) if row is not None else None
+        return session_record(row) if row is not None else None
 
     def app_version(self, scope: str) -> str | None:
         row = self.db.execute("SELECT version FROM apps WHERE scope=?", (scope,)).fetchone()
@@ -275,7 +284,7 @@ class SqlFacts:
         row = self.db.execute(
             "SELECT * FROM activations WHERE activation_id=?", (activation_id,)
         ).fetchone()
-        return _activation(row) if row is not None else None
+        return activation_record(row) if row is not None else None
 
     def current_activation(self, app_session_id: str) -> Activation | None:
         self._lock("app_session_id=?", app_session_id)
@@ -284,7 +293,7 @@ class SqlFacts:
             "ORDER BY created_ms DESC, rowid DESC LIMIT 1",
             (app_session_id,),
         ).fetchone()
-        return _activation(row) if row is not None else None
+        return activation_record(row) if row is not None else None
 
     def waiting_calls(self, activation_id: str) -> list[Call]:
         self._lock(_OF_ACTIVATION, activation_id)
@@ -292,7 +301,7 @@ class SqlFacts:
             "SELECT * FROM calls WHERE activation_id=? AND state='queued' ORDER BY seq",
             (activation_id,),
         ).fetchall()
-        return [_call(r) for r in rows]
+        return [call_record(r) for r in rows]
 
     def delivered_calls(self, app_session_id: str | None = None) -> list[Call]:
         """Calls left `delivered` (of one session, or all, oldest first)."""
@@ -308,7 +317,7 @@ class SqlFacts:
                 "SELECT * FROM calls WHERE app_session_id=? AND state='delivered' ORDER BY seq",
                 (app_session_id,),
             ).fetchall()
-        return [_call(r) for r in rows]
+        return [call_record(r) for r in rows]
 
     def queue_head(self, app_session_id: str) -> tuple[Call | Action, str] | None:
         """The session's oldest queued item — a call or a UI Action, the lowest `seq` of
@@ -323,7 +332,7 @@ class SqlFacts:
             "u.state='queued' ORDER BY u.seq LIMIT 1) AS head_action ORDER BY seq LIMIT 1",
             (app_session_id, app_session_id),
         ).fetchone()
-        return (_item(row), str(row["act_state"])) if row is not None else None
+        return (item_record(row), str(row["act_state"])) if row is not None else None
 
     def delivered_in(self, app_session_id: str) -> list[Call | Action]:
         """The session's calls and UI Actions left `delivered`, in queue order (one read)."""
@@ -335,7 +344,7 @@ class SqlFacts:
             "ORDER BY seq",
             (app_session_id, app_session_id),
         ).fetchall()
-        return [_item(r) for r in rows]
+        return [item_record(r) for r in rows]
 
     # -- UI Actions (SPEC 17) ------------------------------------------------------------
     def action(self, app_session_id: str, client_id: str, client_seq: int) -> Action | None:
@@ -345,7 +354,7 @@ class SqlFacts:
             "SELECT * FROM ui_actions WHERE app_session_id=? AND client_id=? AND client_seq=?",
             (app_session_id, client_id, client_seq),
         ).fetchone()
-        return _action(row) if row is not None else None
+        return action_record(row) if row is not None else None
 
     def client_mark(self, app_session_id: str, client_id: str) -> int:
         """The last seq accepted from a client in an App session (0: none yet)."""
@@ -363,7 +372,7 @@ class SqlFacts:
             "SELECT * FROM ui_actions WHERE state='queued' AND activation_id=? ORDER BY seq",
             (activation_id,),
         ).fetchall()
-        return [_action(r) for r in rows]
+        return [action_record(r) for r in rows]
 
     def delivered_actions(self, app_session_id: str | None = None) -> list[Action]:
         """UI Actions left `delivered` (of one session, or all of this node's)."""
@@ -381,7 +390,7 @@ class SqlFacts:
                 "ORDER BY seq",
                 (app_session_id,),
             ).fetchall()
-        return [_action(r) for r in rows]
+        return [action_record(r) for r in rows]
 
     def call_activation(self, call_id: str) -> tuple[Call, Activation] | None:
         self._lock("app_session_id = (SELECT app_session_id FROM calls WHERE call_id=?)", call_id)
@@ -389,7 +398,7 @@ class SqlFacts:
         if row is None or row["activation_id"] is None:
             return None
         act = self.activation(row["activation_id"])
-        return (_call(row), act) if act is not None else None
+        return (call_record(row), act) if act is not None else None
 
     # -- runtime operations (Pomodoro) ---------------------------------------------------
     def active_calls(self, conversation_id: str, methods: list[str]) -> bool:
@@ -425,7 +434,7 @@ class SqlFacts:
             "SELECT * FROM operations WHERE conversation_id=? AND state='focusing' LIMIT 1",
             (conversation_id,),
         ).fetchone()
-        return _operation(row) if row is not None else None
+        return operation_record(row) if row is not None else None
 
     def operation(self, operation_id: str) -> Operation | None:
         self._lock(
@@ -435,7 +444,7 @@ class SqlFacts:
         row = self.db.execute(
             "SELECT * FROM operations WHERE operation_id=?", (operation_id,)
         ).fetchone()
-        return _operation(row) if row is not None else None
+        return operation_record(row) if row is not None else None
 
     def operations_of(self, conversation_id: str, scope: str) -> list[dict[str, Any]]:
         rows = self.db.execute(
@@ -478,7 +487,7 @@ class SqlFacts:
             f"WHERE o.state='focusing' AND o.ends_ms<=?{mine} ORDER BY o.ends_ms",
             (now_ms, *args),
         ).fetchall()
-        return [(_operation(r), str(r["scope"])) for r in rows]
+        return [(operation_record(r), str(r["scope"])) for r in rows]
 
     def next_deadline(self) -> int | None:
         mine, args = self._mine("activations.app_session_id")
@@ -678,7 +687,7 @@ class SqlFacts:
             rows = self.db.execute(
                 "SELECT * FROM app_sessions WHERE scope=? ORDER BY created_ms, rowid", (scope,)
             ).fetchall()
-        return [_session(r) for r in rows]
+        return [session_record(r) for r in rows]
 
     def meta_keys(self, prefix: str) -> list[str]:
         """The keys of the meta table that start with `prefix`, without it."""
@@ -955,115 +964,3 @@ class SqlFacts:
         )
         if stage in _FINAL:
             self._told(f"c:{call_id}")  # a waiter for it on another node
-
-
-def written_call(change: NewCall) -> Call:
-    """The call as any store reads it back once `change` is applied."""
-    return Call(
-        change.call_id,
-        change.fingerprint,
-        change.conversation_id,
-        change.scope,
-        change.method,
-        change.params,
-        change.app_session_id,
-        change.activation_id,
-        change.seq,
-        change.state,
-    )
-
-
-def _call(row: sqlite3.Row) -> Call:
-    return Call(
-        row["call_id"],
-        row["fingerprint"],
-        row["conversation_id"],
-        row["scope"],
-        row["method"],
-        row["params"],
-        row["app_session_id"],
-        row["activation_id"],
-        row["seq"],
-        row["state"],
-    )
-
-
-def _action(row: sqlite3.Row) -> Action:
-    return Action(
-        row["app_session_id"],
-        int(row["seq"]),
-        row["client_id"],
-        int(row["client_seq"]),
-        row["name"],
-        row["params"],
-        row["fingerprint"],
-        row["activation_id"],
-        row["state"],
-        row["outcome"],
-        int(row["revision"]) if row["revision"] is not None else None,
-    )
-
-
-def _item(row: sqlite3.Row) -> Call | Action:
-    """A row of `_CALL_ITEM` / `_ACTION_ITEM`: the call or the UI Action."""
-    if row["kind"] == "call":
-        return Call(
-            row["key"],
-            row["fingerprint"],
-            row["conversation_id"],
-            row["scope"],
-            row["method"],
-            row["params"],
-            row["app_session_id"],
-            row["activation_id"],
-            int(row["seq"]),
-            row["state"],
-        )
-    return Action(
-        row["app_session_id"],
-        int(row["seq"]),
-        row["key"],
-        int(row["client_seq"]),
-        row["method"],
-        row["params"],
-        row["fingerprint"],
-        row["activation_id"],
-        row["state"],
-    )
-
-
-def _session(row: sqlite3.Row) -> Session:
-    return Session(
-        row["app_session_id"],
-        row["conversation_id"],
-        row["scope"],
-        row["version"],
-        int(row["next_seq"]),
-    )
-
-
-def _activation(row: sqlite3.Row) -> Activation:
-    return Activation(
-        row["activation_id"],
-        row["app_session_id"],
-        row["trigger_call_id"],
-        row["state"],
-        bool(row["requires_foreground"]),
-        bool(row["worker_ready"]),
-        bool(row["foreground"]),
-        int(row["deadline_ms"]),
-    )
-
-
-def _operation(row: sqlite3.Row) -> Operation:
-    return Operation(
-        row["operation_id"],
-        row["call_id"],
-        row["conversation_id"],
-        row["app_session_id"],
-        row["kind"],
-        row["state"],
-        int(row["started_ms"]),
-        int(row["ends_ms"]),
-        row["params"],
-    )
