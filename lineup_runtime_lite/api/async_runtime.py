@@ -8,7 +8,6 @@ never blocks the loop). `Runtime` is a thin synchronous wrapper over it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import re
@@ -24,6 +23,7 @@ from lineup_build.model import Manifest
 from lineup_build.reader import Limits
 from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
+from lineup_runtime_lite.coordination.lifecycle import NodeLife
 from lineup_runtime_lite.coordination.nodes import (
     DEFAULT_LEASE_S,
     check_lease_s,
@@ -161,10 +161,9 @@ class AsyncRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread_id = 0
         self._fired_ms = -1  # the runtime-clock time the last `tick()` fired at
-        self._rejoining = False
-        self._closing = False  # `close` began: a lease lost now starts no rejoin
-        self._rejoin_task: asyncio.Future[None] | None = None
         self._make_engine: Callable[[], Engine]
+        #: The node's life (SPEC 15): its news to the engine, a rejoin after a lost lease.
+        self._nodes: NodeLife
 
     @classmethod
     async def open(
@@ -391,7 +390,14 @@ class AsyncRuntime:
             await rt._engine.refresh_registry()
             await rt._engine.recover()
             await rt.settle()
-            rt._join_nodes()
+            rt._nodes = NodeLife(
+                store.coordination,
+                rt._loop,
+                engine=lambda: rt._engine,
+                restart=rt._restart,
+                rejoined=rt._arm,
+                shown=store.path,
+            ).join()
             rt.clock.on_advance(rt._advanced)
         except BaseException:
             try:
@@ -405,66 +411,11 @@ class AsyncRuntime:
         return rt
 
     # -- several nodes (SPEC 15) ---------------------------------------------------------
-    def _join_nodes(self) -> None:
-        """Start the node's heartbeat and listener (a PostgreSQL store), their news handed
-        to this loop."""
-        node = getattr(self._engine.store, "node", None)
-        if node is None:
-            return
-        loop = self._loop
-        assert loop is not None
-
-        def on_loop(fn: Callable[..., Any], *args: Any) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop closed: nothing to tell
-                loop.call_soon_threadsafe(fn, *args)
-
-        node.on_wake = lambda payloads: on_loop(self._woken, payloads)
-        node.on_taken = lambda sids: on_loop(self._taken, sids)
-        node.on_lost = lambda: on_loop(self._lease_lost)
-        node.start()
-
-    def _woken(self, payloads: list[str]) -> None:
-        if not (self._closed or self._closing or self._rejoining):
-            self._engine.on_wake(payloads)
-
-    def _taken(self, session_ids: list[str]) -> None:
-        if not (self._closed or self._closing or self._rejoining):
-            self._engine.spawn(self._engine.take_over(session_ids))
-
-    def _lease_lost(self) -> None:
-        """This node lost its lease (stopped, partitioned, starved): it stops — its
-        workers, drivers and waiters go, it can write nothing more — and registers again
-        with a new epoch, recovering whatever sessions are still its."""
-        if self._closed or self._closing or self._rejoining:
-            return
-        self._rejoining = True
-        self._rejoin_task = asyncio.ensure_future(self._rejoin())
-
-    async def _rejoin(self) -> None:
-        import logging
-
-        log = logging.getLogger("lineup.runtime")
-        old = self._engine
-        log.warning("node lost its lease on %s: stopping and registering again", old.store.path)
-        old.fail_waiters("this node lost its lease and stopped before the call's final answer")
-        try:
-            await old.close()
-        except Exception as exc:  # what stopping left is the next engine's to recover
-            log.warning("stopping after the lease was lost: %s", exc)
-        while not (self._closed or self._closing):
-            try:
-                await asyncio.to_thread(old.store.rejoin)  # type: ignore[attr-defined]
-                self._engine = self._make_engine()
-                await self._engine.refresh_registry()
-                await self._engine.recover()
-                break
-            except LineupError as exc:
-                log.warning("registering again: %s", exc.message)
-                await asyncio.sleep(0.25)
-        self._rejoining = False
-        if not (self._closed or self._closing):
-            self._join_nodes()
-            self._arm()
+    async def _restart(self) -> None:
+        """After the node registered again (`NodeLife`): a new engine, loaded and recovered."""
+        self._engine = self._make_engine()
+        await self._engine.refresh_registry()
+        await self._engine.recover()
 
     # -- plumbing ------------------------------------------------------------------------
     def _check_open(self) -> None:
@@ -1207,16 +1158,10 @@ class AsyncRuntime:
         """Stop workers, close the database and release its lock."""
         if self._closed:
             return
-        self._closing = True
         try:
             if self._timer is not None:
                 self._timer.cancel()
-            rejoin = self._rejoin_task
-            if rejoin is not None and not rejoin.done():
-                self._closed = True  # it stops trying
-                rejoin.cancel()
-                with contextlib.suppress(BaseException):
-                    await rejoin
+            await self._nodes.leave()  # a lease lost now starts no rejoin; one under way stops
             await self._engine.close()
         finally:
             self._closed = True

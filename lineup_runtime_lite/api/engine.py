@@ -117,8 +117,7 @@ class Engine:
         self.host = HostRelay(self, host_intent)
         self.timers = Timers(self, self.activations, self.delivery, self.host, self.handlers)
         #: On a database of several nodes: the App sessions this node owns (None: all).
-        self.node = getattr(store, "node", None)
-        self._owned: set[str] | None = None if self.node is None else self.node.owned()
+        self._owned: set[str] | None = store.coordination.owned()
         self._reconciling = False
         if verify_ahead is None:
             self.load_registry()  # else `refresh_registry`, off the loop, before use

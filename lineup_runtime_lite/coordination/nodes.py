@@ -16,8 +16,10 @@ it, drive an activation, relay Host intents), `c:<call_id>` a call's final was c
 `d:<app_session_id>` its session data changed, `r:` the installed apps changed, `n:<id>` a
 node registered.
 
-`NodeLease` runs a node's two background threads on connections of their own: the
-heartbeat (which also takes lapsed nodes' sessions over) and the listener.
+`Nodes` is a node's `Coordination`: for the facts, the owner filters, the row locks and
+the notifications of the transaction at hand; for the runtime, its two background threads
+on connections of their own — the heartbeat (which also takes lapsed nodes' sessions over)
+and the listener — and its registration again after a lost lease (`rejoin`).
 """
 
 from __future__ import annotations
@@ -28,16 +30,17 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from lineup_runtime_lite.coordination import Statement
 from lineup_sdk.errors import LineupError
 
 __all__ = [
     "DEFAULT_LEASE_S",
     "LEASE_GUARD",
     "NODE_TABLES",
-    "NodeLease",
+    "Nodes",
     "check_lease_s",
     "check_node_id",
     "default_node_id",
@@ -113,13 +116,16 @@ def channel_of(schema: str | None) -> str:
     return "lineup_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
 
 
-class NodeLease:
-    """A registered node: its lease, heartbeat, takeovers and wake-ups.
+class Nodes:
+    """A registered node: its lease, heartbeat, takeovers and wake-ups, and what the facts
+    add to a transaction on a database of several nodes.
 
-    `connect()` gives a new autocommit psycopg connection on the runtime's schema.
-    `on_taken(session_ids)`, `on_lost()` and `on_wake(payloads)` are called on the
-    heartbeat / listener threads; the caller hands them to its loop (`on_wake([])` is the
-    polling tick).
+    `connect()` gives a new autocommit psycopg connection on the runtime's schema;
+    `writing()` says whether the facts' statements go to the writer in a transaction (a
+    step's reads there lock the App session they read first); `mapped(exc)` is the stable
+    error for a database failure. `on_taken(session_ids)`, `on_lost()` and
+    `on_wake(payloads)` are called on the heartbeat / listener threads; the caller hands
+    them to its loop (`on_wake([])` is the polling tick).
     """
 
     def __init__(
@@ -130,8 +136,14 @@ class NodeLease:
         lease_s: float,
         schema: str | None,
         shown: str,
+        writing: Callable[[], bool] = lambda: False,
+        mapped: Callable[[BaseException], BaseException] = lambda exc: exc,
     ) -> None:
         self._connect = connect
+        self._writing = writing
+        self._mapped = mapped
+        #: The App sessions a step locked (`lock`), once per step and key.
+        self._locked: set[tuple[str, tuple[Any, ...]]] = set()
         self.node_id = node_id
         self.lease_s = lease_s
         self.channel = channel_of(schema)
@@ -159,6 +171,99 @@ class NodeLease:
         self._outgoing: list[str] = []
         self._out_lock = threading.Lock()
         self._out_ready = threading.Event()
+
+    # -- in a transaction: what the facts run (`Coordination`) ------------------------
+    def mine(self, column: str, *, or_none: bool = False) -> tuple[str, tuple[Any, ...]]:
+        # one lookup of `owners` per row found (its key), never the node's whole list,
+        # which grows with every App session the node ever served
+        owned = f"EXISTS (SELECT 1 FROM owners w WHERE w.app_session_id = {column} AND w.node_id=?)"
+        if or_none:  # a row of no App session: any node's (its end is guarded)
+            return f" AND ({column} IS NULL OR {owned})", (self.node_id,)
+        return f" AND {owned}", (self.node_id,)
+
+    def lock(self, where: str, args: tuple[Any, ...]) -> Sequence[Statement]:
+        # `SELECT … FOR UPDATE`: the reads after it see whatever the last holder committed
+        if not self._writing():
+            return ()
+        key = (where, args)
+        if key in self._locked:
+            return ()
+        self._locked.add(key)
+        return ((f"SELECT 1 FROM app_sessions WHERE {where} FOR UPDATE", args),)
+
+    def lock_all(self, pairs: Sequence[tuple[str, str]]) -> Sequence[Statement]:
+        ordered = sorted(set(pairs))
+        if not ordered:
+            return ()
+        marks = ", ".join("(?, ?)" for _ in ordered)
+        return (
+            (
+                f"SELECT 1 FROM app_sessions WHERE (conversation_id, scope) IN (VALUES {marks}) "
+                "ORDER BY app_session_id FOR UPDATE",
+                tuple(v for pair in ordered for v in pair),
+            ),
+        )
+
+    def new_step(self) -> None:
+        self._locked.clear()
+
+    def owner(self, app_session_id: str) -> Sequence[Statement]:
+        return (
+            (
+                "INSERT INTO owners (app_session_id, node_id) VALUES (?, ?)",
+                (app_session_id, self.node_id),
+            ),
+        )
+
+    def wake(self, payloads: Sequence[str]) -> Sequence[Statement]:
+        return tuple(("SELECT pg_notify(?, ?)", (self.channel, p)) for p in payloads)
+
+    def tell(self, payload: str) -> Sequence[Statement]:
+        # a final committed here may have a waiter on another node only while one is live
+        if self.alone:
+            return ()
+        return (("SELECT pg_notify(?, ?)", (self.channel, payload)),)
+
+    # -- the writer's transactions ------------------------------------------------------
+    def guard(self) -> Statement:
+        """The first statement of every transaction this node writes in: a row means its
+        lease holds (`LEASE_GUARD` with this node's id and epoch)."""
+        return LEASE_GUARD, (self.node_id, self.epoch)
+
+    def lease_lost(self) -> None:
+        """The guard found no row: another node took over, or the lease lapsed."""
+        self.lost = True
+        self.on_lost()
+
+    # -- on the runtime's loop (`Coordination`) ---------------------------------------
+    def join(
+        self,
+        *,
+        on_wake: Callable[[list[str]], None],
+        on_taken: Callable[[list[str]], None],
+        on_lost: Callable[[], None],
+    ) -> None:
+        self.on_wake, self.on_taken, self.on_lost = on_wake, on_taken, on_lost
+        self.start()
+
+    def rejoin(self) -> None:
+        """After the lease was lost: stop the threads and register again (a new epoch;
+        the sessions another node took over stay its).
+
+        Raises:
+            LineupError: `store_unavailable` or `runtime_locked` (never psycopg's own).
+        """
+        self.stop()
+        self.registered()
+
+    def registered(self) -> int:
+        """`register`, a database failure raised as its stable error."""
+        import psycopg
+
+        try:
+            return self.register()
+        except psycopg.Error as exc:
+            raise self._mapped(exc) from None
 
     # -- connections ---------------------------------------------------------------------
     def _open(self, gen: int) -> Any:
@@ -263,7 +368,7 @@ class NodeLease:
         return int(row[0])
 
     def owned(self) -> set[str]:
-        """The App sessions this node owns now.
+        """The App sessions this node owns now (`Coordination`).
 
         Raises:
             LineupError: `store_unavailable` when the database fails (never psycopg's own).

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from lineup_runtime_lite.coordination import Coordination
 from lineup_runtime_lite.store.facts import SqlFacts
 
 __all__ = ["Database", "open_database"]
@@ -24,6 +25,12 @@ class Database(Protocol):
     #: Transactions committed so far (a caller that saw an exception compares counts).
     commits: int
     facts: SqlFacts
+
+    @property
+    def coordination(self) -> Coordination:
+        """One runtime (`Solo`, SQLite) or a node among several (`Nodes`, PostgreSQL)."""
+        ...
+
     #: The connection the facts run on (`sqlite3.Connection`, or psycopg's behind an adapter
     #: with its face): for the store's own tests.
     db: Any

@@ -1,43 +1,29 @@
-"""Every SQL statement the runtime runs on its facts, behind one narrow port.
+"""Every SQL statement the runtime runs on its facts, written once for both engines.
 
 `Facts` is the port (in `lineup_runtime_lite.core.port`, so the pure core reads through it
-without loading SQLite; a second store, say PostgreSQL, would implement it); `SqlFacts`
-is the SQLite implementation. Reads return typed records (`store.records`); writes are the
-guarded changes of `decisions` (`apply`), so nothing outside this package writes SQL.
+without loading a database driver); `SqlFacts` implements it over a `SqlConnection`
+(`store.connection`: what SQLite's and PostgreSQL's connections both provide). Reads are
+here and return typed records (`store.records`); writes are the guarded changes of
+`decisions` (`apply`, in `store.writes`), so nothing outside this package writes the facts.
+What differs when several nodes share the database — whose App sessions a node's reads
+find, the row locks a step takes, the notifications a commit sends — is asked of the
+store's `Coordination` (`lineup_runtime_lite.coordination`), never decided here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from lineup_build.model import Manifest
-from lineup_runtime_lite.core.decisions import (
-    ActionDone,
-    ActionState,
-    ActivationUpdate,
-    CallState,
-    Change,
-    EndOperation,
-    IntentDelivered,
-    MoveSession,
-    NewAction,
-    NewActivation,
-    NewCall,
-    NewIMRecord,
-    NewIntent,
-    NewOperation,
-    NewReceipt,
-    NewSession,
-    ReopenActivation,
-    ReplaceSessionData,
-    SupersedeIntents,
-)
+from lineup_runtime_lite.coordination import Coordination, Statement
+from lineup_runtime_lite.coordination.solo import Solo
+from lineup_runtime_lite.core.decisions import Change
 from lineup_runtime_lite.core.port import CallRead, Facts, LostRace
 from lineup_runtime_lite.core.rows import Action, Activation, Call, Intent, Operation, Session
+from lineup_runtime_lite.store.connection import SqlConnection
 from lineup_runtime_lite.store.records import (
     action_record,
     activation_record,
@@ -47,6 +33,7 @@ from lineup_runtime_lite.store.records import (
     session_record,
     written_call,
 )
+from lineup_runtime_lite.store.writes import Writes
 from lineup_sdk.context import Snapshot
 
 __all__ = ["Facts", "LostRace", "SqlFacts", "written_call"]
@@ -73,77 +60,45 @@ _OF_SESSION = "app_session_id=?"
 
 class SqlFacts:
     """`Facts` over one database connection: SQLite's, or PostgreSQL's through the store's
-    adapter (`store.postgres`); the statements are written once, in SQL both engines run."""
+    router (`store.postgres`); the statements are written once, in SQL both engines run.
+    `coordination` is what differs with several nodes (`Solo` unless the store says)."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: SqlConnection, coordination: Coordination | None = None) -> None:
         self.db = db
+        #: One runtime, or a node among several: the owner filters, row locks and
+        #: notifications a transaction adds (nothing for one runtime).
+        self.coordination: Coordination = coordination if coordination is not None else Solo()
+        self._writes = Writes(db, self.coordination)
         #: Parsed stored manifests by (scope, version, manifest_sha256): a stored manifest
         #: is read once per load; the hash keeps a version installed again apart.
         self._manifests: dict[tuple[str, str, str], Manifest] = {}
         #: Acceptance reads sent ahead of a batch (`read_ahead`), taken in order.
         self._ahead: dict[CallRead, list[tuple[Any, Any]]] = {}
-        #: On a database of several nodes (PostgreSQL): this node's id. Then the facts that
-        #: find work see this node's App sessions only, a step's reads lock the App session
-        #: they read first (`_lock`), a new App session is this node's, and the nodes that
-        #: must act on a committed change are woken (`channel`, on its COMMIT).
-        self.node_id: str | None = None
-        self.channel = ""
-        #: Whether another node is live (a final committed here may have a waiter there).
-        self.others_live: Callable[[], bool] = lambda: False
-        self._locked: set[tuple[str, tuple[Any, ...]]] = set()
 
-    # -- several nodes -------------------------------------------------------------------
+    def _run(self, statements: Sequence[Statement]) -> None:
+        """Run what the coordination adds to the transaction at hand."""
+        for sql, args in statements:
+            self.db.execute(sql, args)
+
     def _lock(self, where: str, *args: Any) -> None:
-        """In a step on a database of several nodes, lock the App session(s) `where` names
-        before reading their facts (`SELECT … FOR UPDATE`): the per-session mutex the single
-        SQLite writer gives for free (SPEC 15). The reads after it see whatever the last
-        holder committed. Once per step and key."""
-        if self.node_id is None or not self.db.locks_rows:  # type: ignore[attr-defined]
-            return
-        key = (where, args)
-        if key in self._locked:
-            return
-        self._locked.add(key)
-        self.db.execute(f"SELECT 1 FROM app_sessions WHERE {where} FOR UPDATE", args)
+        """Before a step reads the facts of the App session(s) `where` names: whatever the
+        coordination locks them with (several nodes: `SELECT … FOR UPDATE`, once per step
+        and key; the reads after it see what the last holder committed)."""
+        self._run(self.coordination.lock(where, args))
 
     def new_step(self) -> None:
         """A batch step begins (a rolled-back savepoint gave its locks back)."""
-        self._locked.clear()
+        self.coordination.new_step()
 
     def _mine(self, column: str) -> tuple[str, tuple[Any, ...]]:
-        """The condition that `column` (an App session id, named with its table: the
-        condition is a subquery) is this node's (nothing on a store of one runtime)."""
-        if self.node_id is None:
-            return "", ()
-        # one lookup of `owners` per row found (its key), never the node's whole list,
-        # which grows with every App session the node ever served
-        return (
-            " AND EXISTS (SELECT 1 FROM owners w "
-            f"WHERE w.app_session_id = {column} AND w.node_id=?)",
-            (self.node_id,),
-        )
+        """The condition that `column` (an App session id, named with its table) is this
+        node's (nothing with one runtime)."""
+        return self.coordination.mine(column)
 
     def wake(self, payloads: Sequence[str]) -> None:
-        """Send wake-ups to the other nodes when this transaction commits (`payloads` on the
-        node channel: `coordination.nodes` lists them)."""
-        if self.node_id is None:
-            return
-        for payload in payloads:
-            self.db.execute("SELECT pg_notify(?, ?)", (self.channel, payload))
-
-    def _told(self, payload: str) -> None:
-        if self.node_id is not None and self.others_live():
-            self.db.execute("SELECT pg_notify(?, ?)", (self.channel, payload))
-
-    def _guard(self, cur: sqlite3.Cursor) -> None:
-        """A guarded write that changed no row lost its race (`LostRace`). A connection
-        that pipelines its writes (PostgreSQL's, in a batch) checks it when the result
-        arrives, at the latest before COMMIT (`defer_guard`)."""
-        defer = getattr(self.db, "defer_guard", None)
-        if defer is not None and defer(cur):
-            return
-        if cur.rowcount == 0:
-            raise LostRace()
+        """Wake the nodes `payloads` name when this transaction commits (nothing with one
+        runtime: `coordination.nodes` lists them)."""
+        self._run(self.coordination.wake(payloads))
 
     # -- calls and messages --------------------------------------------------------------
     def call(self, call_id: str) -> Call | None:
@@ -195,8 +150,8 @@ class SqlFacts:
             first, second = sent.pop(0)
             row, found = first.fetchone(), second.fetchone()
             again = self._call_and_session_reads(call_id, conversation_id, scope)
-            self.db.witness(again[0], row)  # type: ignore[attr-defined]
-            self.db.witness(again[1], found)  # type: ignore[attr-defined]
+            self.db.witness(again[0], row)
+            self.db.witness(again[1], found)
         else:
             first, second = self._call_and_session_reads(call_id, conversation_id, scope)
             row, found = first.fetchone(), second.fetchone()
@@ -221,14 +176,8 @@ class SqlFacts:
         connection that witnesses reads ahead.
         """
         self._ahead.clear()
-        if self.node_id is not None:  # every session of the batch, in one order (no deadlock)
-            pairs = sorted({(r.conversation_id, r.scope) for r in reads})
-            marks = ", ".join("(?, ?)" for _ in pairs)
-            self.db.execute(
-                f"SELECT 1 FROM app_sessions WHERE (conversation_id, scope) IN (VALUES {marks}) "
-                "ORDER BY app_session_id FOR UPDATE",
-                tuple(v for pair in pairs for v in pair),
-            )
+        # every session of the batch locked at once, in one order (no deadlock)
+        self._run(self.coordination.lock_all([(r.conversation_id, r.scope) for r in reads]))
         for read in reads:
             sent = self._call_and_session_reads(read.call_id, read.conversation_id, read.scope)
             self._ahead.setdefault(read, []).append(sent)
@@ -474,13 +423,8 @@ class SqlFacts:
 
     def due_operations(self, now_ms: int) -> list[tuple[Operation, str]]:
         """Focusing operations whose deadline passed, with their session's scope."""
-        mine, args = "", tuple[str, ...]()
-        if self.node_id is not None:  # one of no App session: any node's (its end is guarded)
-            mine, args = (
-                " AND (o.app_session_id IS NULL OR EXISTS (SELECT 1 FROM owners w "
-                "WHERE w.app_session_id = o.app_session_id AND w.node_id=?))",
-                (self.node_id,),
-            )
+        # one of no App session: any node's (its end is guarded)
+        mine, args = self.coordination.mine("o.app_session_id", or_none=True)
         rows = self.db.execute(
             "SELECT o.*, COALESCE(s.scope, 'pomodoro') AS scope FROM operations o "
             "LEFT JOIN app_sessions s ON s.app_session_id=o.app_session_id "
@@ -513,10 +457,13 @@ class SqlFacts:
         return [Intent(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in rows]
 
     def intents_pending(self) -> bool:
-        if self.node_id is not None:
-            return bool(self.intent_heads())
+        """Whether an instance has a pending intent this node relays (`intent_heads`)."""
+        mine, args = self._mine("a.app_session_id")
         row = self.db.execute(
-            "SELECT 1 FROM host_intents WHERE delivered=0 AND superseded=0 LIMIT 1"
+            "SELECT 1 FROM host_intents h LEFT JOIN activations a "
+            "ON a.activation_id = h.instance "
+            f"WHERE h.delivered=0 AND h.superseded=0{mine} LIMIT 1",
+            args,
         ).fetchone()
         return row is not None
 
@@ -664,8 +611,7 @@ class SqlFacts:
 
     def _installs_changed(self) -> None:
         """Every node reloads its Registry when this commits (`r:`)."""
-        if self.node_id is not None:
-            self.db.execute("SELECT pg_notify(?, 'r:')", (self.channel,))
+        self.wake(["r:"])
 
     def set_meta(self, key: str, value: str) -> None:
         self.db.execute(
@@ -711,256 +657,9 @@ class SqlFacts:
 
     # -- writes --------------------------------------------------------------------------
     def apply(self, change: Change) -> None:
-        """Write one guarded change.
+        """Write one guarded change (`store.writes`).
 
         Raises:
             LostRace: its guard found no row in the expected state.
         """
-        db = self.db
-        if isinstance(change, NewReceipt):
-            self._add_receipt(change.message)
-        elif isinstance(change, NewCall):
-            if change.app_session_id is not None:
-                cur = db.execute(
-                    "UPDATE app_sessions SET next_seq=next_seq+1 "
-                    "WHERE app_session_id=? AND next_seq=?",
-                    (change.app_session_id, change.seq),
-                )
-                self._guard(cur)
-            db.execute(
-                "INSERT INTO calls (call_id, fingerprint, conversation_id, scope, method, "
-                "params, app_session_id, activation_id, seq, state, created_ms) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    change.call_id,
-                    change.fingerprint,
-                    change.conversation_id,
-                    change.scope,
-                    change.method,
-                    change.params,
-                    change.app_session_id,
-                    change.activation_id,
-                    change.seq,
-                    change.state,
-                    change.created_ms,
-                ),
-            )
-        elif isinstance(change, CallState):
-            cur = db.execute(
-                "UPDATE calls SET state=? WHERE call_id=? AND state=?",
-                (change.to, change.call_id, change.expect),
-            )
-            self._guard(cur)
-        elif isinstance(change, ActivationUpdate):
-            sets, args = [], []
-            for column in (
-                "state",
-                "reason",
-                "ended_ms",
-                "worker_ready",
-                "foreground",
-                "requires_foreground",
-            ):
-                value = getattr(change, column)
-                if value is not None:
-                    sets.append(f"{column}=?")
-                    args.append(int(value) if isinstance(value, bool) else value)
-            cur = db.execute(
-                f"UPDATE activations SET {', '.join(sets)} "
-                "WHERE activation_id=? AND state='starting'",
-                (*args, change.activation_id),
-            )
-            self._guard(cur)
-        elif isinstance(change, ReopenActivation):
-            cur = db.execute(
-                "UPDATE activations SET state='starting' WHERE activation_id=? AND state='ready'",
-                (change.activation_id,),
-            )
-            self._guard(cur)
-        elif isinstance(change, NewSession):
-            db.execute(
-                "INSERT INTO app_sessions (app_session_id, conversation_id, scope, version, "
-                "created_ms) VALUES (?,?,?,?,?)",
-                (
-                    change.app_session_id,
-                    change.conversation_id,
-                    change.scope,
-                    change.version,
-                    change.created_ms,
-                ),
-            )
-            if self.node_id is not None:  # the node whose call created it owns it
-                db.execute(
-                    "INSERT INTO owners (app_session_id, node_id) VALUES (?, ?)",
-                    (change.app_session_id, self.node_id),
-                )
-        elif isinstance(change, NewActivation):
-            db.execute(
-                "INSERT INTO activations (activation_id, app_session_id, trigger_call_id, state, "
-                "requires_foreground, deadline_ms, created_ms) VALUES (?,?,?,'starting',?,?,?)",
-                (
-                    change.activation_id,
-                    change.app_session_id,
-                    change.trigger_call_id,
-                    int(change.requires_foreground),
-                    change.deadline_ms,
-                    change.created_ms,
-                ),
-            )
-        elif isinstance(change, NewIntent):
-            db.execute(
-                "INSERT INTO host_intents (dedup_key, body, instance) VALUES (?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
-                (change.dedup_key, json.dumps(change.body, sort_keys=True), change.instance),
-            )
-        elif isinstance(change, IntentDelivered):
-            db.execute("UPDATE host_intents SET delivered=1 WHERE id=?", (change.id,))
-        elif isinstance(change, SupersedeIntents):
-            db.execute(
-                "UPDATE host_intents SET superseded=1 WHERE instance=? AND delivered=0",
-                (change.instance,),
-            )
-        elif isinstance(change, NewOperation):
-            db.execute(
-                "INSERT INTO operations (operation_id, call_id, conversation_id, app_session_id, "
-                "kind, state, started_ms, ends_ms, params) VALUES (?,?,?,?,?,'focusing',?,?,?)",
-                (
-                    change.operation_id,
-                    change.call_id,
-                    change.conversation_id,
-                    change.app_session_id,
-                    change.kind,
-                    change.started_ms,
-                    change.ends_ms,
-                    change.params,
-                ),
-            )
-        elif isinstance(change, EndOperation):
-            cur = db.execute(
-                "UPDATE operations SET state=?, ended_ms=? "
-                "WHERE operation_id=? AND state='focusing'",
-                (change.state, change.ended_ms, change.operation_id),
-            )
-            self._guard(cur)
-        elif isinstance(change, NewIMRecord):
-            db.execute(
-                "INSERT INTO im_records (operation_id, conversation_id, body, created_ms) "
-                "VALUES (?,?,?,?)",
-                (
-                    change.operation_id,
-                    change.conversation_id,
-                    json.dumps(change.body, sort_keys=True),
-                    change.created_ms,
-                ),
-            )
-        elif isinstance(change, MoveSession):
-            cur = db.execute(
-                "UPDATE app_sessions SET version=? WHERE app_session_id=? AND version=?",
-                (change.to_version, change.app_session_id, change.from_version),
-            )
-            self._guard(cur)
-        elif isinstance(change, ReplaceSessionData):
-            if change.expected_revision == 0:
-                cur = db.execute(
-                    "INSERT INTO session_data (scope, app_session_id, revision, data) "
-                    "VALUES (?,?,1,?) ON CONFLICT DO NOTHING",
-                    (change.scope, change.app_session_id, change.data),
-                )
-            else:
-                cur = db.execute(
-                    "UPDATE session_data SET revision=revision+1, data=? "
-                    "WHERE scope=? AND app_session_id=? AND revision=?",
-                    (change.data, change.scope, change.app_session_id, change.expected_revision),
-                )
-            self._guard(cur)
-            self._told(f"d:{change.app_session_id}")  # Surface subscribers on other nodes
-        elif isinstance(change, NewAction):
-            self._guard(
-                db.execute(
-                    "UPDATE app_sessions SET next_seq=next_seq+1 "
-                    "WHERE app_session_id=? AND next_seq=?",
-                    (change.app_session_id, change.seq),
-                )
-            )
-            if change.client_seq == 1:  # a client the session has not seen (its mark was 0)
-                db.execute(
-                    "INSERT INTO ui_action_clients (app_session_id, client_id, last_seq) "
-                    "VALUES (?, ?, 1)",
-                    (change.app_session_id, change.client_id),
-                )
-            else:
-                self._guard(
-                    db.execute(
-                        "UPDATE ui_action_clients SET last_seq=? "
-                        "WHERE app_session_id=? AND client_id=? AND last_seq=?",
-                        (
-                            change.client_seq,
-                            change.app_session_id,
-                            change.client_id,
-                            change.client_seq - 1,
-                        ),
-                    )
-                )
-            db.execute(
-                "INSERT INTO ui_actions (app_session_id, seq, client_id, client_seq, name, "
-                "params, fingerprint, activation_id, state, created_ms) "
-                "VALUES (?,?,?,?,?,?,?,?,'queued',?)",
-                (
-                    change.app_session_id,
-                    change.seq,
-                    change.client_id,
-                    change.client_seq,
-                    change.name,
-                    change.params,
-                    change.fingerprint,
-                    change.activation_id,
-                    change.created_ms,
-                ),
-            )
-        elif isinstance(change, ActionState):
-            self._guard(
-                db.execute(
-                    "UPDATE ui_actions SET state=? WHERE app_session_id=? AND seq=? AND state=?",
-                    (change.to, change.app_session_id, change.seq, change.expect),
-                )
-            )
-        elif isinstance(change, ActionDone):
-            self._guard(
-                db.execute(
-                    "UPDATE ui_actions SET state='done', outcome=?, revision=?, ended_ms=? "
-                    "WHERE app_session_id=? AND seq=? AND state!='done'",
-                    (
-                        change.outcome,
-                        change.revision,
-                        change.ended_ms,
-                        change.app_session_id,
-                        change.seq,
-                    ),
-                )
-            )
-            # a waiter for it on another node (the node that accepted it)
-            self._told(f"u:{change.app_session_id}:{change.action_id}")
-        else:  # pragma: no cover - the union is closed
-            raise TypeError(f"unknown change {change!r}")
-
-    def _add_receipt(self, msg: dict[str, Any]) -> None:
-        call_id, stage = msg["call_id"], msg["stage"]
-        body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        if stage in _FINAL:  # one final per call, whichever stage it is
-            self._guard(
-                self.db.execute(
-                    "UPDATE calls SET state='done' WHERE call_id=? AND state!='done'", (call_id,)
-                )
-            )
-        cur = self.db.execute(
-            "INSERT INTO receipts (call_id, stage, n, body) "
-            "SELECT ?, ?, COALESCE(MAX(n), 0) + 1, ? FROM receipts WHERE call_id=? "
-            "ON CONFLICT DO NOTHING",
-            (call_id, stage, body, call_id),
-        )
-        self._guard(cur)
-        self.db.execute(
-            "INSERT INTO outbox (msg_id, call_id, body) VALUES (?,?,?)", (msg["id"], call_id, body)
-        )
-        if stage in _FINAL:
-            self._told(f"c:{call_id}")  # a waiter for it on another node
+        self._writes.apply(change)

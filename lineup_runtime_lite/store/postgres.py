@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lineup_runtime_lite.coordination.nodes import (
     DEFAULT_LEASE_S,
-    LEASE_GUARD,
     NODE_TABLES,
-    NodeLease,
+    Nodes,
     default_node_id,
     live_nodes,
 )
@@ -163,12 +162,6 @@ class _Router:
         self._target().witness(cur, taken)
 
     @property
-    def locks_rows(self) -> bool:
-        """Whether statements go to the writer in a transaction (a step's reads there lock
-        the App session they read first: `SqlFacts._lock`)."""
-        return self._store._owner == threading.get_ident()
-
-    @property
     def conn(self) -> psycopg.Connection[Any]:
         """The writer's psycopg connection."""
         return self._store._main.conn
@@ -236,41 +229,25 @@ class PostgresStore:
         self._closed = False
         self._conn_lock = threading.Lock()
         self._retired_trips = 0
-        self._main = self._connect()
-        self.db = _Router(self)
-        self.facts = SqlFacts(self.db)  # type: ignore[arg-type]
-        #: This process as a node of the database (`coordination.nodes`): registered now.
-        self.node = NodeLease(
+        #: This process as a node of the database (`coordination.nodes`): registered once
+        #: the tables stand; the facts' owner filters, row locks and notifications.
+        self.coordination = Nodes(
             self._plain_connection,
             node_id=node_id or default_node_id("store"),
             lease_s=lease_s,
             schema=schema,
             shown=self.path,
+            writing=lambda: self._owner == threading.get_ident(),
+            mapped=self._mapped,
         )
+        self._main = self._connect()
+        self.db = _Router(self)
+        self.facts = SqlFacts(self.db, self.coordination)
         try:
-            self._registered()
+            self.coordination.registered()
         except BaseException:
             self.close()
             raise
-
-    def _registered(self) -> None:
-        """Register (again): the lease guard and the facts' node follow the new epoch."""
-        import psycopg
-
-        try:
-            epoch = self.node.register()
-        except psycopg.Error as exc:
-            raise self._mapped(exc) from None
-        self._guard_args = (self.node.node_id, epoch)
-        self.facts.node_id = self.node.node_id
-        self.facts.channel = self.node.channel
-        self.facts.others_live = lambda: not self.node.alone
-
-    def rejoin(self) -> None:
-        """After the lease was lost: stop the node's threads and register again (a new
-        epoch; the sessions another node took over stay its)."""
-        self.node.stop()
-        self._registered()
 
     def _plain_connection(self) -> Any:
         """A new autocommit connection on the runtime's schema (the node's threads')."""
@@ -380,10 +357,8 @@ class PostgresStore:
             LineupError: `store_unavailable` when this node lost its lease."""
         from psycopg import sql
 
-        node_id, epoch = self._guard_args
-        guard = sql.SQL(LEASE_GUARD.replace("?", "{}")).format(
-            sql.Literal(node_id), sql.Literal(epoch)
-        )
+        statement, args = self.coordination.guard()
+        guard = sql.SQL(statement.replace("?", "{}")).format(*map(sql.Literal, args))
         text = sql.SQL("BEGIN; {}; SELECT txid_current()").format(guard)
         cur = self._main.conn.execute(text.as_string(self._main.conn))
         self._main.round_trips += 1
@@ -400,11 +375,10 @@ class PostgresStore:
         """This node's lease is gone (another node took over, or it lapsed): roll back,
         tell the node, and refuse the write."""
         self._rollback()
-        self.node.lost = True
-        self.node.on_lost()
+        self.coordination.lease_lost()
         raise LineupError(
             "store_unavailable",
-            f"node {self.node.node_id!r} lost its lease on {self.path}; nothing was changed "
+            f"node {self.coordination.node_id!r} lost its lease on {self.path}; nothing was changed "
             "(it stops and registers again)",
             hint="retry the same call_id: it replays on whichever node answers",
         )
@@ -605,7 +579,7 @@ class PostgresStore:
         try:
             with main.pipelined():
                 out, xid = run_pipelined(
-                    main, self.facts, (LEASE_GUARD, self._guard_args), self._lost_lease, steps
+                    main, self.facts, self.coordination.guard(), self._lost_lease, steps
                 )
                 faults.hit("commit.after_write")
                 self._commit(xid)
@@ -705,10 +679,8 @@ class PostgresStore:
         lock."""
         with self._conn_lock:
             self._closed = True
-        node = getattr(self, "node", None)
-        if node is not None:
-            node.leave()
-            node.close()
+        self.coordination.leave()
+        self.coordination.close()
         with self._lock:
             for conn in (self._main, self._reader):
                 if conn is not None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lineup_runtime_lite.coordination.solo import Solo
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.facts import LostRace, SqlFacts
 from lineup_runtime_lite.store.schema import _MIGRATIONS, _SCHEMA, SCHEMA_VERSION
@@ -125,6 +126,15 @@ class _SqliteRouter:
     def in_transaction(self) -> bool:
         return self._target().in_transaction
 
+    def defer_guard(self, cur: Any) -> bool:
+        """SQLite answers each statement before the next: a guard is checked at once."""
+        return False
+
+    def witness(self, cur: Any, taken: Any) -> None:
+        """A read sent again where a step took `taken` (read ahead): compared at once."""
+        if cur.fetchone() != taken:
+            raise LostRace()
+
 
 class Store:
     """One SQLite database: a writer connection, and for a file a reader connection.
@@ -149,6 +159,8 @@ class Store:
         #: never blocks the loop); `:memory:` has no fsync to wait for.
         self.off_loop = False
         self._router = _SqliteRouter(self)
+        #: One runtime on its file: nothing to coordinate (`flock` keeps a second away).
+        self.coordination = Solo()
         #: How many transactions committed; a caller that sees an exception compares it
         #: with its own count to tell "rolled back" from "committed, then failed".
         self.commits = 0
@@ -174,7 +186,7 @@ class Store:
                 self._reader.row_factory = sqlite3.Row
                 self._reader.execute("PRAGMA query_only=ON")  # every write holds the lock
                 self.off_loop = True
-            self.facts = SqlFacts(self._router)  # type: ignore[arg-type]
+            self.facts = SqlFacts(self._router, self.coordination)
         except (sqlite3.Error, OSError) as exc:
             self._close_quietly()
             mapped = store_error(exc, self.path)

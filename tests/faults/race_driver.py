@@ -51,8 +51,8 @@ def main() -> None:
             elif cmd["op"] == "register":
                 store = PostgresStore(cmd["url"], node_id=cmd["node"], lease_s=cmd["lease"])
                 held.append(store)
-                store.node.start()  # the heartbeat keeps the lease, as a runtime's does
-                out = {"registered": store.node.epoch}
+                store.coordination.start()  # the heartbeat keeps the lease, as a runtime's does
+                out = {"registered": store.coordination.epoch}
             else:
                 close()
                 out = {"closed": True}

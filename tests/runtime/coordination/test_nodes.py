@@ -184,7 +184,7 @@ def test_a_second_node_with_the_same_id_and_a_live_lease_is_refused(
 def test_the_lease_is_judged_by_the_database_clock_and_renewed(pg_url: str) -> None:
     store = PostgresStore(pg_url, node_id="beat", lease_s=0.4)
     try:
-        store.node.start()
+        store.coordination.start()
         with psycopg.connect(pg_url, autocommit=True) as conn:
 
             def left() -> float:
@@ -199,7 +199,7 @@ def test_the_lease_is_judged_by_the_database_clock_and_renewed(pg_url: str) -> N
             assert 0 < first <= 0.4
             renewed = until(lambda: left() > first and left(), what="a renewal")
             assert renewed <= 0.4
-            assert store.node.epoch > 0 and not store.node.lost
+            assert store.coordination.epoch > 0 and not store.coordination.lost
     finally:
         store.close()
 
@@ -209,7 +209,7 @@ def test_a_registration_racing_the_close_keeps_no_connection(pg_url: str) -> Non
     connection that registration opens is closed, not left to the garbage collector (CI saw
     a `psycopg.Connection ... deleted while still open` from this race)."""
     store = PostgresStore(pg_url, node_id="racer", lease_s=LEASE_S)
-    node = store.node
+    node = store.coordination
     node.start()
     connect = node._connect
     entered, gate = threading.Event(), threading.Event()
@@ -227,7 +227,7 @@ def test_a_registration_racing_the_close_keeps_no_connection(pg_url: str) -> Non
 
     def rejoin() -> None:
         try:
-            store.rejoin()
+            store.coordination.rejoin()
         except BaseException as exc:
             out["exc"] = exc
 
@@ -257,13 +257,13 @@ def test_a_lease_lost_while_the_runtime_closes_starts_no_rejoin(
         engine_close = art._engine.close
 
         async def close_meeting_the_loss() -> None:
-            art._lease_lost()  # what the store's refused write calls, through the loop
+            art._nodes.lease_lost()  # what the store's refused write calls, through the loop
             await engine_close()
 
         art._engine.close = close_meeting_the_loss  # type: ignore[method-assign]
         await art.close()
         await asyncio.sleep(0)
-        return art._rejoin_task is None, live(pg_url)
+        return art._nodes._task is None, live(pg_url)
 
     no_rejoin, nodes_left = asyncio.run(go())
     assert no_rejoin
@@ -288,8 +288,8 @@ def test_wake_ups_and_takeovers_reaching_a_closing_runtime_start_nothing(
         engine_close = engine.close
 
         async def close_meeting_them() -> None:
-            art._woken([])  # what the listener and heartbeat call, through the loop
-            art._taken(["s1"])
+            art._nodes.woken([])  # what the listener and heartbeat call, through the loop
+            art._nodes.taken(["s1"])
             await engine_close()
 
         engine.close = close_meeting_them  # type: ignore[method-assign]
@@ -316,21 +316,21 @@ def test_a_call_while_the_node_registers_again_is_store_unavailable_then_answere
             await art.install(todo_bundle)
             store = art._engine.store
             assert isinstance(store, PostgresStore)
-            rejoin = store.rejoin
+            rejoin = store.coordination.rejoin
 
             def slow_rejoin() -> None:
                 registering.set()
                 go_on.wait(30)  # bounds a broken test only
                 rejoin()
 
-            store.rejoin = slow_rejoin  # type: ignore[method-assign]
-            art._lease_lost()
+            store.coordination.rejoin = slow_rejoin  # type: ignore[method-assign]
+            art._nodes.lease_lost()
             while not registering.is_set():
                 await asyncio.sleep(0.01)
             with pytest.raises(LineupError) as refused:
                 await art.call("r1", "conv", "todo.add", {"title": "milk"})
             go_on.set()
-            while art._rejoining:
+            while art._nodes.rejoining:
                 await asyncio.sleep(0.01)
             return refused.value, await art.call("r1", "conv", "todo.add", {"title": "milk"})
         finally:
@@ -359,7 +359,7 @@ def test_a_node_whose_lease_was_taken_writes_nothing_and_registers_again(
     until(lambda: final_of(n1, "f0"), what="f0 final")
     store = n1._core.store
     assert isinstance(store, PostgresStore)
-    store.node.stop()  # its heartbeat would notice first: its own write is what is tested
+    store.coordination.stop()  # its heartbeat would notice first: its own write is what is tested
     with psycopg.connect(pg_url, autocommit=True) as conn:
         (before,) = one(conn.execute("SELECT epoch FROM nodes WHERE node_id='n1'"))
         conn.execute("DELETE FROM nodes WHERE node_id='n1'")  # as a taker would
@@ -399,7 +399,7 @@ def test_a_node_lost_has_its_sessions_taken_over_after_its_lease(
         until(lambda: final_of(n1, "t0"), what="t0 final")
         store = n1._core.store
         assert isinstance(store, PostgresStore)
-        store.node.stop()  # as if the process were stopped: no heartbeat, no listener
+        store.coordination.stop()  # as if the process were stopped: no heartbeat, no listener
         stopped = time.monotonic()
         until(lambda: set(owners(pg_url).values()) == {"n2"}, what="n2 took over")
         took = time.monotonic() - stopped
@@ -488,7 +488,7 @@ def test_deadlines_fire_once_across_nodes_and_after_a_takeover(
         n1.call("c-on", "c", "pomodoro.start", {"minutes": 5})  # c is still focusing: n1's
         store = n1._core.store
         assert isinstance(store, PostgresStore)
-        store.node.stop()  # n1 is lost
+        store.coordination.stop()  # n1 is lost
         until(lambda: set(owners(pg_url).values()) == {"n2"}, what="n2 took over")
         clocks[1].advance(6 * 60_000)
         until(lambda: final_of(n2, "p3"), what="c ended, fired by n2")

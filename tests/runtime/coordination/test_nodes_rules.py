@@ -23,6 +23,7 @@ from lineup_build.init import init_project
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.coordination.nodes import Nodes
 from lineup_runtime_lite.core.port import LostRace
 from lineup_runtime_lite.store.database import open_database
 from lineup_runtime_lite.store.postgres import PostgresStore
@@ -68,12 +69,19 @@ def lone(pg_url: str, tmp_path: Path, trust: TrustStore, probe_bundle: Path) -> 
         rt.close()
 
 
+def _nodes(rt: Runtime) -> Nodes:
+    """The runtime's node (its store's coordination on PostgreSQL)."""
+    node = rt._core.store.coordination
+    assert isinstance(node, Nodes)
+    return node
+
+
 def _registered(rt: Runtime, url: str) -> int:
     """Wait until the node holds a lease again (after a lost one: it registers again)."""
-    node = rt._core.store.node  # type: ignore[attr-defined]
+    node = _nodes(rt)
 
     def held() -> bool:
-        if node.lost or rt._art._rejoining:
+        if node.lost or rt._art._nodes.rejoining:
             return False
         rows = sql(url, "SELECT epoch FROM nodes WHERE node_id='n1' AND lease_until > now()")
         return rows == [(node.epoch,)]
@@ -99,8 +107,8 @@ def test_a_node_that_lost_its_lease_commits_no_ack_install_uninstall_or_call(
     lone: Runtime, pg_url: str, todo_bundle: Path
 ) -> None:
     """One-line breaks caught: `PostgresStore._begin` without `if not held:
-    self._lost_lease()` (ack, install, uninstall commit), and `_run_steps` without
-    `if guard.fetchone() is None: self._lost_lease()` (a call's batch commits)."""
+    self._lost_lease()` (ack, install, uninstall commit), and `pg_batch.run_pipelined` without
+    `if guard.fetchone() is None: lost_lease()` (a call's batch commits)."""
     rt = lone
 
     def taken_over() -> None:  # another node's takeover deletes the row
@@ -157,7 +165,7 @@ def test_the_heartbeat_renews_the_lease_well_before_it_runs_out(pg_url: str) -> 
     lease = 1.0
     store = PostgresStore(pg_url, node_id="beat", lease_s=lease)
     try:
-        store.node.start()
+        store.coordination.start()
         lows: list[float] = []
         with psycopg.connect(pg_url, autocommit=True) as conn:
             end = time.monotonic() + 2.5 * lease
@@ -170,7 +178,7 @@ def test_the_heartbeat_renews_the_lease_well_before_it_runs_out(pg_url: str) -> 
                 lows.append(float(row[0]))
                 time.sleep(0.02)
         assert min(lows) > 0.4 * lease, min(lows)
-        assert not store.node.lost
+        assert not store.coordination.lost
     finally:
         store.close()
 
@@ -189,7 +197,7 @@ def test_a_guard_that_lost_its_race_in_a_pipelined_batch_stops_its_step(pg_url: 
                 cur = store.db.execute(
                     "UPDATE meta SET value='ended' WHERE key='focus' AND value='running'"
                 )
-                facts._guard(cur)
+                facts._writes._guard(cur)
                 store.db.execute(
                     "INSERT INTO im_records (operation_id, conversation_id, body, created_ms) "
                     "VALUES (?, 'c1', '{}', 0)",
@@ -211,7 +219,7 @@ def test_a_call_waiting_on_a_non_owner_is_woken_by_the_final_s_notification(
 ) -> None:
     """n2 takes a call for n1's session and waits; n1 commits the final and tells n2
     (`c:<call_id>`), which answers at once instead of at its next poll (1 s). One-line
-    break caught: `SqlFacts._add_receipt` without `self._told(f"c:{call_id}")`."""
+    break caught: `Writes._add_receipt` without its `tell(f"c:{call_id}")`."""
 
     def node(name: str) -> Runtime:
         return Runtime.open(
@@ -231,9 +239,9 @@ def test_a_call_waiting_on_a_non_owner_is_woken_by_the_final_s_notification(
         n1.settle()
         n2 = node("n2")
         try:
-            until(lambda: not n1._core.store.node.alone, what="n1 knows n2")  # type: ignore[attr-defined]
+            until(lambda: not _nodes(n1).alone, what="n1 knows n2")
             heard: list[str] = []
-            lease = n2._core.store.node  # type: ignore[attr-defined]
+            lease = _nodes(n2)
             wake = lease.on_wake
 
             def spy(payloads: list[str]) -> None:

@@ -146,7 +146,7 @@ def test_sqlite_reads_of_pending_work_do_not_grow_with_history(history_db: Path,
     store = Store(history_db)
     try:
         recording = Recording(store.db)
-        facts = SqlFacts(recording)  # type: ignore[arg-type]
+        facts = SqlFacts(recording)
         steps = [0]
 
         def count() -> int:
@@ -182,7 +182,7 @@ def test_without_schema_4s_indexes_the_check_finds_the_scans(
             if name in PARTIAL:
                 con.execute(f"DROP INDEX {name}")
         recording = Recording(con)
-        facts = SqlFacts(recording)  # type: ignore[arg-type]
+        facts = SqlFacts(recording)
         facts.sessions_to_pump()
         facts.due_activations(T0)
         for sql, args in recording.seen:
@@ -298,8 +298,7 @@ def test_postgres_reads_of_pending_work_do_not_grow_with_history(
 ) -> None:
     read, shown = READS[name]
     recording = Recording(pg_history.db)
-    facts = SqlFacts(recording)  # type: ignore[arg-type]
-    facts.node_id = pg_history.facts.node_id
+    facts = SqlFacts(recording, pg_history.coordination)
     found = read(facts)
     assert recording.seen, name
     for sql, args in recording.seen:
@@ -374,7 +373,7 @@ def test_without_schema_5s_indexes_the_check_finds_the_action_scans(
         for name in ("ui_actions_queued", "ui_actions_delivered", "ui_actions_queue"):
             con.execute(f"DROP INDEX {name}")
         recording = Recording(con)
-        facts = SqlFacts(recording)  # type: ignore[arg-type]
+        facts = SqlFacts(recording)
         facts.delivered_actions()
         facts.waiting_actions("pa1")
         facts.sessions_to_pump()

@@ -491,7 +491,7 @@ def test_a_step_that_lost_its_race_never_writes_past_its_guard(db_target: str) -
             cur = store.db.execute(
                 "UPDATE meta SET value='ended' WHERE key='focus' AND value='running'"
             )
-            facts._guard(cur)
+            facts._writes._guard(cur)
             store.db.execute(
                 "INSERT INTO im_records (operation_id, conversation_id, body, created_ms) "
                 "VALUES ('op1', 'c1', '{}', 0)"
