@@ -8,7 +8,10 @@ drivers, and folders that show the layers.
 - each package sits on a floor (`FLOORS`) and imports only its own floor's package and the
   floors below it;
 - there is no import circle anywhere in `lineup_runtime_lite`;
-- no two runtime modules share a file name, and no two runtime classes share a name.
+- no two runtime modules share a file name, and no two runtime classes share a name;
+- the facts (`store/facts.py` and the modules it is split into) name no engine and no node:
+  what differs is asked of the connection (`SqlConnection`) and the coordination;
+- no module of `store/` or `coordination/` is over 700 lines.
 
 Imports are read with `ast` wherever they are: at module level, under TYPE_CHECKING, and
 inside functions and classes (a lazy import runs as surely as an eager one, only later).
@@ -88,6 +91,14 @@ IO = frozenset(
         "uuid",
     }
 )
+#: The facts' modules (issue 42): one set of statements for both engines and any number of
+#: nodes. They name no engine (an import, a name or a string of SQLite's or PostgreSQL's:
+#: `pg_notify` is one), no `node_id`, and reach nothing through `getattr` or a
+#: `type: ignore`.
+FACTS_MODULES = ("facts", "writes", "records", "connection")
+ENGINE = re.compile(r"(?i)sqlite|postgres|psycopg|pg_|node_id")
+#: The most lines a module of the folders that hold the SQL may have (issue 42).
+MAX_LINES = 700
 #: Builtins that do IO, and `datetime`'s clock reads: no import of theirs to follow.
 BANNED_CALLS = frozenset({"__import__", "breakpoint", "input", "open", "print"})
 BANNED_ATTRS = frozenset({"now", "today", "utcnow"})
@@ -245,6 +256,86 @@ def _circle(graph: dict[str, set[str]]) -> list[str] | None:
         if name not in seen and (found := visit(name)) is not None:
             return found
     return None
+
+
+def _engine_names(source: str) -> list[str]:
+    """What in `source` names an engine or a node (`ENGINE`: in an import, a name, an
+    attribute, an argument or a string other than a docstring), reaches into the
+    connection through `getattr`, or silences the type checker."""
+    tree = _parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    found = []
+    for node in ast.walk(tree):
+        texts: list[str] = []
+        if isinstance(node, ast.Import):
+            texts = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            texts = [node.module or "", *(a.name for a in node.names)]
+        elif isinstance(node, ast.Name):
+            texts = [node.id]
+        elif isinstance(node, ast.Attribute):
+            texts = [node.attr]
+        elif isinstance(node, ast.arg):
+            texts = [node.arg]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            texts = [] if id(node) in docstrings else [node.value]
+        line = getattr(node, "lineno", 0)
+        found += [f"{line}: {t[:50]!r}" for t in texts if ENGINE.search(t)]
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) == "getattr"
+            and "db" in ast.unparse(node.args[0])
+        ):  # a hook the connection may not have: the `SqlConnection` protocol says
+            found.append(f"{node.lineno}: getattr({ast.unparse(node.args[0])}")
+    lines = enumerate(source.splitlines(), 1)
+    return found + [f"{n}: type: ignore" for n, line in lines if "type: ignore" in line]
+
+
+def test_the_facts_name_no_engine_and_no_node() -> None:
+    store = PACKAGE / "store"
+    for name in FACTS_MODULES:
+        assert _engine_names((store / f"{name}.py").read_text()) == [], name
+    # the facts' modules are what `facts.py` imports of the store
+    imported = _imports(store / "facts.py", "lineup_runtime_lite.store.facts")
+    ours = {
+        m.split(".")[2]
+        for m in imported
+        if m.startswith("lineup_runtime_lite.store.") and (store / f"{m.split('.')[2]}.py").exists()
+    }
+    assert ours == set(FACTS_MODULES) - {"facts"}, ours
+
+
+def test_the_engine_check_sees_an_engine_a_node_and_a_reach() -> None:
+    """Each of these lines alone is found (the check's own test)."""
+    for line in (
+        "import sqlite3",
+        "from lineup_runtime_lite.store.postgres import x",
+        "db.execute('SELECT pg_notify(?, ?)', args)",
+        "if self.node_id is not None: pass",
+        "def f(node_id): pass",
+        "defer = getattr(self.db, 'defer_guard', None)",
+        "x = db.locks  # type: ignore[attr-defined]",
+        "def f(db: sqlite3.Connection): pass",
+    ):
+        assert _engine_names(f'"""A docstring may say SQLite."""\n{line}\n'), line
+    assert _engine_names('"""SQLite and PostgreSQL, node_id: docstrings."""\nx = 1\n') == []
+
+
+def test_no_store_or_coordination_module_is_over_700_lines() -> None:
+    sizes = {
+        str(path.relative_to(PACKAGE)): len(path.read_text().splitlines())
+        for folder in ("store", "coordination")
+        for path in sorted((PACKAGE / folder).rglob("*.py"))
+    }
+    assert len(sizes) >= 10  # the folders were found
+    assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
 
 
 def test_no_sql_outside_the_store() -> None:
