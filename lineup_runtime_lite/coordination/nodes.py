@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_LEASE_S",
     "LEASE_GUARD",
     "NODE_TABLES",
+    "NODE_TABLE_NAMES",
     "Nodes",
     "check_lease_s",
     "check_node_id",
@@ -58,6 +59,8 @@ NODE_TABLES = (
     "CREATE TABLE IF NOT EXISTS owners (app_session_id TEXT PRIMARY KEY, node_id TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS owners_node ON owners (node_id)",
 )
+#: The names of those tables.
+NODE_TABLE_NAMES = ("nodes", "owners")
 #: The first statement of every transaction a node writes in: a row means the lease holds.
 LEASE_GUARD = (
     "SELECT 1 FROM nodes WHERE node_id=? AND epoch=? AND lease_until > now() FOR KEY SHARE"

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lineup_runtime_lite.coordination.nodes import (
     DEFAULT_LEASE_S,
+    NODE_TABLE_NAMES,
     NODE_TABLES,
     Nodes,
     default_node_id,
@@ -657,7 +658,7 @@ class PostgresStore:
         ]
         out: dict[str, list[tuple[Any, ...]]] = {}
         for table in tables:
-            if table in ("nodes", "owners"):  # who runs what: not facts
+            if table in NODE_TABLE_NAMES:  # who runs what: not facts
                 continue
             columns = [
                 str(r[0])
