@@ -73,7 +73,7 @@ PathArg = Annotated[
 
 def checked_isolation(value: str | None) -> str:
     """`--isolation` as given, or the runtime's default; `usage_invalid` for anything else."""
-    from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION, check_isolation
+    from lineup_runtime_lite import DEFAULT_ISOLATION, check_isolation
 
     return check_isolation(DEFAULT_ISOLATION if value is None else value)
 
@@ -82,7 +82,7 @@ def db_target(value: str | None, command: str = "") -> str | Path | None:
     """`--db` as the runtime opens it: a `postgresql://` URL as given (warned about when it
     carries a password on the command line: `warn_db_password`), anything else a file
     path (a URL must not pass through `Path`, which folds its `//`)."""
-    from lineup_runtime_lite.store.postgres import is_postgres_url
+    from lineup_runtime_lite.databases import is_postgres_url
 
     if value is None or is_postgres_url(value):
         warn_db_password(value, command)
@@ -105,7 +105,7 @@ def _from_command_line(value: str) -> bool:
 def warn_db_password(value: str | None, command: str) -> None:
     """SPEC 16.2: a password in a `--db` argument is visible to every local user in the
     process list before any code runs; say so on stderr at start (the URL redacted)."""
-    from lineup_runtime_lite.store.postgres import has_password, is_postgres_url, redact_url
+    from lineup_runtime_lite.databases import has_password, is_postgres_url, redact_url
 
     if value is None or not is_postgres_url(value) or not has_password(value):
         return

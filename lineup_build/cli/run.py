@@ -26,12 +26,12 @@ from lineup_build.cli._options import (
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.sim.simulation import Simulation, StepReport
+    from lineup_runtime_lite.sim import Simulation, StepReport
 
 
 def _interactive(sim: Simulation, as_json: bool) -> None:
     from lineup_build.cli import _render
-    from lineup_runtime_lite.sim.prompt import help_text, read_line
+    from lineup_runtime_lite.sim import help_text, read_line
 
     _render.line(
         "lineup run: {} on a virtual clock (Host policy {}); type `help`", sim.scope, sim.policy
@@ -55,17 +55,11 @@ def _interactive(sim: Simulation, as_json: bool) -> None:
             if step is None:
                 continue
             n += 1
-            messages = sim.act(step)
+            report = sim.act_report(n, step)
         except LineupError as exc:
             _render.prompt_error(exc)
             continue
-        from lineup_runtime_lite.api.clock import format_ts
-        from lineup_runtime_lite.sim.simulation import StepReport
-
-        _show(
-            StepReport(n, step.action, step.describe(), format_ts(sim.clock.now_ms()), messages),
-            as_json,
-        )
+        _show(report, as_json)
 
 
 def _show(report: StepReport, as_json: bool) -> None:
@@ -118,7 +112,7 @@ def register(app: typer.Typer) -> None:
         """Simulate a MiniApp: install it into an embedded runtime and play a scenario."""
         from lineup_build.cli import _render
         from lineup_build.cli.compose import open_simulation
-        from lineup_runtime_lite.sim.format import load_scenario
+        from lineup_runtime_lite.scenario import load_scenario
 
         if scenarios is not None and len(scenarios) > 1:
             raise LineupError(

@@ -243,7 +243,7 @@ def register(app: typer.Typer) -> None:
                 [],
             )
         from lineup_runtime_lite import Runtime
-        from lineup_runtime_lite.store.postgres import is_postgres_url, redact_url
+        from lineup_runtime_lite.databases import is_postgres_url, redact_url
 
         state: str | Path
         if is_postgres_url(db):

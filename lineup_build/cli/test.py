@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Play every scenario as a test, each in a fresh runtime on the virtual clock."""
         from lineup_build.cli.compose import run_suite
-        from lineup_runtime_lite.sim.runner import collect_cases, github_annotations, junit_xml
+        from lineup_runtime_lite.suite import collect_cases, github_annotations, junit_xml
         from lineup_sdk.sandbox import check_mode
 
         if output not in (None, "text", "json", "github"):

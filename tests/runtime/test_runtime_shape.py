@@ -53,7 +53,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("sim",),  # scenarios, the replay driver, the suite runner
     ("serve",),  # MCP over stdio and HTTP
     ("web",),  # `lineup dev`: the web dev Host
-    ("scenario", "suite", "testing"),  # the stable public modules
+    ("databases", "scenario", "suite", "testing"),  # the stable public modules
     ("pytest_plugin",),  # `lineup_app` over `testing`, `lineup_dev` over `web`
 )
 
@@ -380,6 +380,7 @@ def test_each_floor_imports_only_downward() -> None:
     # a handful of modules at the top: the facade and the stable public paths
     assert top_level == [
         "__init__.py",
+        "databases.py",
         "pytest_plugin.py",
         "scenario.py",
         "suite.py",

@@ -22,7 +22,11 @@ PUBLIC = {
     "lineup_runtime_lite": (
         *("AsyncOutbox", "AsyncRuntime", "AsyncSurface", "Clock", "HostSimulator"),
         *("Outbox", "RealClock", "Runtime", "Surface", "VirtualClock"),
+        # `Runtime.open(isolation=...)`'s modes and their check (`lineup --isolation`)
+        *("DEFAULT_ISOLATION", "ISOLATIONS", "check_isolation"),
     ),
+    "lineup_runtime_lite.databases": ("is_postgres_url", "redact_url"),
+    "lineup_runtime_lite.sim": ("Simulation", "StepReport"),
     "lineup_runtime_lite.testing": ("AppUnderTest", "open_app"),
     "lineup_runtime_lite.pytest_plugin": ("lineup_dev",),
     "lineup_runtime_lite.scenario": ("load_scenario",),
