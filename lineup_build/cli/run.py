@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from lineup_build.cli._common import (
-    TRUST_HELP,
     envelope,
     output,
     trust_store_path,
     write_json,
 )
 from lineup_build.cli._options import (
+    BundleTrustOpt,
+    CodeSandboxOpt,
     DbOpt,
     IsolationOpt,
     SharedOpt,
@@ -89,9 +90,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         db: DbOpt = None,
         shared: SharedOpt = False,
-        trust: Annotated[
-            Path | None, typer.Option("--trust", help=f"{TRUST_HELP} Needed for a bundle.")
-        ] = None,
+        trust: BundleTrustOpt = None,
         host: Annotated[str | None, typer.Option(help="Host policy: auto or manual.")] = None,
         as_json: Annotated[
             bool, typer.Option("--json", help="JSON lines instead of a table.")
@@ -100,13 +99,7 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--verbose", "-v", help="Show the worker log (as `lineup -v run`)."),
         ] = False,
-        sandbox: Annotated[
-            str,
-            typer.Option(
-                help="Contain MiniApp code: best_effort, required (refuse without "
-                "containment) or off (debugging)."
-            ),
-        ] = "best_effort",
+        sandbox: CodeSandboxOpt = "best_effort",
         isolation: IsolationOpt = None,
     ) -> None:
         """Simulate a MiniApp: install it into an embedded runtime and play a scenario."""

@@ -12,6 +12,7 @@ import typer
 from lineup_build.cli._common import envelope, find_project, write_json
 from lineup_build.cli._common import output as level
 from lineup_build.cli._options import (
+    CodeSandboxOpt,
     DbOpt,
     IsolationOpt,
     SharedOpt,
@@ -47,9 +48,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("-k", help="Only scenarios whose name contains this (or matches it)."),
         ] = None,
-        sandbox: Annotated[
-            str, typer.Option(help="Contain MiniApp code: best_effort, required or off.")
-        ] = "best_effort",
+        sandbox: CodeSandboxOpt = "best_effort",
         isolation: IsolationOpt = None,
         db: DbOpt = None,
         shared: SharedOpt = False,
