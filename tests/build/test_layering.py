@@ -200,7 +200,30 @@ def test_the_cli_imports_only_the_runtimes_public_faces() -> None:
     paths = sorted((ROOT / "lineup_build").rglob("*.py"))
     assert _past_the_faces(paths) == []
     used = {t for path in paths for t, _ in _runtime_imports(path.read_text())}
-    assert used == set(RUNTIME_FACES) - {"lineup_runtime_lite.testing"}  # no stale entry
+    # no stale entry (`testing` is public for users' tests; the CLI has no use for it)
+    assert used == set(RUNTIME_FACES) - {"lineup_runtime_lite.testing"}
+
+
+def _runtimes_built(source: str) -> list[int]:
+    """Lines where `source` builds a runtime other than through `open` (`Runtime(...)`)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("Runtime", "AsyncRuntime", "Engine")
+    ]
+
+
+def test_the_cli_builds_runtimes_only_through_open() -> None:
+    """`Runtime.open` / `AsyncRuntime.open` check and assemble the options (STYLE 25)."""
+    built = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / "lineup_build").rglob("*.py"))
+        if (lines := _runtimes_built(path.read_text()))
+    }
+    assert built == {}
+    assert _runtimes_built("rt = Runtime.open(db)\nother = AsyncRuntime(db)\n") == [2]
 
 
 @pytest.mark.parametrize("face", RUNTIME_FACES)
