@@ -24,8 +24,9 @@ from lineup_build.model import Manifest
 from lineup_build.reader import Limits
 from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock, format_ts
 from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.actions import ActionEvent
 from lineup_runtime_lite.core.decisions import MoveSession
+from lineup_runtime_lite.core.deliveries import move_dev_sessions
 from lineup_runtime_lite.core.messages import error_body, reject
 from lineup_runtime_lite.core.rows import RegistryEntry
 from lineup_runtime_lite.drivers.appcache import (
@@ -861,7 +862,7 @@ class AsyncRuntime:
             sessions = tx.sessions_of(scope)
             # a call or a UI Action delivered to the old build ends `delivery_interrupted`
             delivered = {s.app_session_id: tx.delivered_in(s.app_session_id) for s in sessions}
-            return t.move_dev_sessions(sessions, delivered, tx.dev_builds(scope), current, now)
+            return move_dev_sessions(sessions, delivered, tx.dev_builds(scope), current, now)
 
         old = {s.version for s in engine.facts.sessions_of(scope)} - {current}
         decision = await engine.decide(step)
@@ -1463,7 +1464,7 @@ def _action_event(
     client_id: Any,
     seq: Any,
     max_bytes: int,
-) -> tuple[t.ActionEvent, Any]:
+) -> tuple[ActionEvent, Any]:
     """A UI Action's envelope checked (any thread): its event (canonical params and their
     fingerprint) and its strict-JSON params.
 
@@ -1489,7 +1490,7 @@ def _action_event(
     checked = check_envelope(action_id, conversation_id, name, params, max_bytes=max_bytes)
     if isinstance(checked, Rejection):
         raise LineupError(checked.code, checked.message, details=checked.details)
-    ev = t.ActionEvent(
+    ev = ActionEvent(
         conversation_id, scope, name, checked.params_json, checked.fingerprint, client_id, seq
     )
     return ev, checked.params
