@@ -30,8 +30,9 @@ from lineup_runtime_lite.coordination.nodes import (
     check_node_id,
     default_node_id,
 )
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.actions import ActionEvent
 from lineup_runtime_lite.core.decisions import MoveSession
+from lineup_runtime_lite.core.deliveries import move_dev_sessions
 from lineup_runtime_lite.core.messages import error_body, reject
 from lineup_runtime_lite.core.rows import RegistryEntry
 from lineup_runtime_lite.drivers.appcache import (
@@ -812,7 +813,7 @@ class AsyncRuntime:
             sessions = tx.sessions_of(scope)
             # a call or a UI Action delivered to the old build ends `delivery_interrupted`
             delivered = {s.app_session_id: tx.delivered_in(s.app_session_id) for s in sessions}
-            return t.move_dev_sessions(sessions, delivered, tx.dev_builds(scope), current, now)
+            return move_dev_sessions(sessions, delivered, tx.dev_builds(scope), current, now)
 
         old = {s.version for s in engine.facts.sessions_of(scope)} - {current}
         decision = await engine.decide(step)
@@ -1408,7 +1409,7 @@ def _action_event(
     client_id: Any,
     seq: Any,
     max_bytes: int,
-) -> tuple[t.ActionEvent, Any]:
+) -> tuple[ActionEvent, Any]:
     """A UI Action's envelope checked (any thread): its event (canonical params and their
     fingerprint) and its strict-JSON params.
 
@@ -1434,7 +1435,7 @@ def _action_event(
     checked = check_envelope(action_id, conversation_id, name, params, max_bytes=max_bytes)
     if isinstance(checked, Rejection):
         raise LineupError(checked.code, checked.message, details=checked.details)
-    ev = t.ActionEvent(
+    ev = ActionEvent(
         conversation_id, scope, name, checked.params_json, checked.fingerprint, client_id, seq
     )
     return ev, checked.params

@@ -1,7 +1,7 @@
 """The runtime's engine on one asyncio loop: the composition root of the drivers.
 
 It routes Agent calls (`drivers.steps.accept` reads a call's facts and asks
-`transitions.decide_call` inside one savepoint of a group commit), performs every
+`calls.decide_call` inside one savepoint of a group commit), performs every
 decision's effects after its COMMIT, and owns the Registry, the waiters for final answers
 and the background tasks (SPEC 5.2, 5.6).
 """
@@ -18,7 +18,8 @@ from typing import Any
 
 from lineup_build.model import Manifest
 from lineup_runtime_lite.api.clock import Clock
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.actions import ActionEvent, ActionFacts, decide_action
+from lineup_runtime_lite.core.calls import CallEvent, NewIds
 from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent, NewSession
 from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.core.messages import FINAL_STAGES
@@ -498,7 +499,7 @@ class Engine:
         now = self.now()
         call_id = env.call_id
         tool = self.registry.get(env.method)
-        ev = t.CallEvent(call_id, env.conversation_id, env.method, env.params_json, env.fingerprint)
+        ev = CallEvent(call_id, env.conversation_id, env.method, env.params_json, env.fingerprint)
         if tool is not None and (problems is None or checked_tool is not tool):
             # installed in between: check here, a schema that is not plain off this loop
             if validator_for(tool.input_schema).plain:
@@ -591,7 +592,7 @@ class Engine:
     # -- UI Actions (SPEC 17) ----------------------------------------------------------------
     async def act(
         self,
-        ev: t.ActionEvent,
+        ev: ActionEvent,
         params: Any,
         *,
         timeout: float | None,
@@ -641,8 +642,8 @@ class Engine:
                     mark = tx.client_mark(found.app_session_id, ev.client_id)
                     if ev.client_seq <= mark:
                         existing = tx.action(found.app_session_id, ev.client_id, ev.client_seq)
-                facts = t.ActionFacts(found, act, mark, existing, entry, problems)
-                return t.decide_action(ev, facts, now)
+                facts = ActionFacts(found, act, mark, existing, entry, problems)
+                return decide_action(ev, facts, now)
 
             decision = await self.decide(step)
             if decision is not None:
@@ -765,8 +766,8 @@ class Engine:
         self.commits.close()  # the store thread, once its batch in flight has landed
 
 
-def _fresh_ids() -> t.NewIds:
-    return t.NewIds(new_id("ses"), new_id("inst"), new_id("op"))
+def _fresh_ids() -> NewIds:
+    return NewIds(new_id("ses"), new_id("inst"), new_id("op"))
 
 
 def _applying(
