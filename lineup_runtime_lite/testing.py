@@ -24,6 +24,7 @@ from typing import Any
 
 from lineup_build.dev import build_with_dev_key
 from lineup_runtime_lite.api.clock import VirtualClock, parse_duration
+from lineup_runtime_lite.api.options import RuntimeOptions
 from lineup_runtime_lite.api.runtime import Runtime
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_sdk.context import Snapshot
@@ -115,15 +116,16 @@ def open_app(
     try:
         built = build_with_dev_key(Path(project), out_dir=out_dir or tmp / "dist", sandbox=sandbox)
         clock = VirtualClock()
-        rt = Runtime.open(
+        options = RuntimeOptions(
             ":memory:",
-            trust=built.trust,
+            built.trust,
             clock=clock,
             host=HostSimulator(host),
             apps_dir=tmp / "apps",
             activation_timeout_s=activation_timeout_s,
             sandbox=sandbox,
         )
+        rt = Runtime._from_options(options)
         try:
             rt.install(built.bundle)
         except BaseException:

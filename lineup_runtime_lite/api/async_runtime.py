@@ -13,50 +13,32 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lineup_build.model import Manifest
 from lineup_build.reader import Limits
-from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock, format_ts
+from lineup_runtime_lite.api.assemble import assemble
+from lineup_runtime_lite.api.clock import Clock, format_ts
 from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
+from lineup_runtime_lite.api.options import (
+    DEFAULT_ISOLATION,
+    ISOLATIONS,
+    RuntimeOptions,
+    check_isolation,
+)
+from lineup_runtime_lite.api.trusted_apps import TrustedApps
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import MoveSession
 from lineup_runtime_lite.core.messages import error_body, reject
 from lineup_runtime_lite.core.rows import RegistryEntry
-from lineup_runtime_lite.drivers.appcache import (
-    check_database_file,
-    prepare_apps_dir,
-    read_listed,
-)
-from lineup_runtime_lite.drivers.install import (
-    InstalledApp,
-    InstallResult,
-    RecordedBundle,
-    check_folder,
-    check_trusted,
-    install_verified,
-    installed_row,
-    local_app,
-    recorded_app,
-    verify_recorded,
-)
+from lineup_runtime_lite.drivers.appcache import read_listed
+from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_runtime_lite.host.simulator import HostSimulator
-from lineup_runtime_lite.processes.worker import WorkerOptions
 from lineup_runtime_lite.store import faults
-from lineup_runtime_lite.store.database import open_database
-from lineup_runtime_lite.store.nodes import (
-    DEFAULT_LEASE_S,
-    check_lease_s,
-    check_node_id,
-    default_node_id,
-)
-from lineup_runtime_lite.store.postgres import is_postgres_url
-from lineup_runtime_lite.store.sqlite import StoreRace
+from lineup_runtime_lite.store.nodes import DEFAULT_LEASE_S
 from lineup_runtime_lite.validation.checks import Checked, validator_for
 from lineup_runtime_lite.validation.params import (
     DEFAULT_MAX_PARAMS_BYTES,
@@ -68,7 +50,7 @@ from lineup_runtime_lite.validation.params import (
 from lineup_runtime_lite.validation.pool import DEFAULT_BUDGET_S
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
-from lineup_sdk.sandbox import DEFAULT_PROCESSES, sweep_leftovers
+from lineup_sdk.sandbox import DEFAULT_PROCESSES
 
 #: The Surface page of a MiniApp, bundle-relative (SPEC 14).
 SURFACE_PAGE = "surface/index.html"
@@ -83,51 +65,8 @@ __all__ = [
     "check_isolation",
 ]
 
-#: `Runtime.open(isolation=...)`: a worker per app version, or per App session (SPEC 13.3).
-ISOLATIONS = ("app", "session")
-DEFAULT_ISOLATION = "app"
-
-
-def check_isolation(isolation: object) -> str:
-    """Return `isolation` if it is one of `ISOLATIONS`.
-
-    Raises:
-        LineupError: `usage_invalid` for anything else.
-    """
-    if isolation not in ISOLATIONS:
-        raise LineupError(
-            "usage_invalid",
-            f"isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}",
-            hint="session runs a worker per App session; app one per app version",
-        )
-    return str(isolation)
-
-
-def _seconds(name: str, value: object, *, most: float = 10**9) -> None:
-    """A `Runtime.open` option that is a number of seconds in (0, most]."""
-    if isinstance(value, bool) or not (isinstance(value, int | float) and 0 < value <= most):
-        raise LineupError(
-            "usage_invalid", f"{name} must be a number of seconds in (0, {most:g}], not {value!r}"
-        )
-
-
-def _integer(name: str, value: object, least: int, most: int) -> None:
-    """A `Runtime.open` option that is an integer from `least` to `most`."""
-    if type(value) is not int or not least <= value <= most:
-        raise LineupError(
-            "usage_invalid", f"{name} must be an integer from {least} to {most}, not {value!r}"
-        )
-
-
-#: The bounds of `worker_processes` (a worker needs its launcher, loop and threads).
-MIN_PROCESSES, MAX_PROCESSES = 16, 32768
-
 #: The most messages one `outbox.fetch` returns.
 MAX_FETCH = 1000
-#: How often `install` decides again after another node's install of the same version
-#: got there first (SPEC 16.1: the two converge, `installed` and `unchanged`).
-_INSTALL_TRIES = 3
-
 Prepared = tuple[Envelope, RegistryEntry | None, Checked | None]
 #: What `mark_call` takes as a mark.
 _MARK = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -137,7 +76,6 @@ class AsyncRuntime:
     """The reference runtime on the caller's event loop. Create it with
     `await AsyncRuntime.open(...)`; every method runs on that loop."""
 
-    trust: Any
     clock: Clock
     #: The Host simulator's event entry point (`await art.host.event(...)`).
     host: _AsyncHostPort
@@ -148,15 +86,8 @@ class AsyncRuntime:
     def __init__(self) -> None:  # use AsyncRuntime.open
         self._timer: asyncio.TimerHandle | None = None
         self._tmp: Path | None = None
-        self._trust_path: Path | None = None
-        self._trust_stamp: tuple[int, int, int] | None = None
-        #: Recorded bundles this process verified, by (manifest sha256, trust stamp).
-        self._verified: dict[tuple[str, str], RecordedBundle] = {}
-        #: ... and those it refused (a bad signature, an untrusted key, no bundle).
-        self._refused: dict[tuple[str, str], LineupError] = {}
-        self._sandbox_mode = "best_effort"
+        self._apps: TrustedApps
         self._max_params_bytes = DEFAULT_MAX_PARAMS_BYTES
-        self._bundle_limits = Limits()
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread_id = 0
@@ -165,6 +96,7 @@ class AsyncRuntime:
         self._closing = False  # `close` began: a lease lost now starts no rejoin
         self._rejoin_task: asyncio.Future[None] | None = None
         self._make_engine: Callable[[], Engine]
+        self._options: RuntimeOptions
 
     @classmethod
     async def open(
@@ -193,66 +125,9 @@ class AsyncRuntime:
         node_lease_s: float = DEFAULT_LEASE_S,
         bundle_limits: Limits | None = None,
     ) -> AsyncRuntime:
-        """Open (or create) the runtime database at `path` (`:memory:` for tests).
-
-        Args:
-            path: SQLite file (one runtime per file: `runtime_locked`), `:memory:`, or
-                a PostgreSQL database, `postgresql://user@host:port/db` (the `postgres`
-                extra; any number of runtime nodes, each with its own `node_id`; a
-                password in the URL is redacted everywhere and warned about).
-            trust: A trust store path or `TrustStore`.
-            clock: `RealClock()` (default) or a `VirtualClock`, whose time persists here.
-            host: The Host simulator (default: `HostSimulator(policy="auto")`).
-            apps_dir: Where installed apps are unpacked (default: next to the database
-                file; for PostgreSQL, `$XDG_CACHE_HOME/lineup/apps/<manifest sha256>`).
-                It belongs to the runtime's user (SPEC 16.1): made 0700, folders others
-                may write tightened, anything of another uid or a symlink refused, every
-                folder above it root's or the user's. One cache per uid: runtimes of one
-                user may share it, another user's runtime needs its own.
-            db_schema: PostgreSQL only: keep the tables in this schema (created when
-                missing, dropped at close): `lineup run`/`test`/`dev`'s private schema.
-            node_id: PostgreSQL only: this runtime's id among the nodes of the database
-                (default `LINEUP_NODE_ID`, else the hostname and the apps folder); a
-                second node with the same id and a live lease is `runtime_locked`.
-            node_lease_s: PostgreSQL only: the node's lease, judged by the database's
-                clock and renewed four times a lease; once it lapses, another node takes
-                this one's App sessions over (SPEC 15).
-            activation_timeout_s: Runtime-clock seconds before a starting activation fails.
-            max_params_bytes: The largest Agent params accepted, in bytes of canonical
-                JSON (`params_too_large` above it).
-            sandbox: `best_effort` (contain workers as far as the platform allows, and
-                report it in `sandbox`), `required` (refuse to start a worker without
-                file, network and process-tree containment: `sandbox_unavailable`) or
-                `off` (debugging only).
-            worker_memory_mb: Memory cap of each worker: over its whole process tree
-                where the runtime can create a memory cgroup, else per process (`sandbox`
-                says which).
-            worker_processes: Cap on the tasks (processes and threads) of each worker's
-                tree: a pids cgroup, else the fallbacks `sandbox` names (16 to 32768).
-            worker_heartbeat_s: A worker whose loop does not answer a heartbeat this long
-                is recycled (real time).
-            worker_cpu_s: CPU-seconds a worker's whole process tree may use between
-                recycles; past it the worker is recycled and what it was running ends
-                `delivery_interrupted` with `details.reason = "cpu_limit"`.
-            worker_log_max_bytes: Each worker log is truncated, with a note, past this size.
-            worker_env: Extra environment variables for every worker (configuration an
-                operator chooses to give MiniApps; nothing of this process's environment
-                reaches a worker otherwise). Names are upper-case identifiers, never
-                `LINEUP_*` or `PYTHON*`.
-            validation_budget_s: Real time one value (params or a result) may take in a
-                validator process when its schema is not plain; over it the call answers
-                `invalid_params` / `handler_result_invalid` with `details.reason =
-                "validation_budget"` (SPEC 13.3).
-            isolation: `app` (one worker serves every conversation of an app version) or
-                `session` (a worker per App session: code serving one conversation never
-                shares a process with another's; SPEC 13.3).
-            session_idle_s: Under `session`, a session's worker idle this long (real
-                time) is recycled; its next delivery starts a new one.
-            workers_memory_mb: Under `session`, one memory cap over all workers of this
-                runtime together, where a memory cgroup can be made (`sandbox` says).
-            bundle_limits: The limits `install` verifies bundles within (default
-                `Limits()`: manifest 4 MiB, 10,000 files, 256 MiB of files), e.g.
-                `Limits(max_manifest_bytes=8 << 20)` for an app of many tools.
+        """Open (or create) the runtime database at `path` (`:memory:` for tests, or a
+        `postgresql://` URL): each keyword is a field of `RuntimeOptions`, documented there
+        and in docs/reference/runtime-options.md, checked before anything is opened.
 
         Raises:
             LineupError: `usage_invalid` for a bad option, `trust_store_invalid`,
@@ -260,134 +135,24 @@ class AsyncRuntime:
                 `store_schema_unsupported`, `install_tampered` (the apps folder, or a
                 folder above it, is another user's or others may write it).
         """
-        from lineup_build.trust import TrustStore
-        from lineup_sdk.sandbox import check_mode
+        options = RuntimeOptions(**{k: v for k, v in locals().items() if k != "cls"})
+        return await cls._from_options(options)
 
-        if type(max_params_bytes) is not int or max_params_bytes < 1:
-            raise LineupError(
-                "usage_invalid",
-                f"max_params_bytes must be a positive integer, not {max_params_bytes!r}",
-            )
-        if not isinstance(path, str | os.PathLike) or str(path) == "":
-            raise LineupError("usage_invalid", f"path must be a file path, not {path!r}")
-        if not isinstance(trust, TrustStore | str | os.PathLike):
-            raise LineupError(
-                "usage_invalid", f"trust must be a TrustStore or a file path, not {trust!r}"
-            )
-        _seconds("activation_timeout_s", activation_timeout_s)
-        check_mode(sandbox)
-        _seconds("worker_cpu_s", worker_cpu_s)
-        if worker_memory_mb < 64 or worker_heartbeat_s <= 0 or worker_log_max_bytes < 0:
-            raise LineupError(
-                "usage_invalid",
-                "worker_memory_mb must be at least 64, worker_heartbeat_s positive and "
-                "worker_log_max_bytes not negative",
-            )
-        _integer("worker_processes", worker_processes, MIN_PROCESSES, MAX_PROCESSES)
-        if bundle_limits is not None and not isinstance(bundle_limits, Limits):
-            raise LineupError(
-                "usage_invalid",
-                f"bundle_limits must be a lineup_build.Limits, not {bundle_limits!r}",
-            )
-        _seconds("validation_budget_s", validation_budget_s, most=3600)
-        check_isolation(isolation)
-        _seconds("session_idle_s", session_idle_s)
-        _integer("workers_memory_mb", workers_memory_mb, worker_memory_mb, 1 << 30)
-        extra_env = _worker_env(worker_env)
-        # every path is resolved against the working folder once, here (SPEC 13.1): no
-        # worker, sandbox or later chdir resolves a relative one again
-        postgres = is_postgres_url(path)
-        in_memory = str(path) == ":memory:"
-        db_path: str | Path = path if in_memory or postgres else _absolute(path)
-        if db_schema is not None and not postgres:
-            raise LineupError("usage_invalid", "db_schema is for a postgresql:// database")
-        if node_id is None:
-            node_id = os.environ.get("LINEUP_NODE_ID") or None
-        if node_id is not None:
-            check_node_id(node_id)
-        lease_s = check_lease_s(node_lease_s)
+    @classmethod
+    async def _from_options(cls, options: RuntimeOptions) -> AsyncRuntime:
+        """Open a runtime from checked options (`open`, and `testing.open_app`)."""
         rt = cls()
         rt._loop = asyncio.get_running_loop()
         rt._thread_id = threading.get_ident()
-        rt._max_params_bytes = max_params_bytes
-        rt._bundle_limits = bundle_limits or Limits()
-        if isinstance(trust, TrustStore):
-            rt.trust = trust
-        else:
-            rt._trust_path = _absolute(trust)
-            rt._trust_stamp = _stamp(rt._trust_path)
-            rt.trust = TrustStore.load(rt._trust_path)
-        rt._sandbox_mode = sandbox
-        rt.clock = clock or RealClock()
-        sweep_leftovers()  # cgroups and sandbox folders of runtimes killed before they closed
-        if in_memory and apps_dir is None:
-            rt._tmp = Path(tempfile.mkdtemp(prefix="lineup-rt-"))
-            apps = rt._tmp
-        elif apps_dir:
-            apps = _absolute(apps_dir)
-        elif postgres:
-            apps = _cache_apps()
-        else:
-            apps = Path(str(db_path) + ".apps")
+        rt._options = options
+        rt._max_params_bytes = options.max_params_bytes
+        parts = assemble(options)
+        rt._apps, rt.clock, rt._tmp = parts.apps, parts.clock, parts.tmp
         try:
-            store = open_database(
-                db_path, schema=db_schema, node_id=node_id or default_node_id(apps), lease_s=lease_s
-            )
-        except BaseException:
-            if rt._tmp is not None:
-                shutil.rmtree(rt._tmp, ignore_errors=True)
-            raise
-        try:
-            if not (in_memory or postgres):  # its rows name the code to run (SPEC 16.1)
-                check_database_file(Path(db_path))
-            try:  # 0700, the runtime user's own, its ancestors safe (SPEC 16.1)
-                prepare_apps_dir(apps)
-            except OSError as exc:
-                raise LineupError(
-                    "store_unavailable", f"cannot create the apps folder {apps}: {exc.strerror}"
-                ) from None
-            if isinstance(rt.clock, VirtualClock):
-                saved = store.meta("virtual_now_ms")
-                if saved is not None:
-                    if not saved.isdigit():
-                        raise LineupError("store_corrupt", f"{path}: a damaged virtual time")
-                    rt.clock.set(int(saved))
-            sim = host or HostSimulator(policy="auto")
-            rt.host = _AsyncHostPort(rt, sim)
+            rt.host = _AsyncHostPort(rt, parts.host)
             rt.outbox = AsyncOutbox(rt)
-            options = WorkerOptions(
-                sandbox=sandbox,
-                memory_mb=worker_memory_mb,
-                processes=worker_processes,
-                heartbeat_s=worker_heartbeat_s,
-                cpu_s=float(worker_cpu_s),
-                log_max_bytes=worker_log_max_bytes,
-                env=extra_env,
-                isolation=isolation,
-                session_idle_s=float(session_idle_s),
-            )
-
-            def engine() -> Engine:
-                made = Engine(
-                    store,
-                    rt.clock,
-                    apps,
-                    apps / "_logs",
-                    activation_timeout_s=activation_timeout_s,
-                    host_intent=sim.on_intent,
-                    check_app=rt._check_app,
-                    check_trust=rt._check_trust,
-                    worker_options=options,
-                    validation_budget_s=float(validation_budget_s),
-                    workers_memory_mb=workers_memory_mb if isolation == "session" else None,
-                    model_of=rt._model_of if store.keeps_bundles else None,
-                    verify_ahead=rt._verify_ahead,
-                )
-                sim.bind(made.host_event)
-                return made
-
-            rt._make_engine = engine
-            rt._engine = engine()
+            rt._make_engine = parts.make_engine
+            rt._engine = parts.make_engine()
             await rt._engine.refresh_registry()
             await rt._engine.recover()
             await rt.settle()
@@ -398,9 +163,7 @@ class AsyncRuntime:
                 if hasattr(rt, "_engine"):
                     await rt._engine.close()
             finally:  # the lock goes whatever stopping the workers did
-                store.close()
-                if rt._tmp is not None:
-                    shutil.rmtree(rt._tmp, ignore_errors=True)
+                parts.release()
             raise
         return rt
 
@@ -507,145 +270,15 @@ class AsyncRuntime:
         else:
             loop.call_soon_threadsafe(lambda: self._engine.spawn(self._advance_to(now_ms)))
 
-    def _current_trust(self) -> Any:
-        """The trust store, re-read when its file changed since it was last read."""
-        if self._trust_path is not None:
-            stamp = _stamp(self._trust_path)
-            if stamp != self._trust_stamp:
-                from lineup_build.trust import TrustStore
+    @property
+    def trust(self) -> Any:
+        """The trust store as last read (a file given as `trust` is re-read when it
+        changes, at the next install or check)."""
+        return self._apps.trust
 
-                self.trust = TrustStore.load(self._trust_path)
-                self._trust_stamp = stamp
-        return self.trust
-
-    def _trust_key(self) -> tuple[Any, str]:
-        """The trust store now and its fingerprint (a store given as an object may have
-        changed in place)."""
-        trust = self._current_trust()
-        return trust, _trust_fingerprint(trust)
-
-    def _recorded(
-        self, scope: str, version: str, trust: Any, fingerprint: str, *, unpack: bool
-    ) -> tuple[InstalledApp | None, Callable[[], RecordedBundle]]:
-        """An installed version of a store that keeps bundles (PostgreSQL) as this node
-        verified it: the app when this process verified its recorded bundle with this
-        trust store already (the row compared again; with `unpack`, not when its folder
-        was removed since), else None and the blocking verification to run.
-
-        Raises:
-            LineupError: the cached refusal of its bundle; `UntrustedRecord` when the row
-                disagrees with the verified bundle.
-        """
-        engine = self._engine
-        row = installed_row(engine.store, scope, version)
-        key = (str(row["manifest_sha256"]), fingerprint)
-        refused = self._refused.get(key)
-        if refused is not None:
-            raise refused
-        bundle = self._verified.get(key)
-        if bundle is not None:  # verified in this process: the row must still agree
-            app = recorded_app(engine.apps_dir, bundle, row, scope, version)
-            if not unpack or os.path.lexists(app.root):
-                return app, lambda: bundle
-        data = engine.store.load_bundle(key[0])  # the bytes read here, by the store's reader
-
-        def verify() -> RecordedBundle:
-            def keep(done: RecordedBundle) -> None:
-                self._verified[(done.digest, fingerprint)] = done
-
-            try:
-                return verify_recorded(
-                    data,
-                    engine.apps_dir,
-                    trust,
-                    row,
-                    scope,
-                    version,
-                    keep,
-                    limits=self._bundle_limits,
-                )
-            except LineupError as exc:
-                if exc.code != "install_tampered":  # the bundle's own verdict, kept
-                    self._refused[key] = exc  # until it is installed again
-                raise
-
-        return None, verify
-
-    def _model_of(self, scope: str, version: str) -> Manifest:
-        """The manifest an installed version's tools come from on a store that keeps
-        bundles: the one verified from its recorded bundle (SPEC 16.1), never the row's.
-        Verified ahead off the loop (`_verify_ahead`); a version that was not (one a
-        session pins, no longer current) is verified here once, in the caller's thread.
-
-        Raises:
-            LineupError: the record is not what the signer signed.
-        """
-        trust, fingerprint = self._trust_key()
-        app, verify = self._recorded(scope, version, trust, fingerprint, unpack=False)
-        if app is not None:
-            return app.model
-        bundle = verify()
-        return recorded_app(
-            self._engine.apps_dir,
-            bundle,
-            installed_row(self._engine.store, scope, version),
-            scope,
-            version,
-        ).model
-
-    async def _verify_ahead(self, versions: list[tuple[str, str]]) -> None:
-        """Verify, off the loop, the recorded bundles of `versions` this process has not
-        (a store that keeps bundles); a refusal is kept for the Registry to report."""
-        if not self._engine.store.keeps_bundles:
-            return
-        trust, fingerprint = self._trust_key()
-        for scope, version in versions:
-            try:
-                app, verify = self._recorded(scope, version, trust, fingerprint, unpack=False)
-                if app is None:
-                    await asyncio.to_thread(verify)
-            except (LineupError, KeyError):
-                continue  # `load_registry` meets it again and lists the version untrusted
-
-    async def _installed(self, scope: str, version: str) -> tuple[InstalledApp, Any]:
-        """An installed version as this node may run it, and the trust store it was
-        checked with. On a store that keeps bundles (PostgreSQL) the database is untrusted
-        input (SPEC 16.1): the recorded bundle is verified with this node's trust store —
-        once per process per (manifest sha256, trust-store stamp), off the event loop —
-        and the row must agree with it; the folder is `<apps_dir>/<manifest sha256>`.
-        The one place that names an installed version's folder, on either store.
-
-        Raises:
-            LineupError: the verification's code, `UntrustedRecord`, or the key's
-                (`key_revoked`, `untrusted_key`, `scope_not_allowed`, ...).
-        """
-        engine = self._engine
-        store = engine.store
-        if not store.keeps_bundles:
-            trust = self._current_trust()
-            app = local_app(store, engine.apps_dir, scope, version)
-        else:
-            trust, fingerprint = self._trust_key()
-            found, verify = self._recorded(scope, version, trust, fingerprint, unpack=True)
-            if found is None:  # checked off the loop
-                bundle = await asyncio.to_thread(verify)
-                row = installed_row(store, scope, version)
-                found = recorded_app(engine.apps_dir, bundle, row, scope, version)
-            app = found
-        check_trusted(app, trust)
-        return app, trust
-
-    async def _check_app(self, scope: str, version: str) -> InstalledApp:
-        """Before a worker starts: the app as `_installed` gives it, its folder holding
-        exactly the manifest's files (hashes too), the runtime user's own."""
-        app, _ = await self._installed(scope, version)
-        check_folder(app, self._engine.apps_dir)
-        return app
-
-    async def _check_trust(self, scope: str, version: str) -> None:
-        """At every activation: the key still trusted for the app, nothing planted."""
-        app, _ = await self._installed(scope, version)
-        check_folder(app, self._engine.apps_dir, hashes=False)
+    @trust.setter
+    def trust(self, value: Any) -> None:
+        self._apps.trust = value
 
     def worker_log(self, scope: str, version: str) -> Path:
         """The worker log of an installed app version (where its stdout, stderr and the
@@ -672,7 +305,7 @@ class AsyncRuntime:
         from lineup_sdk.sandbox import probe
 
         report = self._engine.sandbox_report
-        return dict(report) if report is not None else probe(self._sandbox_mode)
+        return dict(report) if report is not None else probe(self._options.sandbox)
 
     @property
     def logs_dir(self) -> Path:
@@ -680,24 +313,6 @@ class AsyncRuntime:
         return self._engine.logs_dir
 
     # -- apps ----------------------------------------------------------------------------
-    def _install_verified(self, verified: Any, dev_build: bool) -> InstallResult:
-        self._check_open()
-        for attempt in range(_INSTALL_TRIES):
-            try:
-                result = install_verified(
-                    self._engine.store,
-                    self._engine.apps_dir,
-                    verified,
-                    self.clock.now_ms(),
-                    dev_build=dev_build,
-                )
-                break
-            except StoreRace:  # another node installed it first: decide again on its facts
-                if attempt == _INSTALL_TRIES - 1:
-                    raise
-        self._refused.clear()  # what was refused may be recorded again, verified
-        return result
-
     async def install(self, bundle: str | Path, *, dev_build: bool = False) -> InstallResult:
         """Verify a bundle against the trust store and install it (SPEC 5.1); the
         verification runs in the default executor.
@@ -709,15 +324,10 @@ class AsyncRuntime:
                 `<version>+dev.<manifest sha256 prefix>`) and becomes current instead of
                 `version_conflict`; sessions pinned to the old build keep it.
         """
-        from lineup_build.verify import verify_bundle
-
         self._check_open()
-        trust = self._current_trust()
-        limits = self._bundle_limits
-        verified = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: verify_bundle(Path(bundle), trust, limits=limits)
-        )
-        result = self._install_verified(verified, dev_build)
+        verified = await self._apps.verify(bundle)
+        self._check_open()
+        result = self._apps.install(verified, self.clock.now_ms(), dev_build=dev_build)
         await self._engine.refresh_registry()
         return result
 
@@ -756,11 +366,11 @@ class AsyncRuntime:
 
         Raises:
             LineupError: `install_tampered` when the file differs from its manifest entry;
-                the trust codes of `_installed`.
+                the trust codes of `TrustedApps.installed`.
         """
         _usable_id("scope", scope)
         self._check_open()
-        app, _ = await self._installed(scope, version)
+        app, _ = await self._apps.installed(scope, version)
         surface = app.model.surface
         if surface is None:
             return None
@@ -782,11 +392,11 @@ class AsyncRuntime:
         `[app.surface]` declares none); None without a Surface (SPEC 18.2).
 
         Raises:
-            LineupError: the trust codes of `_installed`.
+            LineupError: the trust codes of `TrustedApps.installed`.
         """
         _usable_id("scope", scope)
         self._check_open()
-        app, _ = await self._installed(scope, version)
+        app, _ = await self._apps.installed(scope, version)
         surface = app.model.surface
         return surface.csp_json() if surface is not None else None
 
@@ -888,7 +498,7 @@ class AsyncRuntime:
         _usable_id("scope", scope)
         self._check_open()
         try:
-            app, _ = await self._installed(scope, version)
+            app, _ = await self._apps.installed(scope, version)
         except KeyError:
             return None
         entry = next((e for e in app.model.files if e.path == path), None)
@@ -1518,55 +1128,6 @@ def _check_limit(limit: Any) -> None:
 def _check_ids(ids: Any) -> None:
     if not isinstance(ids, list | tuple) or not all(type(i) is str for i in ids):
         raise LineupError("usage_invalid", "outbox.ack(ids) takes a list of message ids")
-
-
-def _cache_apps() -> Path:
-    """The apps cache of a PostgreSQL store on this machine: `$XDG_CACHE_HOME/lineup/apps`
-    (`~/.cache/lineup/apps`), one folder per manifest hash, shared by every database."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    cache = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
-    return cache / "lineup" / "apps"
-
-
-def _absolute(path: str | os.PathLike[str]) -> Path:
-    """`path` against today's working folder, normalised (`..` folded, links kept)."""
-    return Path(os.path.abspath(path))
-
-
-def _trust_fingerprint(trust: Any) -> str:
-    """What changes when a trust store's keys, scopes, permissions or revocations do."""
-    return hashlib.sha256(trust.dumps().encode("utf-8")).hexdigest()
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    """What changes when a file is rewritten (atomically or in place)."""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*\Z")
-
-
-def _worker_env(env: Mapping[str, str] | None) -> tuple[tuple[str, str], ...]:
-    out = []
-    for name, value in sorted((env or {}).items()):
-        if (
-            not isinstance(name, str)
-            or not _ENV_NAME.match(name)
-            or name.startswith(("LINEUP_", "PYTHON"))
-            or not isinstance(value, str)
-            or "\0" in value
-        ):
-            raise LineupError(
-                "usage_invalid",
-                f"worker_env: {str(name)[:60]!r} is not an upper-case variable name with a "
-                "string value (LINEUP_* and PYTHON* are never passed to workers)",
-            )
-        out.append((name, value))
-    return tuple(out)
 
 
 def _usable_id(name: str, value: Any) -> None:

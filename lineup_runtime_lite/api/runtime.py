@@ -11,6 +11,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
@@ -26,6 +27,7 @@ from lineup_runtime_lite.api.async_runtime import (
 )
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.api.engine import Engine
+from lineup_runtime_lite.api.options import RuntimeOptions
 from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
@@ -240,6 +242,10 @@ def _opens_like(
     return wrap
 
 
+#: `AsyncRuntime.open`'s parameters, which `Runtime.open` binds its arguments to.
+_OPEN = inspect.signature(AsyncRuntime.open)
+
+
 class Runtime:
     """The reference runtime, synchronous. Create it with `Runtime.open(...)`; asyncio
     code uses `AsyncRuntime` instead (no thread hop)."""
@@ -268,14 +274,19 @@ class Runtime:
                 `store_schema_unsupported`, `install_tampered` (the apps folder, or a
                 folder above it, is another user's or others may write it).
         """
+        bound = _OPEN.bind(*args, **options)  # a wrong argument is a TypeError
+        return Runtime._from_options(RuntimeOptions(**bound.arguments))
+
+    @staticmethod
+    def _from_options(options: RuntimeOptions) -> Runtime:
+        """Open a runtime from checked options (`open`, and `testing.open_app`)."""
         rt = Runtime()
         rt._thread.start()
-        clock = options.get("clock")
-        if clock is not None:  # before the AsyncRuntime's own: `advance()` fires here, waits
-            clock.on_advance(rt._advanced)
+        if options.clock is not None:  # before the AsyncRuntime's: `advance()` fires here, waits
+            options.clock.on_advance(rt._advanced)
         try:
             rt._art = asyncio.run_coroutine_threadsafe(
-                AsyncRuntime.open(*args, **options), rt._loop
+                AsyncRuntime._from_options(options), rt._loop
             ).result()
         except BaseException:
             rt._stop_loop()

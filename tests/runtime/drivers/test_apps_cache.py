@@ -58,7 +58,7 @@ def _tampered(final: dict[str, Any]) -> None:
 
 def _check_app(rt: Runtime, scope: str, version: str) -> LineupError:
     with pytest.raises(LineupError) as exc:
-        rt._run(rt._art._check_app(scope, version))
+        rt._run(rt._art._apps.check_app(scope, version))
     assert exc.value.code == "install_tampered"
     return exc.value
 

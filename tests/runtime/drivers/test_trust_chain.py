@@ -263,7 +263,7 @@ def test_the_verification_runs_once_per_process_off_the_loop_and_again_for_a_new
 ) -> None:
     import threading
 
-    import lineup_runtime_lite.api.async_runtime as art
+    import lineup_runtime_lite.api.trusted_apps as art
     from lineup_runtime_lite.drivers import install
 
     trust = _trust(rt_key)
