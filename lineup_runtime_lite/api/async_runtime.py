@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from lineup_build.reader import Limits
+from lineup_runtime_lite.api.arguments import MAX_FETCH, small, usable_id
 from lineup_runtime_lite.api.assemble import assemble
-from lineup_runtime_lite.api.clock import Clock, format_ts
+from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface, _AsyncHostPort
+from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
 from lineup_runtime_lite.api.options import (
     DEFAULT_ISOLATION,
@@ -37,7 +39,6 @@ from lineup_runtime_lite.core.rows import RegistryEntry
 from lineup_runtime_lite.drivers.appcache import read_listed
 from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_runtime_lite.host.simulator import HostSimulator
-from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.nodes import DEFAULT_LEASE_S
 from lineup_runtime_lite.validation.checks import Checked, validator_for
 from lineup_runtime_lite.validation.params import (
@@ -45,7 +46,6 @@ from lineup_runtime_lite.validation.params import (
     Envelope,
     Rejection,
     check_envelope,
-    id_problem,
 )
 from lineup_runtime_lite.validation.pool import DEFAULT_BUDGET_S
 from lineup_sdk.context import Snapshot
@@ -65,11 +65,11 @@ __all__ = [
     "check_isolation",
 ]
 
-#: The most messages one `outbox.fetch` returns.
-MAX_FETCH = 1000
 Prepared = tuple[Envelope, RegistryEntry | None, Checked | None]
 #: What `mark_call` takes as a mark.
 _MARK = re.compile(r"[a-z][a-z0-9_]{0,39}")
+#: The meta key of the Surface view signing key (SPEC 18.2).
+_VIEW_KEY = "surface_view_key"
 
 
 class AsyncRuntime:
@@ -287,7 +287,7 @@ class AsyncRuntime:
         Raises:
             LineupError: `usage_invalid` when `scope` has no installed `version`.
         """
-        _usable_id("scope", scope)
+        usable_id("scope", scope)
         self._check_open()
         if not isinstance(version, str) or self._engine.facts.version_row(scope, version) is None:
             raise LineupError(
@@ -368,7 +368,7 @@ class AsyncRuntime:
             LineupError: `install_tampered` when the file differs from its manifest entry;
                 the trust codes of `TrustedApps.installed`.
         """
-        _usable_id("scope", scope)
+        usable_id("scope", scope)
         self._check_open()
         app, _ = await self._apps.installed(scope, version)
         surface = app.model.surface
@@ -394,7 +394,7 @@ class AsyncRuntime:
         Raises:
             LineupError: the trust codes of `TrustedApps.installed`.
         """
-        _usable_id("scope", scope)
+        usable_id("scope", scope)
         self._check_open()
         app, _ = await self._apps.installed(scope, version)
         surface = app.model.surface
@@ -402,7 +402,7 @@ class AsyncRuntime:
 
     async def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
-        _usable_id("scope", scope)
+        usable_id("scope", scope)
         self._check_open()
         with self._engine.store.transaction():
             self._engine.facts.remove_app(scope)
@@ -415,7 +415,7 @@ class AsyncRuntime:
         activation needs the Host's confirmation, `worker` while its worker starts, else
         None)."""
         if scope is not None:
-            _usable_id("scope", scope)
+            usable_id("scope", scope)
         self._check_open()
         facts = self._engine.facts
         out = []
@@ -438,7 +438,7 @@ class AsyncRuntime:
         """A fault, for simulations and tests (the `crash_worker` scenario step): kill the
         running workers of an app scope now, as a crash would — what they were running ends
         `delivery_interrupted`, the next delivery starts a new worker. Returns how many."""
-        _usable_id("scope", scope)
+        usable_id("scope", scope)
         self._check_open()
         engine = self._engine
         doomed = [w for key, w in list(engine.workers.items()) if key[0] == scope]
@@ -456,7 +456,7 @@ class AsyncRuntime:
         Raises:
             LineupError: `usage_invalid` for a bad scope or one that is not installed.
         """
-        _usable_id("scope", scope)
+        usable_id("scope", scope)
         self._check_open()
         engine = self._engine
         current = engine.facts.app_version(scope)
@@ -495,7 +495,7 @@ class AsyncRuntime:
                 missing or a link) or the version's record is not what its signer signed;
                 the key's codes (`key_revoked`, ...).
         """
-        _usable_id("scope", scope)
+        usable_id("scope", scope)
         self._check_open()
         try:
             app, _ = await self._apps.installed(scope, version)
@@ -542,7 +542,7 @@ class AsyncRuntime:
     def _inline(self, method: Any, params: Any) -> bool:
         """Whether a call may be checked on the caller's loop: plainly small params and an
         input schema that is plain (any other waits for a validator process)."""
-        if not _small(params):
+        if not small(params):
             return False
         tool = self._engine.registry.get(method) if type(method) is str else None
         return tool is None or validator_for(tool.input_schema).plain
@@ -653,8 +653,8 @@ class AsyncRuntime:
     async def app_session(self, conversation_id: str, scope: str) -> dict[str, Any] | None:
         """A conversation's App session for an app scope (`app_session_id`, `version` it is
         pinned to), or None before any call of that conversation reached the app."""
-        _usable_id("conversation_id", conversation_id)
-        _usable_id("scope", scope)
+        usable_id("conversation_id", conversation_id)
+        usable_id("scope", scope)
         self._check_open()
         session, _ = self._engine.facts.session_and_activation(conversation_id, scope)
         if session is None:
@@ -732,8 +732,8 @@ class AsyncRuntime:
             LineupError: `usage_invalid` unless both are strings of 1–200 characters
                 without control characters.
         """
-        _usable_id("conversation_id", conversation_id)
-        _usable_id("scope", scope)
+        usable_id("conversation_id", conversation_id)
+        usable_id("scope", scope)
         return AsyncSurface(self, conversation_id, scope)
 
     def _subscribe(
@@ -804,7 +804,7 @@ class AsyncRuntime:
 
     async def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
         """The immutable IM records written for a conversation, oldest first."""
-        _usable_id("conversation_id", conversation_id)
+        usable_id("conversation_id", conversation_id)
         self._check_open()
         return self._engine.facts.im_records(conversation_id)
 
@@ -841,270 +841,6 @@ class AsyncRuntime:
         await self.close()
 
 
-class AsyncOutbox:
-    """`art.outbox`: the Agent channel, at least once (unacked items are fetched again)."""
-
-    def __init__(self, rt: AsyncRuntime) -> None:
-        self._rt = rt
-
-    async def fetch(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Up to `limit` (1–1000) unacknowledged messages, oldest first.
-
-        Raises:
-            LineupError: `usage_invalid` for a limit outside 1–1000.
-        """
-        _check_limit(limit)
-        self._rt._check_open()
-        faults.hit("outbox.fetch")
-        return self._rt._engine.facts.outbox_pending(limit)
-
-    async def ack(self, ids: list[str]) -> None:
-        """Mark messages (by their `id`) as received.
-
-        Raises:
-            LineupError: `usage_invalid` unless `ids` is a list of strings.
-        """
-        _check_ids(ids)
-        self._rt._check_open()
-        faults.hit("outbox.ack")
-        engine = self._rt._engine
-        with engine.store.transaction(fault_points=False):
-            engine.facts.ack(list(ids))
-
-    async def all(self) -> list[dict[str, Any]]:
-        """Every message ever written, acked or not (timelines and tests)."""
-        self._rt._check_open()
-        return self._rt._engine.facts.outbox_all()
-
-
-class _AsyncHostPort:
-    """`art.host`: the Host simulator's event entry point."""
-
-    def __init__(self, rt: AsyncRuntime, sim: HostSimulator) -> None:
-        self._rt, self.simulator = rt, sim
-
-    async def event(
-        self, event: str, *, conversation: str, scope: str, instance: str | None = None
-    ) -> bool:
-        """Send a Host event through the simulator; without `instance`, the latest the
-        runtime asked the Host to show for that conversation and scope (else its latest
-        instance, live or ended). Returns whether the runtime applied it: an event the rules
-        ignore (stale, or foreign to that conversation) is False.
-
-        Raises:
-            LineupError: `usage_invalid` for an unknown event, a bad conversation or scope,
-                or when there is no instance to address (nothing was started there).
-        """
-        from lineup_runtime_lite.host.simulator import EVENTS
-
-        rt = self._rt
-        rt._check_open()
-        _usable_id("conversation", conversation)
-        _usable_id("scope", scope)
-        if event not in EVENTS:
-            raise LineupError(
-                "usage_invalid",
-                f"unknown Host event {str(event)[:60]!r}",
-                hint=f"one of: {', '.join(EVENTS)}",
-            )
-        if instance is not None:
-            _usable_id("instance", instance)
-        inst = instance or rt._instance_for(conversation, scope)
-        applied = await self.simulator.send(event, inst, conversation, scope)
-        await rt.settle()
-        return applied
-
-
-class AsyncSurface:
-    """`art.surface(conversation_id, scope)`: the Surface's read-only view of one
-    conversation's App session for a scope."""
-
-    conversation_id: str
-    scope: str
-
-    def __init__(self, rt: AsyncRuntime, conversation_id: str, scope: str) -> None:
-        self._rt, self.conversation_id, self.scope = rt, conversation_id, scope
-
-    async def get(self) -> Snapshot:
-        """The current session data (`Snapshot(None, 0)` when nothing is stored)."""
-        self._rt._check_open()
-        return self._rt._engine.surface_get(self.conversation_id, self.scope)
-
-    async def subscribe(self, listener: Callable[[str, Snapshot], None]) -> Callable[[], None]:
-        """Current snapshot first, then every change with strictly increasing revisions.
-
-        The listener runs on a thread of its own subscription, never on the loop; returns
-        (once the first frame was delivered) a function that unsubscribes, to call on
-        this loop."""
-        if not callable(listener):
-            raise LineupError("usage_invalid", "subscribe(listener) takes a callable")
-        rt, conv, scope = self._rt, self.conversation_id, self.scope
-        token, sub = rt._subscribe(conv, scope, listener)
-        await asyncio.get_running_loop().run_in_executor(None, sub.wait)
-        return lambda: rt._unsubscribe(conv, scope, token)
-
-    async def replace(self, data: Any, *, expected_revision: int) -> Snapshot:
-        """A Surface write: refused this iteration (only handlers write session data; a
-        Surface write waits for the mutation queue, SPEC 5.5 and 14).
-
-        Raises:
-            LineupError: `session_data_write_not_allowed`, always.
-        """
-        from lineup_runtime_lite.host.surface_client import surface_write_refused
-
-        raise surface_write_refused()
-
-    async def act(
-        self,
-        name: Any,
-        params: Any,
-        *,
-        client_id: Any,
-        seq: Any,
-        timeout: float | None = None,
-    ) -> dict[str, Any]:
-        """Ask for a UI Action (SPEC 17): `client_id` (1–64 of `[A-Za-z0-9_-]`) numbers its
-        actions in this App session 1, 2, 3… (`seq`); the action is persisted, queued with
-        the session's calls, applied in its turn, and its outcome returned:
-        `{"action_id": "<client_id>:<seq>", "result", "revision"}` (`revision`: the session
-        data's revision after it). A `seq` used before answers that action's outcome
-        (waiting for it if it has none yet) and appends nothing.
-
-        `timeout` bounds the wait in seconds (default: the activation timeout plus the
-        action's `timeout_s`).
-
-        Raises:
-            LineupError: before acceptance, nothing persisted — `unknown_action`,
-                `invalid_params` (also for a `client_id` or `seq` outside its limits),
-                `app_not_running`, `action_out_of_order`, `action_id_conflict`; the
-                outcome's code (`app.<code>` for a `ToolError`, `handler_timeout`,
-                `handler_result_invalid`, `delivery_interrupted`, `activation_failed`,
-                `activation_cancelled`, …); `action_pending` when `timeout` ran out (the
-                action stays queued); `usage_invalid` for a bad `timeout` or once closed.
-        """
-        rt = self._rt
-        rt._check_open()
-        if timeout is not None and (
-            type(timeout) not in (int, float) or not 0 <= timeout < float("inf")
-        ):
-            raise LineupError("usage_invalid", "act(timeout=) takes seconds (a number ≥ 0)")
-        ev, value = _action_event(
-            self.conversation_id, self.scope, name, params, client_id, seq, rt._max_params_bytes
-        )
-        return await rt._engine.act(ev, value, timeout=timeout)
-
-    async def submit(
-        self,
-        name: Any,
-        params: Any,
-        *,
-        client_id: Any,
-        seq: Any,
-        timeout: float | None = None,
-    ) -> tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]:
-        """`act()` in its two halves, as the Surface bridge answers them (SPEC 17): returns
-        once the action is accepted (persisted; or found, for a `seq` used before) with
-        `({"action_id", "seq"}, outcome)`, where `outcome` resolves as `act()` returns or
-        raises. A rejection before acceptance is raised here, and nothing was persisted.
-
-        Raises:
-            LineupError: as `act()` before acceptance (`unknown_action`, `invalid_params`,
-                `app_not_running`, `action_out_of_order`, `action_id_conflict`,
-                `usage_invalid`).
-        """
-        rt = self._rt
-        rt._check_open()
-        if timeout is not None and (
-            type(timeout) not in (int, float) or not 0 <= timeout < float("inf")
-        ):
-            raise LineupError("usage_invalid", "submit(timeout=) takes seconds (a number ≥ 0)")
-        ev, value = _action_event(
-            self.conversation_id, self.scope, name, params, client_id, seq, rt._max_params_bytes
-        )
-        accepted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-        def on_accepted() -> None:
-            if not accepted.done():
-                accepted.set_result(None)
-
-        outcome = asyncio.ensure_future(
-            rt._engine.act(ev, value, timeout=timeout, accepted=on_accepted)
-        )
-        try:
-            waits: set[asyncio.Future[Any]] = {accepted, outcome}
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            outcome.cancel()
-            raise
-        if not accepted.done():  # rejected before acceptance: raise its error
-            accepted.cancel()
-            outcome.result()
-        return {"action_id": ev.action_id, "seq": ev.client_seq}, outcome
-
-    async def operations(self) -> list[dict[str, Any]]:
-        """The Runtime's operation facts for this session (e.g. a focus and its `ends_at`)."""
-        rt = self._rt
-        rt._check_open()
-        return [
-            {
-                "kind": r["kind"],
-                "state": r["state"],
-                "started_at": format_ts(r["started_ms"]),
-                "ends_at": format_ts(r["ends_ms"]),
-                "ended_at": format_ts(r["ended_ms"]) if r["ended_ms"] is not None else None,
-            }
-            for r in rt._engine.facts.operations_of(self.conversation_id, self.scope)
-        ]
-
-
-#: The meta key of the Surface view signing key (SPEC 18.2).
-_VIEW_KEY = "surface_view_key"
-#: A Surface client's id (SPEC 17).
-_CLIENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-#: The largest `seq` of a UI Action (JavaScript's largest safe integer).
-MAX_ACTION_SEQ = 2**53 - 1
-
-
-def _action_event(
-    conversation_id: str,
-    scope: str,
-    name: Any,
-    params: Any,
-    client_id: Any,
-    seq: Any,
-    max_bytes: int,
-) -> tuple[t.ActionEvent, Any]:
-    """A UI Action's envelope checked (any thread): its event (canonical params and their
-    fingerprint) and its strict-JSON params.
-
-    Raises:
-        LineupError: `invalid_params` for a `client_id`, `seq`, `name` or params outside
-            their limits (`params_too_large` past the runtime's bound).
-    """
-    if type(client_id) is not str or not _CLIENT_ID.fullmatch(client_id):
-        raise LineupError(
-            "invalid_params",
-            "client_id must be 1–64 characters of A-Z, a-z, 0-9, _ and -",
-            details=[{"path": "/client_id", "value": repr(client_id)[:120]}],
-        )
-    if type(seq) is not int or not 1 <= seq <= MAX_ACTION_SEQ:
-        raise LineupError(
-            "invalid_params",
-            f"seq must be an integer from 1 to {MAX_ACTION_SEQ}",
-            details=[{"path": "/seq", "value": repr(seq)[:120]}],
-        )
-    if type(name) is not str or not 1 <= len(name) <= 200:
-        raise LineupError("invalid_params", "name must be a string of 1–200 characters")
-    action_id = f"{client_id}:{seq}"
-    checked = check_envelope(action_id, conversation_id, name, params, max_bytes=max_bytes)
-    if isinstance(checked, Rejection):
-        raise LineupError(checked.code, checked.message, details=checked.details)
-    ev = t.ActionEvent(
-        conversation_id, scope, name, checked.params_json, checked.fingerprint, client_id, seq
-    )
-    return ev, checked.params
-
-
 def _deprecated(old: str, new: str) -> None:
     warnings.warn(
         f"AsyncRuntime.{old} is deprecated and goes in the next release; use {new}",
@@ -1115,47 +851,6 @@ def _deprecated(old: str, new: str) -> None:
 
 def _method(tool: RegistryEntry) -> str:
     return tool.method
-
-
-def _check_limit(limit: Any) -> None:
-    if type(limit) is not int or not 1 <= limit <= MAX_FETCH:
-        raise LineupError(
-            "usage_invalid",
-            f"outbox.fetch(limit) takes an integer from 1 to {MAX_FETCH}, not {limit!r}",
-        )
-
-
-def _check_ids(ids: Any) -> None:
-    if not isinstance(ids, list | tuple) or not all(type(i) is str for i in ids):
-        raise LineupError("usage_invalid", "outbox.ack(ids) takes a list of message ids")
-
-
-def _usable_id(name: str, value: Any) -> None:
-    """A conversation id or scope argument the store can look up (`usage_invalid`)."""
-    why = id_problem(name, value)
-    if why is not None:
-        raise LineupError("usage_invalid", why)
-
-
-def _small(value: Any, *, nodes: int = 256, chars: int = 16_384) -> bool:
-    """Whether `value` is plainly small: at most `nodes` containers and scalars and
-    `chars` characters of strings, found by a walk that stops as soon as it is not."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        nodes -= 1
-        if nodes < 0:
-            return False
-        if isinstance(item, str):
-            chars -= len(item)
-            if chars < 0:
-                return False
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return True
 
 
 def _waiting_for(act: Any) -> str | None:

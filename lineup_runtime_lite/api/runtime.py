@@ -17,14 +17,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from lineup_runtime_lite.api.async_runtime import (
-    AsyncOutbox,
-    AsyncRuntime,
-    AsyncSurface,
-    _check_ids,
-    _check_limit,
-    _usable_id,
-)
+from lineup_runtime_lite.api.arguments import check_ids, check_limit, usable_id
+from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface
+from lineup_runtime_lite.api.async_runtime import AsyncRuntime
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.api.options import RuntimeOptions
@@ -50,7 +45,7 @@ class Outbox:
         Raises:
             LineupError: `usage_invalid` for a limit outside 1–1000.
         """
-        _check_limit(limit)  # before the closed check, as on the loop
+        check_limit(limit)  # before the closed check, as on the loop
         return self._rt._run(self._outbox.fetch(limit))
 
     def ack(self, ids: list[str]) -> None:
@@ -59,7 +54,7 @@ class Outbox:
         Raises:
             LineupError: `usage_invalid` unless `ids` is a list of strings.
         """
-        _check_ids(ids)
+        check_ids(ids)
         self._rt._run(self._outbox.ack(ids))
 
     def all(self) -> list[dict[str, Any]]:
@@ -420,7 +415,7 @@ class Runtime:
 
     def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
-        _usable_id("scope", scope)
+        usable_id("scope", scope)
         self._run(self._art.uninstall(scope))
 
     def sessions(self, scope: str | None = None) -> list[dict[str, Any]]:
@@ -530,7 +525,7 @@ class Runtime:
 
     def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
         """The immutable IM records written for a conversation, oldest first."""
-        _usable_id("conversation_id", conversation_id)
+        usable_id("conversation_id", conversation_id)
         return self._run(self._art.im_records(conversation_id))
 
     def store_dump(self) -> dict[str, list[tuple[Any, ...]]]:

@@ -1,0 +1,56 @@
+"""The checks of arguments both runtimes share (`Runtime` checks some before it hops to
+the loop, `AsyncRuntime` and its faces on it): ids, outbox limits, and the walk that says
+whether a call's params are plainly small."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lineup_runtime_lite.validation.params import id_problem
+from lineup_sdk.errors import LineupError
+
+__all__ = ["MAX_FETCH", "check_ids", "check_limit", "small", "usable_id"]
+
+#: The most messages one `outbox.fetch` returns.
+MAX_FETCH = 1000
+
+
+def check_limit(limit: Any) -> None:
+    if type(limit) is not int or not 1 <= limit <= MAX_FETCH:
+        raise LineupError(
+            "usage_invalid",
+            f"outbox.fetch(limit) takes an integer from 1 to {MAX_FETCH}, not {limit!r}",
+        )
+
+
+def check_ids(ids: Any) -> None:
+    if not isinstance(ids, list | tuple) or not all(type(i) is str for i in ids):
+        raise LineupError("usage_invalid", "outbox.ack(ids) takes a list of message ids")
+
+
+def usable_id(name: str, value: Any) -> None:
+    """A conversation id or scope argument the store can look up (`usage_invalid`)."""
+    why = id_problem(name, value)
+    if why is not None:
+        raise LineupError("usage_invalid", why)
+
+
+def small(value: Any, *, nodes: int = 256, chars: int = 16_384) -> bool:
+    """Whether `value` is plainly small: at most `nodes` containers and scalars and
+    `chars` characters of strings, found by a walk that stops as soon as it is not."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        nodes -= 1
+        if nodes < 0:
+            return False
+        if isinstance(item, str):
+            chars -= len(item)
+            if chars < 0:
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
