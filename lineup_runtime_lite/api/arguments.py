@@ -4,12 +4,17 @@ whether a call's params are plainly small."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lineup_runtime_lite.validation.params import id_problem
 from lineup_sdk.errors import LineupError
 
-__all__ = ["MAX_FETCH", "check_ids", "check_limit", "small", "usable_id"]
+if TYPE_CHECKING:
+    from lineup_runtime_lite.api.clock import Clock
+    from lineup_runtime_lite.api.engine import Engine
+
+__all__ = ["MAX_FETCH", "Owner", "check_ids", "check_limit", "small", "usable_id"]
 
 #: The most messages one `outbox.fetch` returns.
 MAX_FETCH = 1000
@@ -54,3 +59,18 @@ def small(value: Any, *, nodes: int = 256, chars: int = 16_384) -> bool:
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return True
+
+
+class Owner(Protocol):
+    """What the parts of an `AsyncRuntime` (its faces, its deadline timer) use of it: its
+    engine (replaced when a node registers again), its clock and bounds, whether it is
+    closed. A protocol, so that no part imports the runtime back."""
+
+    clock: Clock
+    _engine: Engine
+    _closed: bool
+    _max_params_bytes: int
+
+    def _check_open(self) -> None: ...
+
+    def settle(self) -> Coroutine[Any, Any, None]: ...

@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lineup_runtime_lite.api.arguments import check_ids, check_limit, usable_id
+from lineup_runtime_lite.api.arguments import Owner, check_ids, check_limit, usable_id
 from lineup_runtime_lite.api.clock import format_ts
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.host.simulator import HostSimulator
@@ -18,16 +18,13 @@ from lineup_runtime_lite.validation.params import Rejection, check_envelope
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 
-if TYPE_CHECKING:
-    from lineup_runtime_lite.api.async_runtime import AsyncRuntime
-
 __all__ = ["MAX_ACTION_SEQ", "AsyncOutbox", "AsyncSurface", "_AsyncHostPort"]
 
 
 class AsyncOutbox:
     """`art.outbox`: the Agent channel, at least once (unacked items are fetched again)."""
 
-    def __init__(self, rt: AsyncRuntime) -> None:
+    def __init__(self, rt: Owner) -> None:
         self._rt = rt
 
     async def fetch(self, limit: int = 100) -> list[dict[str, Any]]:
@@ -63,7 +60,7 @@ class AsyncOutbox:
 class _AsyncHostPort:
     """`art.host`: the Host simulator's event entry point."""
 
-    def __init__(self, rt: AsyncRuntime, sim: HostSimulator) -> None:
+    def __init__(self, rt: Owner, sim: HostSimulator) -> None:
         self._rt, self.simulator = rt, sim
 
     async def event(
@@ -92,10 +89,25 @@ class _AsyncHostPort:
             )
         if instance is not None:
             usable_id("instance", instance)
-        inst = instance or rt._instance_for(conversation, scope)
+        inst = instance or self._instance_for(conversation, scope)
         applied = await self.simulator.send(event, inst, conversation, scope)
         await rt.settle()
         return applied
+
+    def _instance_for(self, conversation: str, scope: str) -> str:
+        inst = self.simulator.instance_for(conversation, scope)
+        if inst is not None:
+            return inst
+        _, act = self._rt._engine.facts.session_and_activation(conversation, scope)
+        if act is None:
+            raise LineupError(
+                "usage_invalid",
+                f"no instance to address: conversation {conversation!r} has started no "
+                f"instance of {scope!r}",
+                hint="send the Host event after a call that starts the app (its answer "
+                "is `accepted` with `activation: starting`), or pass instance=",
+            )
+        return act.activation_id
 
 
 class AsyncSurface:
@@ -105,7 +117,7 @@ class AsyncSurface:
     conversation_id: str
     scope: str
 
-    def __init__(self, rt: AsyncRuntime, conversation_id: str, scope: str) -> None:
+    def __init__(self, rt: Owner, conversation_id: str, scope: str) -> None:
         self._rt, self.conversation_id, self.scope = rt, conversation_id, scope
 
     async def get(self) -> Snapshot:
@@ -122,9 +134,19 @@ class AsyncSurface:
         if not callable(listener):
             raise LineupError("usage_invalid", "subscribe(listener) takes a callable")
         rt, conv, scope = self._rt, self.conversation_id, self.scope
-        token, sub = rt._subscribe(conv, scope, listener)
+        rt._check_open()
+        engine = rt._engine
+        key = (scope, conv)
+        token = engine.subs.add(key, listener, engine.surface_get(conv, scope))
+        sub = engine.subs.subscription(key, token)
+        assert sub is not None  # added just now, on this loop
         await asyncio.get_running_loop().run_in_executor(None, sub.wait)
-        return lambda: rt._unsubscribe(conv, scope, token)
+
+        def unsubscribe() -> None:
+            if not rt._closed:  # a closed runtime holds no listeners any more
+                rt._engine.subs.remove(key, token)
+
+        return unsubscribe
 
     async def replace(self, data: Any, *, expected_revision: int) -> Snapshot:
         """A Surface write: refused this iteration (only handlers write session data; a

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import os
-import re
 import shutil
-import threading
-import warnings
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lineup_build.reader import Limits
-from lineup_runtime_lite.api.arguments import MAX_FETCH, small, usable_id
+from lineup_runtime_lite.api import reads
+from lineup_runtime_lite.api.arguments import MAX_FETCH, usable_id
 from lineup_runtime_lite.api.assemble import assemble
 from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface, _AsyncHostPort
+from lineup_runtime_lite.api.calls import Prepared, inline, prepare, prepare_off_loop
 from lineup_runtime_lite.api.clock import Clock
-from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
+from lineup_runtime_lite.api.deadlines import Deadlines
+from lineup_runtime_lite.api.deprecated import DeprecatedSpellings
+from lineup_runtime_lite.api.dev_builds import move_dev_sessions
+from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.api.options import (
     DEFAULT_ISOLATION,
     ISOLATIONS,
@@ -32,23 +32,14 @@ from lineup_runtime_lite.api.options import (
     check_isolation,
 )
 from lineup_runtime_lite.api.trusted_apps import TrustedApps
-from lineup_runtime_lite.core import transitions as t
-from lineup_runtime_lite.core.decisions import MoveSession
-from lineup_runtime_lite.core.messages import error_body, reject
 from lineup_runtime_lite.core.rows import RegistryEntry
-from lineup_runtime_lite.drivers.appcache import read_listed
 from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.store.nodes import DEFAULT_LEASE_S
-from lineup_runtime_lite.validation.checks import Checked, validator_for
 from lineup_runtime_lite.validation.params import (
     DEFAULT_MAX_PARAMS_BYTES,
-    Envelope,
-    Rejection,
-    check_envelope,
 )
 from lineup_runtime_lite.validation.pool import DEFAULT_BUDGET_S
-from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import DEFAULT_PROCESSES
 
@@ -65,14 +56,8 @@ __all__ = [
     "check_isolation",
 ]
 
-Prepared = tuple[Envelope, RegistryEntry | None, Checked | None]
-#: What `mark_call` takes as a mark.
-_MARK = re.compile(r"[a-z][a-z0-9_]{0,39}")
-#: The meta key of the Surface view signing key (SPEC 18.2).
-_VIEW_KEY = "surface_view_key"
 
-
-class AsyncRuntime:
+class AsyncRuntime(DeprecatedSpellings):
     """The reference runtime on the caller's event loop. Create it with
     `await AsyncRuntime.open(...)`; every method runs on that loop."""
 
@@ -84,14 +69,12 @@ class AsyncRuntime:
     _engine: Engine
 
     def __init__(self) -> None:  # use AsyncRuntime.open
-        self._timer: asyncio.TimerHandle | None = None
         self._tmp: Path | None = None
         self._apps: TrustedApps
         self._max_params_bytes = DEFAULT_MAX_PARAMS_BYTES
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread_id = 0
-        self._fired_ms = -1  # the runtime-clock time the last `tick()` fired at
+        self._deadlines: Deadlines
         self._rejoining = False
         self._closing = False  # `close` began: a lease lost now starts no rejoin
         self._rejoin_task: asyncio.Future[None] | None = None
@@ -143,7 +126,7 @@ class AsyncRuntime:
         """Open a runtime from checked options (`open`, and `testing.open_app`)."""
         rt = cls()
         rt._loop = asyncio.get_running_loop()
-        rt._thread_id = threading.get_ident()
+        rt._deadlines = Deadlines(rt)
         rt._options = options
         rt._max_params_bytes = options.max_params_bytes
         parts = assemble(options)
@@ -157,7 +140,7 @@ class AsyncRuntime:
             await rt._engine.recover()
             await rt.settle()
             rt._join_nodes()
-            rt.clock.on_advance(rt._advanced)
+            rt.clock.on_advance(rt._deadlines.advanced)
         except BaseException:
             try:
                 if hasattr(rt, "_engine"):
@@ -235,40 +218,7 @@ class AsyncRuntime:
             raise LineupError("usage_invalid", "the runtime is closed", hint="open a new Runtime")
 
     def _arm(self) -> None:
-        """Arm the real-clock timer for the next deadline (on the loop)."""
-        if self.clock.virtual or self._closed:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        due = self._engine.next_deadline()
-        if due is None:
-            return
-        delay = max(0.0, (due - self.clock.now_ms()) / 1000)
-        assert self._loop is not None
-        self._timer = self._loop.call_later(delay, lambda: self._engine.spawn(self._fire()))
-
-    async def _fire(self) -> None:
-        try:
-            await self._engine.tick()
-        finally:  # a failed tick leaves its facts due; the next timer fires them
-            self._arm()
-
-    async def _advance_to(self, now_ms: int) -> None:
-        """The virtual clock moved: persist its time, then fire what fell due."""
-        self._engine.store.set_meta("virtual_now_ms", str(now_ms))
-        await self._engine.tick()
-
-    def _advanced(self, now_ms: int) -> None:
-        """The virtual clock moved (`advance()` on this loop, or from another thread):
-        schedule the tick; `await settle()` waits for it."""
-        loop = self._loop
-        assert loop is not None
-        if self._closed or now_ms <= self._fired_ms:  # closed, or `tick()` fired it already
-            return
-        if threading.get_ident() == self._thread_id:
-            self._engine.spawn(self._advance_to(now_ms))
-        else:
-            loop.call_soon_threadsafe(lambda: self._engine.spawn(self._advance_to(now_ms)))
+        self._deadlines.arm()
 
     @property
     def trust(self) -> Any:
@@ -289,13 +239,7 @@ class AsyncRuntime:
         """
         usable_id("scope", scope)
         self._check_open()
-        if not isinstance(version, str) or self._engine.facts.version_row(scope, version) is None:
-            raise LineupError(
-                "usage_invalid",
-                f"{scope!r} has no installed version {version!r}",
-                hint="rt.apps() lists the installed scopes and versions",
-            )
-        return self._engine.pool.log_path(scope, version)
+        return reads.worker_log(self._engine, scope, version)
 
     @property
     def sandbox(self) -> dict[str, Any]:
@@ -338,25 +282,7 @@ class AsyncRuntime:
         signed is `trusted: False` with the `problem` (`code`, `message`) and lists no
         tools."""
         self._check_open()
-        engine = self._engine
-        await engine.refresh_registry()  # what is not verified yet, off this loop
-        out = []
-        for app in engine.facts.app_rows():
-            del app["manifest"]
-            try:
-                manifest = engine.model_of(app["scope"], app["version"])
-            except LineupError as exc:
-                app["permissions"] = []
-                app["trusted"] = False
-                app["problem"] = {"code": exc.code, "message": exc.message}
-                out.append(app)
-                continue
-            except KeyError:  # uninstalled meanwhile
-                continue
-            app["permissions"] = list(manifest.app.permissions)
-            app["trusted"] = True
-            out.append(app)
-        return out
+        return await reads.app_list(self._engine)
 
     async def surface_document(self, scope: str, version: str) -> bytes | None:
         """The Surface document of an installed version, as signed: the one self-contained
@@ -371,20 +297,7 @@ class AsyncRuntime:
         usable_id("scope", scope)
         self._check_open()
         app, _ = await self._apps.installed(scope, version)
-        surface = app.model.surface
-        if surface is None:
-            return None
-        try:
-            data = await asyncio.to_thread((app.root / surface.document).read_bytes)
-        except OSError:
-            data = b""
-        if hashlib.sha256(data).hexdigest() != surface.sha256 or len(data) != surface.size:
-            raise LineupError(
-                "install_tampered",
-                f"{scope} {version}: {surface.document} differs from its signed manifest entry",
-                hint="install the bundle again",
-            )
-        return data
+        return await reads.surface_document(app, scope, version)
 
     async def surface_csp(self, scope: str, version: str) -> dict[str, list[str]] | None:
         """The `csp` an installed version's manifest declares for its Surface document, as
@@ -397,8 +310,7 @@ class AsyncRuntime:
         usable_id("scope", scope)
         self._check_open()
         app, _ = await self._apps.installed(scope, version)
-        surface = app.model.surface
-        return surface.csp_json() if surface is not None else None
+        return app.model.surface.csp_json() if app.model.surface is not None else None
 
     async def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
@@ -417,22 +329,7 @@ class AsyncRuntime:
         if scope is not None:
             usable_id("scope", scope)
         self._check_open()
-        facts = self._engine.facts
-        out = []
-        for s in facts.sessions_of(scope):
-            act = facts.current_activation(s.app_session_id)
-            out.append(
-                {
-                    "app_session_id": s.app_session_id,
-                    "conversation_id": s.conversation_id,
-                    "scope": s.scope,
-                    "version": s.version,
-                    "instance": act.activation_id if act is not None else None,
-                    "state": act.state if act is not None else None,
-                    "waiting_for": _waiting_for(act),
-                }
-            )
-        return out
+        return reads.session_list(self._engine.facts, scope)
 
     async def kill_workers(self, scope: str) -> int:
         """A fault, for simulations and tests (the `crash_worker` scenario step): kill the
@@ -440,11 +337,7 @@ class AsyncRuntime:
         `delivery_interrupted`, the next delivery starts a new worker. Returns how many."""
         usable_id("scope", scope)
         self._check_open()
-        engine = self._engine
-        doomed = [w for key, w in list(engine.workers.items()) if key[0] == scope]
-        for worker in doomed:
-            await worker.kill()
-        return len(doomed)
+        return await self._engine.kill_workers(scope)
 
     async def move_dev_sessions(self, scope: str) -> int:
         """Move every session pinned to an older dev build of `scope` to its current
@@ -458,31 +351,11 @@ class AsyncRuntime:
         """
         usable_id("scope", scope)
         self._check_open()
-        engine = self._engine
-        current = engine.facts.app_version(scope)
-        if current is None:
-            raise LineupError("usage_invalid", f"{scope!r} is not installed")
-        dev = engine.facts.dev_builds(scope)
-        if current not in dev:
+        moved = await move_dev_sessions(self._engine, scope)
+        if moved is None:
             return 0
-        now = engine.now()
-
-        def step(tx: Any) -> Any:
-            sessions = tx.sessions_of(scope)
-            # a call or a UI Action delivered to the old build ends `delivery_interrupted`
-            delivered = {s.app_session_id: tx.delivered_in(s.app_session_id) for s in sessions}
-            return t.move_dev_sessions(sessions, delivered, tx.dev_builds(scope), current, now)
-
-        old = {s.version for s in engine.facts.sessions_of(scope)} - {current}
-        decision = await engine.decide(step)
-        if decision is None:
-            return 0
-        for version in old & dev:  # its in-flight deliveries already ended: stop it
-            worker = engine.workers.get((scope, version))
-            if worker is not None:
-                await worker.kill()
         await self.settle()
-        return sum(1 for c in decision.changes if isinstance(c, MoveSession))
+        return moved
 
     async def app_file(self, scope: str, version: str, path: str) -> bytes | None:
         """One file of an installed version, as its manifest lists it (`path` exactly as
@@ -501,12 +374,7 @@ class AsyncRuntime:
             app, _ = await self._apps.installed(scope, version)
         except KeyError:
             return None
-        entry = next((e for e in app.model.files if e.path == path), None)
-        if entry is None:
-            return None
-        return await asyncio.to_thread(
-            read_listed, app.label, app.root, entry.path, entry.size, entry.sha256
-        )
+        return await reads.app_file(app, path)
 
     async def inventory(self) -> list[dict[str, Any]]:
         """The Agent Inventory: every installed tool without delivery internals."""
@@ -517,35 +385,9 @@ class AsyncRuntime:
     def _prepare(
         self, call_id: Any, conversation_id: Any, method: Any, params: Any, pooled: bool = True
     ) -> dict[str, Any] | Prepared:
-        """The pure part of a call (any thread): the envelope and the input schema.
-        Returns the rejection to answer, or what the engine needs to go on. With `pooled`
-        False, an input schema that is not plain is left unchecked (problems None) for the
-        caller to await from the validator pool."""
-        self._check_open()
-        checked = check_envelope(
-            call_id, conversation_id, method, params, max_bytes=self._max_params_bytes
-        )
-        registry = self._engine.registry  # swapped whole, never edited in place
-        if isinstance(checked, Rejection):
-            tool = registry.get(method) if type(method) is str else None
-            scope = tool.scope if tool else method.split(".")[0] if type(method) is str else ""
-            body = error_body(checked.code, checked.message, details=checked.details)
-            return reject(checked.call_id, scope, self.clock.now_ms(), body)
-        tool = registry.get(checked.method)
-        problems = (
-            input_problems(tool, checked.params, self._engine.validators)
-            if tool is not None and (pooled or validator_for(tool.input_schema).plain)
-            else None
-        )
-        return checked, tool, problems
-
-    def _inline(self, method: Any, params: Any) -> bool:
-        """Whether a call may be checked on the caller's loop: plainly small params and an
-        input schema that is plain (any other waits for a validator process)."""
-        if not small(params):
-            return False
-        tool = self._engine.registry.get(method) if type(method) is str else None
-        return tool is None or validator_for(tool.input_schema).plain
+        self._check_open()  # any thread: `api.calls.prepare`
+        call = (call_id, conversation_id, method, params)
+        return prepare(self._engine, self._max_params_bytes, call, pooled)
 
     async def _accept(self, prepared: Prepared) -> dict[str, Any]:
         self._check_open()
@@ -568,19 +410,11 @@ class AsyncRuntime:
                 sent; the same call may be retried), `usage_invalid` once closed. Every
                 problem with the call itself is an `error` message, not an exception.
         """
-        if self._inline(method, params):
-            prepared = self._prepare(call_id, conversation_id, method, params)
-        else:
-            # the envelope (and a plain schema) off this loop; a schema that is not plain
-            # waits its app's turn in the validator pool, holding no thread (SPEC 16.4)
-            prepared = await asyncio.get_running_loop().run_in_executor(
-                None, self._prepare, call_id, conversation_id, method, params, False
-            )
-            if isinstance(prepared, tuple) and prepared[1] is not None and prepared[2] is None:
-                env, tool, _ = prepared
-                assert tool is not None
-                problems = await ainput_problems(tool, env.params, self._engine.validators)
-                prepared = (env, tool, problems)
+        call = (call_id, conversation_id, method, params)
+        if inline(self._engine, method, params):
+            prepared = self._prepare(*call)
+        else:  # the envelope, and any schema that is not plain, off this loop (SPEC 16.4)
+            prepared = await prepare_off_loop(self._engine, self._prepare, call)
         if not isinstance(prepared, tuple):
             return prepared
         return await self._accept(prepared)
@@ -601,7 +435,7 @@ class AsyncRuntime:
         runtime turn: each is routed, in the order given, before anything they start can
         progress (so the first that starts an activation answers `starting` and the rest
         `queued`); returns their messages in that order."""
-        if all(self._inline(c[2], c[3]) for c in calls):
+        if all(inline(self._engine, c[2], c[3]) for c in calls):
             return await self._accept_many([self._prepare(*c) for c in calls])
         prepared = await asyncio.get_running_loop().run_in_executor(
             None, lambda: [self._prepare(*c) for c in calls]
@@ -613,16 +447,7 @@ class AsyncRuntime:
         every persisted `messages` entry, oldest first (receipts, then the final); None for
         a call_id it never accepted (rejections are not persisted)."""
         self._check_open()
-        facts = self._engine.facts
-        found = facts.call_summary(call_id)
-        if found is None:
-            return None
-        return {
-            "call_id": call_id,
-            "method": found[0],
-            "conversation_id": found[1],
-            "messages": facts.messages(call_id),
-        }
+        return reads.call_record(self._engine.facts, call_id)
 
     async def mark_call(self, call_id: str, mark: str) -> None:
         """Keep `mark` with an accepted call, in the state beside it (an embedder's note
@@ -633,12 +458,7 @@ class AsyncRuntime:
                 call_id the runtime never accepted.
         """
         self._check_open()
-        if not _MARK.fullmatch(mark):
-            raise LineupError("usage_invalid", f"a call mark must match {_MARK.pattern}")
-        if self._engine.facts.call_summary(call_id) is None:
-            raise LineupError("usage_invalid", f"no accepted call {call_id!r} to mark")
-        with self._engine.store.transaction():
-            self._engine.facts.set_meta(f"call_mark:{mark}:{call_id}", "1")
+        reads.mark_call(self._engine, call_id, mark)
 
     async def call_marked(self, call_id: str, mark: str) -> bool:
         """Whether `mark_call(call_id, mark)` was done (in this or an earlier process)."""
@@ -656,38 +476,21 @@ class AsyncRuntime:
         usable_id("conversation_id", conversation_id)
         usable_id("scope", scope)
         self._check_open()
-        session, _ = self._engine.facts.session_and_activation(conversation_id, scope)
-        if session is None:
-            return None
-        return {"app_session_id": session.app_session_id, "version": session.version}
+        return reads.app_session(self._engine.facts, conversation_id, scope)
 
     async def surface_view_key(self) -> bytes:
         """The 32 random bytes `lineup serve` signs Surface `view` capabilities with (SPEC
         18.2): kept in the store's meta table, created at first use by whichever node asks
         first (an insert that never overwrites, then a read), the same on every node."""
         self._check_open()
-        facts = self._engine.facts
-        value = facts.meta_value(_VIEW_KEY)
-        if value is None:
-            with self._engine.store.transaction():
-                facts.add_meta(_VIEW_KEY, os.urandom(32).hex())
-            value = facts.meta_value(_VIEW_KEY)
-        assert value is not None
-        return bytes.fromhex(value)
+        return reads.view_key(self._engine)
 
     async def settle(self) -> None:
         """Wait until background work (activations, deliveries) and Surface listeners
         have settled (a listener may start more work)."""
         self._check_open()
-        loop = asyncio.get_running_loop()
         await asyncio.sleep(0)  # what other threads scheduled on this loop starts first
-        while True:
-            await self._engine.idle()
-            pending = self._engine.subs.pending()
-            if not pending:
-                break
-            for sub in pending:
-                await loop.run_in_executor(None, sub.wait)
+        await self._engine.settle()
         self._arm()
 
     async def tick(self) -> None:
@@ -705,26 +508,11 @@ class AsyncRuntime:
             if self.clock.virtual:
                 self._engine.store.set_meta("virtual_now_ms", str(now))
             await self._engine.tick()
-            self._fired_ms = max(self._fired_ms, now)
+            self._deadlines.fired_ms = max(self._deadlines.fired_ms, now)
         finally:  # a failed tick leaves its facts due; the next timer fires them
             self._arm()
 
     # -- the Host, the Agent channel, the Surface ------------------------------------------
-    def _instance_for(self, conversation: str, scope: str) -> str:
-        inst = self.host.simulator.instance_for(conversation, scope)
-        if inst is not None:
-            return inst
-        _, act = self._engine.facts.session_and_activation(conversation, scope)
-        if act is None:
-            raise LineupError(
-                "usage_invalid",
-                f"no instance to address: conversation {conversation!r} has started no "
-                f"instance of {scope!r}",
-                hint="send the Host event after a call that starts the app (its answer "
-                "is `accepted` with `activation: starting`), or pass instance=",
-            )
-        return act.activation_id
-
     def surface(self, conversation_id: str, scope: str) -> AsyncSurface:
         """The Surface's read-only view for a conversation and app scope.
 
@@ -735,72 +523,6 @@ class AsyncRuntime:
         usable_id("conversation_id", conversation_id)
         usable_id("scope", scope)
         return AsyncSurface(self, conversation_id, scope)
-
-    def _subscribe(
-        self, conversation_id: str, scope: str, listener: Callable[[str, Snapshot], None]
-    ) -> tuple[int, Any]:
-        self._check_open()
-        engine = self._engine
-        key = (scope, conversation_id)
-        token = engine.subs.add(key, listener, engine.surface_get(conversation_id, scope))
-        return token, engine.subs.subscription(key, token)
-
-    def _unsubscribe(self, conversation_id: str, scope: str, token: int) -> None:
-        if not self._closed:  # a closed runtime holds no listeners any more
-            self._engine.subs.remove((scope, conversation_id), token)
-
-    # -- deprecated spellings (one release): SPEC 5.0's shape is `outbox`, `host`, `surface`
-    @property
-    def simulator(self) -> HostSimulator:
-        """Deprecated: `host.simulator`."""
-        _deprecated("simulator", "host.simulator")
-        return self.host.simulator
-
-    def host_event(
-        self, event: str, *, conversation: str, scope: str, instance: str | None = None
-    ) -> Coroutine[Any, Any, bool]:
-        """Deprecated: `await host.event(...)`."""
-        _deprecated("host_event(...)", "host.event(...)")
-        return self.host.event(event, conversation=conversation, scope=scope, instance=instance)
-
-    def outbox_fetch(self, limit: int = 100) -> Coroutine[Any, Any, list[dict[str, Any]]]:
-        """Deprecated: `await outbox.fetch(limit)`."""
-        _deprecated("outbox_fetch(limit)", "outbox.fetch(limit)")
-        return self.outbox.fetch(limit)
-
-    def outbox_ack(self, ids: list[str]) -> Coroutine[Any, Any, None]:
-        """Deprecated: `await outbox.ack(ids)`."""
-        _deprecated("outbox_ack(ids)", "outbox.ack(ids)")
-        return self.outbox.ack(ids)
-
-    def outbox_all(self) -> Coroutine[Any, Any, list[dict[str, Any]]]:
-        """Deprecated: `await outbox.all()`."""
-        _deprecated("outbox_all()", "outbox.all()")
-        return self.outbox.all()
-
-    def surface_get(self, conversation_id: str, scope: str) -> Coroutine[Any, Any, Snapshot]:
-        """Deprecated: `await surface(conversation_id, scope).get()`."""
-        _deprecated("surface_get(conversation_id, scope)", "surface(conversation_id, scope).get()")
-        return self.surface(conversation_id, scope).get()
-
-    def subscribe(
-        self, conversation_id: str, scope: str, listener: Callable[[str, Snapshot], None]
-    ) -> Coroutine[Any, Any, Callable[[], None]]:
-        """Deprecated: `await surface(conversation_id, scope).subscribe(listener)`."""
-        _deprecated(
-            "subscribe(conversation_id, scope, listener)",
-            "surface(conversation_id, scope).subscribe(listener)",
-        )
-        return self.surface(conversation_id, scope).subscribe(listener)
-
-    def operations(
-        self, conversation_id: str, scope: str
-    ) -> Coroutine[Any, Any, list[dict[str, Any]]]:
-        """Deprecated: `await surface(conversation_id, scope).operations()`."""
-        _deprecated(
-            "operations(conversation_id, scope)", "surface(conversation_id, scope).operations()"
-        )
-        return self.surface(conversation_id, scope).operations()
 
     async def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
         """The immutable IM records written for a conversation, oldest first."""
@@ -819,8 +541,7 @@ class AsyncRuntime:
             return
         self._closing = True
         try:
-            if self._timer is not None:
-                self._timer.cancel()
+            self._deadlines.cancel()
             rejoin = self._rejoin_task
             if rejoin is not None and not rejoin.done():
                 self._closed = True  # it stops trying
@@ -841,22 +562,5 @@ class AsyncRuntime:
         await self.close()
 
 
-def _deprecated(old: str, new: str) -> None:
-    warnings.warn(
-        f"AsyncRuntime.{old} is deprecated and goes in the next release; use {new}",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-
-
 def _method(tool: RegistryEntry) -> str:
     return tool.method
-
-
-def _waiting_for(act: Any) -> str | None:
-    """What a starting activation still waits for: the Host's foreground, or its worker."""
-    if act is None or act.state != "starting":
-        return None
-    if act.requires_foreground and not act.foreground:
-        return "foreground"
-    return None if act.worker_ready else "worker"

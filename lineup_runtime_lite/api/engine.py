@@ -252,6 +252,25 @@ class Engine:
         while self._tasks:
             await asyncio.wait(list(self._tasks))
 
+    async def settle(self) -> None:
+        """Wait until background work and Surface listeners have settled (a listener may
+        start more work; each waits in the default executor)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.idle()
+            pending = self.subs.pending()
+            if not pending:
+                break
+            for sub in pending:
+                await loop.run_in_executor(None, sub.wait)
+
+    async def kill_workers(self, scope: str) -> int:
+        """Kill the running workers of an app scope now, as a crash would; how many."""
+        doomed = [w for key, w in list(self.workers.items()) if key[0] == scope]
+        for worker in doomed:
+            await worker.kill()
+        return len(doomed)
+
     async def _session_request(self, worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         return await self.delivery.session_request(worker, msg)
 

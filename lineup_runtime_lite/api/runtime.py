@@ -347,7 +347,7 @@ class Runtime:
     @property
     def _timer(self) -> asyncio.TimerHandle | None:
         """The real-clock timer armed for the next deadline (tests)."""
-        return self._art._timer
+        return self._art._deadlines.handle
 
     def _fire(self) -> Coroutine[Any, Any, None]:
         """Fire the timer now (tests: a wall clock that jumps)."""

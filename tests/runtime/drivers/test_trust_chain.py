@@ -282,7 +282,7 @@ def test_the_verification_runs_once_per_process_off_the_loop_and_again_for_a_new
         _frozen(rt)  # the Registry verified the version at open: the workers meet the rest
         assert _add(rt, "one")["kind"] == "result"
         assert _add(rt, "two")["kind"] == "result"  # another worker: the folder check only
-        assert len(threads) == 1 and threads[0] != rt._art._thread_id, threads
+        assert len(threads) == 1 and threads[0] != rt._art._deadlines.thread_id, threads
         _set(pg_url, "todo", key_id=OTHER.key_id)  # the row changed after the verification
         _refused(_add(rt, "edited"))
         assert len(threads) == 1  # the cached verification, the row compared again
