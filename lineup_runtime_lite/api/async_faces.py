@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from lineup_runtime_lite.api import ui_actions
 from lineup_runtime_lite.api.arguments import Owner, check_ids, check_limit, usable_id
 from lineup_runtime_lite.api.clock import format_ts
 from lineup_runtime_lite.core import transitions as t
@@ -196,7 +197,7 @@ class AsyncSurface:
         ev, value = _action_event(
             self.conversation_id, self.scope, name, params, client_id, seq, rt._max_params_bytes
         )
-        return await rt._engine.act(ev, value, timeout=timeout)
+        return await ui_actions.act(rt._engine, ev, value, timeout=timeout)
 
     async def submit(
         self,
@@ -233,7 +234,7 @@ class AsyncSurface:
                 accepted.set_result(None)
 
         outcome = asyncio.ensure_future(
-            rt._engine.act(ev, value, timeout=timeout, accepted=on_accepted)
+            ui_actions.act(rt._engine, ev, value, timeout=timeout, accepted=on_accepted)
         )
         try:
             waits: set[asyncio.Future[Any]] = {accepted, outcome}

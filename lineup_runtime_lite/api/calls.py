@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from lineup_runtime_lite.api.arguments import small
-from lineup_runtime_lite.api.engine import Engine, ainput_problems, input_problems
+from lineup_runtime_lite.api.engine import Engine
+from lineup_runtime_lite.api.input_checks import ainput_problems, input_problems
 from lineup_runtime_lite.core.messages import error_body, reject
 from lineup_runtime_lite.core.rows import RegistryEntry
 from lineup_runtime_lite.validation.checks import Checked, validator_for
