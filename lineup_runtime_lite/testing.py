@@ -26,6 +26,7 @@ from lineup_build.dev import build_with_dev_key
 from lineup_runtime_lite.api.clock import VirtualClock, parse_duration
 from lineup_runtime_lite.api.options import RuntimeOptions
 from lineup_runtime_lite.api.runtime import Runtime
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_sdk.context import Snapshot
 
@@ -46,7 +47,7 @@ class AppUnderTest:
 
     def call(
         self, call_id: str, method: str, params: Any = None, *, conversation: str | None = None
-    ) -> dict[str, Any]:
+    ) -> AgentMessage:
         """Send an Agent call, let what it started settle, and return its AgentMessage."""
         msg = self.runtime.call(
             call_id, conversation or self.conversation, method, {} if params is None else params
@@ -65,9 +66,9 @@ class AppUnderTest:
         """Move the virtual clock (`"25m"`, or milliseconds); due deadlines fire."""
         self.clock.advance(parse_duration(duration) if isinstance(duration, str) else duration)
 
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[AgentMessage]:
         """Every outbox message not returned before (and acknowledges them), oldest first."""
-        out: list[dict[str, Any]] = []
+        out: list[AgentMessage] = []
         while batch := self.runtime.outbox.fetch(500):
             self.runtime.outbox.ack([m["id"] for m in batch])
             out.extend(batch)

@@ -13,6 +13,7 @@ from lineup_runtime_lite.api import ui_actions
 from lineup_runtime_lite.api.arguments import Owner, check_ids, check_limit, usable_id
 from lineup_runtime_lite.api.clock import format_ts
 from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.messages import ActionAccepted, ActionOutcome, AgentMessage
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.validation.params import Rejection, check_envelope
@@ -28,7 +29,7 @@ class AsyncOutbox:
     def __init__(self, rt: Owner) -> None:
         self._rt = rt
 
-    async def fetch(self, limit: int = 100) -> list[dict[str, Any]]:
+    async def fetch(self, limit: int = 100) -> list[AgentMessage]:
         """Up to `limit` (1–1000) unacknowledged messages, oldest first.
 
         Raises:
@@ -52,7 +53,7 @@ class AsyncOutbox:
         with engine.store.transaction(fault_points=False):
             engine.facts.ack(list(ids))
 
-    async def all(self) -> list[dict[str, Any]]:
+    async def all(self) -> list[AgentMessage]:
         """Every message ever written, acked or not (timelines and tests)."""
         self._rt._check_open()
         return self._rt._engine.facts.outbox_all()
@@ -168,7 +169,7 @@ class AsyncSurface:
         client_id: Any,
         seq: Any,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> ActionOutcome:
         """Ask for a UI Action (SPEC 17): `client_id` (1–64 of `[A-Za-z0-9_-]`) numbers its
         actions in this App session 1, 2, 3… (`seq`); the action is persisted, queued with
         the session's calls, applied in its turn, and its outcome returned:
@@ -207,7 +208,7 @@ class AsyncSurface:
         client_id: Any,
         seq: Any,
         timeout: float | None = None,
-    ) -> tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]:
+    ) -> tuple[ActionAccepted, asyncio.Future[ActionOutcome]]:
         """`act()` in its two halves, as the Surface bridge answers them (SPEC 17): returns
         once the action is accepted (persisted; or found, for a `seq` used before) with
         `({"action_id", "seq"}, outcome)`, where `outcome` resolves as `act()` returns or

@@ -32,6 +32,7 @@ from lineup_runtime_lite.api.options import (
     check_isolation,
 )
 from lineup_runtime_lite.api.trusted_apps import TrustedApps
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.core.rows import RegistryEntry
 from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_runtime_lite.host.simulator import HostSimulator
@@ -384,12 +385,12 @@ class AsyncRuntime(DeprecatedSpellings):
     # -- calls ---------------------------------------------------------------------------
     def _prepare(
         self, call_id: Any, conversation_id: Any, method: Any, params: Any, pooled: bool = True
-    ) -> dict[str, Any] | Prepared:
+    ) -> AgentMessage | Prepared:
         self._check_open()  # any thread: `api.calls.prepare`
         call = (call_id, conversation_id, method, params)
         return prepare(self._engine, self._max_params_bytes, call, pooled)
 
-    async def _accept(self, prepared: Prepared) -> dict[str, Any]:
+    async def _accept(self, prepared: Prepared) -> AgentMessage:
         self._check_open()
         msg = await self._engine.call(*prepared)
         if msg["kind"] == "receipt":  # only a call that starts or waits can add a deadline
@@ -398,7 +399,7 @@ class AsyncRuntime(DeprecatedSpellings):
 
     async def call(
         self, call_id: Any, conversation_id: Any, method: Any, params: Any
-    ) -> dict[str, Any]:
+    ) -> AgentMessage:
         """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0).
 
         Small params (a bounded walk says so) against a plain input schema are checked
@@ -419,7 +420,7 @@ class AsyncRuntime(DeprecatedSpellings):
             return prepared
         return await self._accept(prepared)
 
-    async def _accept_many(self, prepared: list[dict[str, Any] | Prepared]) -> list[dict[str, Any]]:
+    async def _accept_many(self, prepared: list[AgentMessage | Prepared]) -> list[AgentMessage]:
         self._check_open()
         # gather schedules the calls as tasks ahead of anything they spawn (FIFO loop), and
         # their acceptances share one group commit, in the order given
@@ -430,7 +431,7 @@ class AsyncRuntime(DeprecatedSpellings):
             self._arm()
         return msgs
 
-    async def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[dict[str, Any]]:
+    async def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[AgentMessage]:
         """Accept several Agent calls `(call_id, conversation_id, method, params)` in one
         runtime turn: each is routed, in the order given, before anything they start can
         progress (so the first that starts an activation answers `starting` and the rest

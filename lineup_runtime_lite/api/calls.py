@@ -12,7 +12,7 @@ from typing import Any
 from lineup_runtime_lite.api.arguments import small
 from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.api.input_checks import ainput_problems, input_problems
-from lineup_runtime_lite.core.messages import error_body, reject
+from lineup_runtime_lite.core.messages import AgentMessage, error_body, reject
 from lineup_runtime_lite.core.rows import RegistryEntry
 from lineup_runtime_lite.validation.checks import Checked, validator_for
 from lineup_runtime_lite.validation.params import Envelope, Rejection, check_envelope
@@ -28,7 +28,7 @@ def prepare(
     max_bytes: int,
     call: tuple[Any, Any, Any, Any],
     pooled: bool = True,
-) -> dict[str, Any] | Prepared:
+) -> AgentMessage | Prepared:
     """The envelope and the input schema of `call` (`call_id, conversation_id, method,
     params`). Returns the rejection to answer, or what the engine needs to go on. With `pooled` False, an input schema that is not plain
     is left unchecked (problems None) for the caller to await from the validator pool."""
@@ -60,9 +60,9 @@ def inline(engine: Engine, method: Any, params: Any) -> bool:
 
 async def prepare_off_loop(
     engine: Engine,
-    prepare_call: Callable[..., dict[str, Any] | Prepared],
+    prepare_call: Callable[..., AgentMessage | Prepared],
     call: tuple[Any, Any, Any, Any],
-) -> dict[str, Any] | Prepared:
+) -> AgentMessage | Prepared:
     """`prepare_call(*call, pooled=False)` in the default executor (the envelope, and a
     plain schema), then a schema that is not plain awaited in its app's turn in the
     validator pool, holding no thread (SPEC 16.4)."""

@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_sdk.context import Snapshot
 
@@ -41,7 +42,7 @@ class DeprecatedSpellings:
         _deprecated("host_event(...)", "host.event(...)")
         return self.host.event(event, conversation=conversation, scope=scope, instance=instance)
 
-    def outbox_fetch(self, limit: int = 100) -> Coroutine[Any, Any, list[dict[str, Any]]]:
+    def outbox_fetch(self, limit: int = 100) -> Coroutine[Any, Any, list[AgentMessage]]:
         """Deprecated: `await outbox.fetch(limit)`."""
         _deprecated("outbox_fetch(limit)", "outbox.fetch(limit)")
         return self.outbox.fetch(limit)
@@ -51,7 +52,7 @@ class DeprecatedSpellings:
         _deprecated("outbox_ack(ids)", "outbox.ack(ids)")
         return self.outbox.ack(ids)
 
-    def outbox_all(self) -> Coroutine[Any, Any, list[dict[str, Any]]]:
+    def outbox_all(self) -> Coroutine[Any, Any, list[AgentMessage]]:
         """Deprecated: `await outbox.all()`."""
         _deprecated("outbox_all()", "outbox.all()")
         return self.outbox.all()

@@ -21,7 +21,7 @@ from lineup_runtime_lite.api.input_checks import ainput_problems, input_problems
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent
 from lineup_runtime_lite.core.handlers import CatalogHandler
-from lineup_runtime_lite.core.messages import FINAL_STAGES
+from lineup_runtime_lite.core.messages import FINAL_STAGES, AgentMessage
 from lineup_runtime_lite.core.pomodoro import HANDLERS
 from lineup_runtime_lite.core.port import reading_as
 from lineup_runtime_lite.core.rows import Action, ActionEntry, RegistryEntry, Session
@@ -89,7 +89,7 @@ class Engine:
         self.model_of = model_of or self._row_model
         self._verify_ahead = verify_ahead
         self._versions: dict[tuple[str, str], tuple[Manifest, dict[str, RegistryEntry]]] = {}
-        self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
+        self._finals: dict[str, list[asyncio.Future[AgentMessage]]] = {}
         #: Callers waiting for a UI Action's outcome, by `(app_session_id, action_id)`.
         self._outcomes: dict[tuple[str, str], list[asyncio.Future[Action]]] = {}
         self._actions: dict[tuple[str, str], tuple[Manifest, dict[str, ActionEntry]]] = {}
@@ -409,12 +409,12 @@ class Engine:
         if decision.host:
             self.host.kick()
 
-    def _wait_final(self, call_id: str) -> asyncio.Future[dict[str, Any]]:
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    def _wait_final(self, call_id: str) -> asyncio.Future[AgentMessage]:
+        fut: asyncio.Future[AgentMessage] = asyncio.get_running_loop().create_future()
         self._finals.setdefault(call_id, []).append(fut)
         return fut
 
-    def _drop_waiter(self, call_id: str, fut: asyncio.Future[dict[str, Any]]) -> None:
+    def _drop_waiter(self, call_id: str, fut: asyncio.Future[AgentMessage]) -> None:
         if fut.done():  # told meanwhile (`fail_waiters`): the caller has its own answer
             if not fut.cancelled():
                 fut.exception()
@@ -521,7 +521,7 @@ class Engine:
         env: Envelope,
         checked_tool: RegistryEntry | None = None,
         problems: Checked | None = None,
-    ) -> dict[str, Any]:
+    ) -> AgentMessage:
         """Accept one Agent call (SPEC 5.2) and return the message for this step.
 
         `env` passed the envelope checks in the caller's thread; `problems` are the input

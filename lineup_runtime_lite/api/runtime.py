@@ -23,6 +23,7 @@ from lineup_runtime_lite.api.async_runtime import AsyncRuntime
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.api.options import RuntimeOptions
+from lineup_runtime_lite.core.messages import ActionAccepted, ActionOutcome, AgentMessage
 from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
@@ -39,7 +40,7 @@ class Outbox:
     def __init__(self, rt: Runtime, outbox: AsyncOutbox) -> None:
         self._rt, self._outbox = rt, outbox
 
-    def fetch(self, limit: int = 100) -> list[dict[str, Any]]:
+    def fetch(self, limit: int = 100) -> list[AgentMessage]:
         """Up to `limit` (1–1000) unacknowledged messages, oldest first.
 
         Raises:
@@ -57,7 +58,7 @@ class Outbox:
         check_ids(ids)
         self._rt._run(self._outbox.ack(ids))
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[AgentMessage]:
         """Every message ever written, acked or not (timelines and tests)."""
         return self._rt._run(self._outbox.all())
 
@@ -114,7 +115,7 @@ class Surface:
         client_id: str,
         seq: int,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> ActionOutcome:
         """Ask for a UI Action and wait for its outcome (`AsyncSurface.act`):
         `{"action_id", "result", "revision"}`, or `LineupError` with the outcome's code
         (`action_pending` when `timeout` ran out: the action stays queued)."""
@@ -130,7 +131,7 @@ class Surface:
         client_id: Any,
         seq: Any,
         timeout: float | None = None,
-    ) -> tuple[dict[str, Any], concurrent.futures.Future[dict[str, Any]]]:
+    ) -> tuple[ActionAccepted, concurrent.futures.Future[ActionOutcome]]:
         """`act()` in its two halves (`AsyncSurface.submit`): blocks until the action is
         accepted, then returns `({"action_id", "seq"}, outcome)`; `outcome.result()` returns
         or raises as `act()` does (cancelling it only stops waiting: the action stays
@@ -150,7 +151,7 @@ class Surface:
         client_id: Any,
         seq: Any,
         timeout: float | None = None,
-    ) -> tuple[dict[str, Any], Awaitable[dict[str, Any]]]:
+    ) -> tuple[ActionAccepted, Awaitable[ActionOutcome]]:
         """`submit()` for asyncio code on another event loop (the dev Host's Surface
         bridge): returns once the action is accepted, with `({"action_id", "seq"},
         outcome)`; `outcome` is awaited on the caller's loop.
@@ -167,12 +168,12 @@ class Surface:
 
     def _submitting(
         self, name: Any, params: Any, client_id: Any, seq: Any, timeout: float | None
-    ) -> tuple[Coroutine[Any, Any, dict[str, Any]], concurrent.futures.Future[dict[str, Any]]]:
+    ) -> tuple[Coroutine[Any, Any, ActionAccepted], concurrent.futures.Future[ActionOutcome]]:
         """The acceptance to run on the runtime's loop, and the outcome it will fill in."""
         rt = self._rt
-        result: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        result: concurrent.futures.Future[ActionOutcome] = concurrent.futures.Future()
 
-        def copy(task: asyncio.Future[dict[str, Any]]) -> None:
+        def copy(task: asyncio.Future[ActionOutcome]) -> None:
             # the caller may have stopped waiting (cancelled `result`) meanwhile
             with contextlib.suppress(concurrent.futures.InvalidStateError):
                 if task.cancelled():
@@ -182,13 +183,13 @@ class Surface:
                 else:
                     result.set_result(task.result())
 
-        async def accept() -> dict[str, Any]:
+        async def accept() -> ActionAccepted:
             accepted, outcome = await self._surface.submit(
                 name, params, client_id=client_id, seq=seq, timeout=timeout
             )
             outcome.add_done_callback(copy)
 
-            def stop_waiting(f: concurrent.futures.Future[dict[str, Any]]) -> None:
+            def stop_waiting(f: concurrent.futures.Future[ActionOutcome]) -> None:
                 if f.cancelled():  # only the wait ends: the action stays queued
                     with contextlib.suppress(RuntimeError):
                         rt._loop.call_soon_threadsafe(outcome.cancel)
@@ -436,7 +437,7 @@ class Runtime:
         """The Agent Inventory: every installed tool without delivery internals."""
         return self._run(self._art.inventory())
 
-    def call(self, call_id: Any, conversation_id: Any, method: Any, params: Any) -> dict[str, Any]:
+    def call(self, call_id: Any, conversation_id: Any, method: Any, params: Any) -> AgentMessage:
         """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0).
 
         The envelope and the input schema are checked as `AsyncRuntime.call` checks them:
@@ -452,7 +453,7 @@ class Runtime:
 
     async def acall(
         self, call_id: Any, conversation_id: Any, method: Any, params: Any
-    ) -> dict[str, Any]:
+    ) -> AgentMessage:
         """`call()` for asyncio code on another event loop: the same answer, awaited without
         blocking that loop (checked as `call()` checks it). Code that owns its loop should
         prefer `AsyncRuntime` (no thread hop)."""
@@ -463,7 +464,7 @@ class Runtime:
         )
         return await asyncio.wrap_future(future)
 
-    def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[dict[str, Any]]:
+    def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[AgentMessage]:
         """Accept several Agent calls `(call_id, conversation_id, method, params)` in one
         runtime turn: each is routed, in the order given, before anything they start can
         progress (so the first that starts an activation answers `starting` and the rest

@@ -13,6 +13,7 @@ from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.api.input_checks import not_an_object
 from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import Decision
+from lineup_runtime_lite.core.messages import ActionOutcome, ErrorBody
 from lineup_runtime_lite.core.rows import Action
 from lineup_runtime_lite.store.facts import Facts, LostRace
 from lineup_runtime_lite.validation.checks import Checked, acheck_value
@@ -28,7 +29,7 @@ async def act(
     *,
     timeout: float | None,
     accepted: Callable[[], None] | None = None,
-) -> dict[str, Any]:
+) -> ActionOutcome:
     """Accept one UI Action (or answer its replay) and wait for its outcome:
     `{action_id, result, revision}`, or the outcome's error raised.
 
@@ -114,7 +115,7 @@ async def act(
     return _outcome_of(ev.action_id, done)
 
 
-def _raised(error: dict[str, Any]) -> LineupError:
+def _raised(error: ErrorBody) -> LineupError:
     """An outcome's (or a rejection's) error body as the exception `act` raises."""
     return LineupError(
         str(error["code"]),
@@ -124,7 +125,7 @@ def _raised(error: dict[str, Any]) -> LineupError:
     )
 
 
-def _outcome_of(action_id: str, done: Action) -> dict[str, Any]:
+def _outcome_of(action_id: str, done: Action) -> ActionOutcome:
     """A finished UI Action's outcome `{action_id, result, revision}`, or its error raised."""
     assert done.outcome is not None
     outcome = json.loads(done.outcome)

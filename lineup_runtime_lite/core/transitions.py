@@ -42,7 +42,9 @@ from lineup_runtime_lite.core.decisions import (
     SupersedeIntents,
 )
 from lineup_runtime_lite.core.messages import (
+    AgentMessage,
     Checked,
+    ErrorBody,
     Unchecked,
     error_body,
     make_message,
@@ -201,7 +203,7 @@ def decide_call(
     )
 
 
-def reject_call(call_id: str, scope: str, error: dict[str, Any], now: int) -> Decision:
+def reject_call(call_id: str, scope: str, error: ErrorBody, now: int) -> Decision:
     """An answer that persists nothing (unknown method, bad params, conflict)."""
     return Decision(answer=make_message(call_id, scope, "error", now, error=error))
 
@@ -247,7 +249,7 @@ def _new_call(
     )
 
 
-def answer_now(ev: CallEvent, tool: RegistryEntry, msg: dict[str, Any], now: int) -> Decision:
+def answer_now(ev: CallEvent, tool: RegistryEntry, msg: AgentMessage, now: int) -> Decision:
     """A call answered at once (it needs no session), persisted with its final message."""
     return Decision((_new_call(ev, tool, now), NewReceipt(msg)), answer=msg)
 
@@ -729,7 +731,7 @@ def _action_done(
     action: Action,
     now: int,
     *,
-    error: dict[str, Any] | None = None,
+    error: ErrorBody | None = None,
     result: Any = None,
     revision: int | None = None,
 ) -> ActionDone:
@@ -910,7 +912,7 @@ def _final(
     call: Call,
     now: int,
     *,
-    error: dict[str, Any] | None = None,
+    error: ErrorBody | None = None,
     result: Any = None,
     stage: str = "error",
 ) -> Decision:
