@@ -12,7 +12,7 @@ from typing import Any
 from lineup_runtime_lite.api import ui_actions
 from lineup_runtime_lite.api.arguments import Owner, check_ids, check_limit, usable_id
 from lineup_runtime_lite.api.clock import format_ts
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.actions import ActionEvent
 from lineup_runtime_lite.core.messages import ActionAccepted, ActionOutcome, AgentMessage
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.store import faults
@@ -278,7 +278,7 @@ def _action_event(
     client_id: Any,
     seq: Any,
     max_bytes: int,
-) -> tuple[t.ActionEvent, Any]:
+) -> tuple[ActionEvent, Any]:
     """A UI Action's envelope checked (any thread): its event (canonical params and their
     fingerprint) and its strict-JSON params.
 
@@ -304,7 +304,7 @@ def _action_event(
     checked = check_envelope(action_id, conversation_id, name, params, max_bytes=max_bytes)
     if isinstance(checked, Rejection):
         raise LineupError(checked.code, checked.message, details=checked.details)
-    ev = t.ActionEvent(
+    ev = ActionEvent(
         conversation_id, scope, name, checked.params_json, checked.fingerprint, client_id, seq
     )
     return ev, checked.params

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from lineup_runtime_lite.api.engine import Engine
-from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import MoveSession
+from lineup_runtime_lite.core.deliveries import move_dev_sessions as decide_moves
 from lineup_sdk.errors import LineupError
 
 __all__ = ["move_dev_sessions"]
@@ -33,7 +33,7 @@ async def move_dev_sessions(engine: Engine, scope: str) -> int | None:
         sessions = tx.sessions_of(scope)
         # a call or a UI Action delivered to the old build ends `delivery_interrupted`
         delivered = {s.app_session_id: tx.delivered_in(s.app_session_id) for s in sessions}
-        return t.move_dev_sessions(sessions, delivered, tx.dev_builds(scope), current, now)
+        return decide_moves(sessions, delivered, tx.dev_builds(scope), current, now)
 
     old = {s.version for s in engine.facts.sessions_of(scope)} - {current}
     decision = await engine.decide(step)

@@ -18,7 +18,7 @@ from typing import Any
 from lineup_build.model import Manifest
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.api.input_checks import ainput_problems, input_problems
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.calls import CallEvent, NewIds
 from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent
 from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.core.messages import FINAL_STAGES, AgentMessage
@@ -531,7 +531,7 @@ class Engine:
         now = self.now()
         call_id = env.call_id
         tool = self.registry.get(env.method)
-        ev = t.CallEvent(call_id, env.conversation_id, env.method, env.params_json, env.fingerprint)
+        ev = CallEvent(call_id, env.conversation_id, env.method, env.params_json, env.fingerprint)
         if tool is not None and (problems is None or checked_tool is not tool):
             # installed in between: check here, a schema that is not plain off this loop
             if validator_for(tool.input_schema).plain:
@@ -693,5 +693,5 @@ class Engine:
         self.commits.close()  # the store thread, once its batch in flight has landed
 
 
-def _fresh_ids() -> t.NewIds:
-    return t.NewIds(new_id("ses"), new_id("inst"), new_id("op"))
+def _fresh_ids() -> NewIds:
+    return NewIds(new_id("ses"), new_id("inst"), new_id("op"))

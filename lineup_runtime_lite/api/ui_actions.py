@@ -11,7 +11,7 @@ from typing import Any
 
 from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.api.input_checks import not_an_object
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.actions import ActionEvent, ActionFacts, decide_action
 from lineup_runtime_lite.core.decisions import Decision
 from lineup_runtime_lite.core.messages import ActionOutcome, ErrorBody
 from lineup_runtime_lite.core.rows import Action
@@ -24,7 +24,7 @@ __all__ = ["act"]
 
 async def act(
     engine: Engine,
-    ev: t.ActionEvent,
+    ev: ActionEvent,
     params: Any,
     *,
     timeout: float | None,
@@ -72,8 +72,8 @@ async def act(
                 mark = tx.client_mark(found.app_session_id, ev.client_id)
                 if ev.client_seq <= mark:
                     existing = tx.action(found.app_session_id, ev.client_id, ev.client_seq)
-            facts = t.ActionFacts(found, act, mark, existing, entry, problems)
-            return t.decide_action(ev, facts, now)
+            facts = ActionFacts(found, act, mark, existing, entry, problems)
+            return decide_action(ev, facts, now)
 
         decision = await engine.decide(step)
         if decision is not None:

@@ -80,7 +80,8 @@ class Simulation:
     db_schema: str | None = None
     clock: VirtualClock = field(default_factory=VirtualClock)
     rt: Runtime | None = None
-    _tmp: Path | None = None
+    #: A folder `close()` removes: where the caller keeps the bundle and the database.
+    scratch: Path | None = None
     _clients: dict[str, SurfaceClient] = field(default_factory=dict)
     #: What opening the runtime emitted before any step (recovery of a kept database).
     opened: list[dict[str, Any]] = field(default_factory=list)
@@ -117,9 +118,9 @@ class Simulation:
         if self.db_schema is not None:
             schema, self.db_schema = self.db_schema, None
             drop_schema(str(self.db), schema)
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
     def _move(self, text: str) -> int:
         """A clock move in ms; past the year 9999 (a resumed run) it is `scenario_invalid`."""
@@ -276,6 +277,14 @@ class Simulation:
             out = {"action_id": accepted, "error": error} if accepted else {"error": error}
         rt.settle()
         return [out, *self._new_messages()]
+
+    def act_report(self, index: int, step: Step) -> StepReport:
+        """`act(step)` as step `index` of a timeline, with nothing expected of it (a line
+        typed at `lineup run`'s prompt)."""
+        messages = self.act(step)
+        return StepReport(
+            index, step.action, step.describe(), format_ts(self.clock.now_ms()), messages
+        )
 
     def opening_report(self) -> StepReport | None:
         """Step 0: what opening the runtime emitted, once (None when it emitted nothing)."""

@@ -11,8 +11,8 @@ import pytest
 
 from lineup_runtime_lite import Runtime
 from lineup_runtime_lite.core.decisions import ReplaceSessionData
+from lineup_runtime_lite.core.deliveries import commit_pending, hold_replace
 from lineup_runtime_lite.core.messages import AgentMessage
-from lineup_runtime_lite.core.transitions import commit_pending, hold_replace
 from lineup_runtime_lite.store import LostRace, faults
 from lineup_sdk._session import SessionDataSubscriber
 from lineup_sdk.context import Snapshot

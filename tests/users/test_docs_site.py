@@ -170,6 +170,8 @@ def test_the_python_api_page_names_every_public_name_and_open_option() -> None:
         "lineup_runtime_lite.testing",
         "lineup_runtime_lite.scenario",
         "lineup_runtime_lite.suite",
+        "lineup_runtime_lite.databases",
+        "lineup_runtime_lite.sim",
     )
     missing = [
         f"{m}.{n}"
