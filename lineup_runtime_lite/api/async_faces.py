@@ -20,7 +20,7 @@ from lineup_runtime_lite.validation.params import Rejection, check_envelope
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 
-__all__ = ["MAX_ACTION_SEQ", "AsyncOutbox", "AsyncSurface", "_AsyncHostPort"]
+__all__ = ["MAX_ACTION_SEQ", "AsyncOutbox", "AsyncSurface"]
 
 
 class AsyncOutbox:

@@ -19,12 +19,12 @@ from lineup_runtime_lite.api import reads
 from lineup_runtime_lite.api.arguments import MAX_FETCH, usable_id
 from lineup_runtime_lite.api.assemble import assemble
 from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface, _AsyncHostPort
-from lineup_runtime_lite.api.calls import Prepared, inline, prepare, prepare_off_loop
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.api.deadlines import Deadlines
 from lineup_runtime_lite.api.deprecated import DeprecatedSpellings
 from lineup_runtime_lite.api.dev_builds import move_dev_sessions
 from lineup_runtime_lite.api.engine import Engine
+from lineup_runtime_lite.api.intake import Prepared, inline, prepare, prepare_off_loop
 from lineup_runtime_lite.api.options import (
     DEFAULT_ISOLATION,
     ISOLATIONS,
@@ -386,7 +386,7 @@ class AsyncRuntime(DeprecatedSpellings):
     def _prepare(
         self, call_id: Any, conversation_id: Any, method: Any, params: Any, pooled: bool = True
     ) -> AgentMessage | Prepared:
-        self._check_open()  # any thread: `api.calls.prepare`
+        self._check_open()  # any thread: `api.intake.prepare`
         call = (call_id, conversation_id, method, params)
         return prepare(self._engine, self._max_params_bytes, call, pooled)
 
