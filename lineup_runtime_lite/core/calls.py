@@ -14,7 +14,6 @@ Pomodoro's own are in `pomodoro`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from lineup_runtime_lite.core.decisions import (
     ActivationUpdate,
@@ -27,7 +26,9 @@ from lineup_runtime_lite.core.decisions import (
     NewSession,
 )
 from lineup_runtime_lite.core.messages import (
+    AgentMessage,
     Checked,
+    ErrorBody,
     Unchecked,
     error_body,
     make_message,
@@ -159,7 +160,7 @@ def decide_call(
     )
 
 
-def reject_call(call_id: str, scope: str, error: dict[str, Any], now: int) -> Decision:
+def reject_call(call_id: str, scope: str, error: ErrorBody, now: int) -> Decision:
     """An answer that persists nothing (unknown method, bad params, conflict)."""
     return Decision(answer=make_message(call_id, scope, "error", now, error=error))
 
@@ -205,7 +206,7 @@ def _new_call(
     )
 
 
-def answer_now(ev: CallEvent, tool: RegistryEntry, msg: dict[str, Any], now: int) -> Decision:
+def answer_now(ev: CallEvent, tool: RegistryEntry, msg: AgentMessage, now: int) -> Decision:
     """A call answered at once (it needs no session), persisted with its final message."""
     return Decision((_new_call(ev, tool, now), NewReceipt(msg)), answer=msg)
 

@@ -25,6 +25,7 @@ from lineup_runtime_lite.core.decisions import (
 )
 from lineup_runtime_lite.core.messages import (
     Checked,
+    ErrorBody,
     Unchecked,
     error_body,
     make_message,
@@ -126,7 +127,7 @@ def action_done(
     action: Action,
     now: int,
     *,
-    error: dict[str, Any] | None = None,
+    error: ErrorBody | None = None,
     result: Any = None,
     revision: int | None = None,
 ) -> ActionDone:
@@ -307,7 +308,7 @@ def _final(
     call: Call,
     now: int,
     *,
-    error: dict[str, Any] | None = None,
+    error: ErrorBody | None = None,
     result: Any = None,
     stage: str = "error",
 ) -> Decision:

@@ -13,6 +13,7 @@ from typing import Any
 from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
 from lineup_runtime_lite.api.clock import LAST_MS, VirtualClock, format_ts, parse_duration
 from lineup_runtime_lite.api.runtime import Runtime
+from lineup_runtime_lite.core.messages import plain
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.host.surface_client import SurfaceClient
 from lineup_runtime_lite.sim.expect import Difference, compare, explain
@@ -137,7 +138,7 @@ class Simulation:
         out: list[dict[str, Any]] = []
         while batch := rt.outbox.fetch(500):
             rt.outbox.ack([m["id"] for m in batch])
-            out.extend(batch)
+            out.extend(plain(m) for m in batch)
         return out
 
     def resolve_scope(self, conversation: str, scope: str | None) -> str:
@@ -166,7 +167,7 @@ class Simulation:
         ids = {m["id"] for m in new}
         for msg in answers:  # a rejection (never persisted) or a repeat (its stored answer)
             if msg["id"] not in ids:
-                new.append(msg)
+                new.append(plain(msg))
                 ids.add(msg["id"])
         return new
 
@@ -259,12 +260,14 @@ class Simulation:
         )
         out: dict[str, Any]
         try:
-            out = rt.surface(conversation, scope).act(
-                a["name"],
-                a["params"],
-                client_id=a["client"],
-                seq=a["seq"],
-                timeout=0 if starting else None,
+            out = plain(
+                rt.surface(conversation, scope).act(
+                    a["name"],
+                    a["params"],
+                    client_id=a["client"],
+                    seq=a["seq"],
+                    timeout=0 if starting else None,
+                )
             )
         except LineupError as exc:
             error: dict[str, Any] = {"code": exc.code, "message": exc.message}

@@ -21,6 +21,7 @@ from lineup_build.model import Manifest
 from lineup_runtime_lite.coordination import Coordination, Statement
 from lineup_runtime_lite.coordination.solo import Solo
 from lineup_runtime_lite.core.decisions import Change
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.core.port import CallRead, Facts, LostRace
 from lineup_runtime_lite.core.rows import Action, Activation, Call, Intent, Operation, Session
 from lineup_runtime_lite.store.connection import SqlConnection
@@ -106,22 +107,22 @@ class SqlFacts:
         row = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,)).fetchone()
         return call_record(row) if row is not None else None
 
-    def latest_message(self, call_id: str) -> dict[str, Any] | None:
+    def latest_message(self, call_id: str) -> AgentMessage | None:
         row = self.db.execute(
             "SELECT body FROM receipts WHERE call_id=? ORDER BY n DESC LIMIT 1", (call_id,)
         ).fetchone()
         if row is None:
             return None
-        out: dict[str, Any] = json.loads(row[0])
+        out: AgentMessage = json.loads(row[0])
         return out
 
-    def messages(self, call_id: str) -> list[dict[str, Any]]:
+    def messages(self, call_id: str) -> list[AgentMessage]:
         rows = self.db.execute(
             "SELECT body FROM receipts WHERE call_id=? ORDER BY n", (call_id,)
         ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
-    def finals(self, call_ids: list[str]) -> list[dict[str, Any]]:
+    def finals(self, call_ids: list[str]) -> list[AgentMessage]:
         """The committed final messages among `call_ids`."""
         out = []
         for call_id in call_ids:
@@ -522,13 +523,13 @@ class SqlFacts:
         return 0 if row is None else int(row[0])
 
     # -- the Agent channel ---------------------------------------------------------------
-    def outbox_pending(self, limit: int) -> list[dict[str, Any]]:
+    def outbox_pending(self, limit: int) -> list[AgentMessage]:
         rows = self.db.execute(
             "SELECT body FROM outbox WHERE acked=0 ORDER BY id LIMIT ?", (limit,)
         ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
-    def outbox_all(self) -> list[dict[str, Any]]:
+    def outbox_all(self) -> list[AgentMessage]:
         rows = self.db.execute("SELECT body FROM outbox ORDER BY id").fetchall()
         return [json.loads(r[0]) for r in rows]
 

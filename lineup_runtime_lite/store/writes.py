@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from lineup_runtime_lite.coordination import Coordination, Statement
 from lineup_runtime_lite.core.decisions import (
@@ -33,6 +32,7 @@ from lineup_runtime_lite.core.decisions import (
     ReplaceSessionData,
     SupersedeIntents,
 )
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.core.port import LostRace
 from lineup_runtime_lite.store.connection import SqlConnection, SqlCursor
 
@@ -293,7 +293,7 @@ class Writes:
         else:  # pragma: no cover - the union is closed
             raise TypeError(f"unknown change {change!r}")
 
-    def _add_receipt(self, msg: dict[str, Any]) -> None:
+    def _add_receipt(self, msg: AgentMessage) -> None:
         call_id, stage = msg["call_id"], msg["stage"]
         body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         if stage in _FINAL:  # one final per call, whichever stage it is

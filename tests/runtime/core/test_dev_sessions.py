@@ -9,6 +9,7 @@ from typing import Any
 
 from lineup_build.dev import build_with_dev_key
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 
 NOTES = Path(__file__).parents[2] / "conformance" / "apps" / "notes"
 
@@ -88,7 +89,7 @@ def test_a_call_in_flight_on_the_old_build_ends_delivery_interrupted(
         rt.install(first.bundle, dev_build=True)
         assert rt.call("f1", "c1", "demo.fast", {})["stage"] == "accepted"
         rt.settle()
-        answers: list[dict[str, Any]] = []
+        answers: list[AgentMessage] = []
         caller = threading.Thread(
             target=lambda: answers.append(rt.call("s1", "c1", "demo.slow", {}))
         )

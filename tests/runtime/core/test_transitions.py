@@ -58,7 +58,13 @@ from lineup_runtime_lite.core.deliveries import (
     interrupt_delivery,
     next_delivery,
 )
-from lineup_runtime_lite.core.messages import Unchecked, error_body, make_message
+from lineup_runtime_lite.core.messages import (
+    AgentMessage,
+    ErrorBody,
+    Unchecked,
+    error_body,
+    make_message,
+)
 from lineup_runtime_lite.core.rows import (
     Activation,
     Call,
@@ -101,7 +107,7 @@ def accept(
     )
 
 
-def msg(call_id: str, stage: str, scope: str = "notes", **kw: Any) -> dict[str, Any]:
+def msg(call_id: str, stage: str, scope: str = "notes", **kw: Any) -> AgentMessage:
     return make_message(call_id, scope, stage, NOW, **kw)
 
 
@@ -462,12 +468,11 @@ def test_next_delivery() -> None:
         )
 
 
-def _final_error(d: Decision) -> dict[str, Any]:
+def _final_error(d: Decision) -> ErrorBody:
     (change,) = d.changes
     assert isinstance(change, NewReceipt) and change.message["stage"] == "error"
     assert change.message["id"] == "t1:error"
-    err: dict[str, Any] = change.message["error"]
-    return err
+    return change.message["error"]
 
 
 @pytest.mark.parametrize(
@@ -687,7 +692,7 @@ def test_pomodoro_end_focus(state: str) -> None:
 IEV = event("i1", "c1", "pomodoro.interrupt")
 
 
-def _interrupt_answer(status: str) -> dict[str, Any]:
+def _interrupt_answer(status: str) -> AgentMessage:
     return msg("i1", "result", "pomodoro", result={"status": status})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from lineup_sdk.bridge import READ_CHUNK
 from tests.runtime.conftest import APPS, build_app, message, ready
 
 
-def code(msg: dict[str, Any]) -> str:
+def code(msg: Mapping[str, Any]) -> str:
     assert msg["kind"] == "error", msg
     return str(msg["error"]["code"])
 

@@ -19,7 +19,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_build.verify import check_bundle
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import REPORT_KEYS, describe, probe, simulate_unavailable
 from tests.runtime.conftest import APPS, build_app
@@ -93,7 +94,7 @@ def open_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
         rt.close()
 
 
-def final(rt: Runtime, conversation: str, method: str, params: Any) -> dict[str, Any]:
+def final(rt: Runtime, conversation: str, method: str, params: Any) -> AgentMessage:
     """Call `method` and return its final AgentMessage (activating the session if needed)."""
     call_id = f"c{next(_ids)}"
     msg = rt.call(call_id, conversation, method, params)
@@ -111,7 +112,7 @@ def result(rt: Runtime, conversation: str, method: str, params: Any | None = Non
     return msg["result"]
 
 
-def error_code(msg: dict[str, Any]) -> str:
+def error_code(msg: Mapping[str, Any]) -> str:
     assert msg["kind"] == "error", msg
     return str(msg["error"]["code"])
 
@@ -789,7 +790,7 @@ def test_a_planted_file_in_an_installed_app_fails_the_next_activation(
     assert error_code(msg) == "activation_failed"
     assert msg["error"]["details"] == {"reason": "worker_failed", "cause": "install_tampered"}
     with pytest.raises(LineupError) as exc:
-        rt._run(rt._art._check_app("probe", VERSION))
+        rt._run(rt._art._apps.check_app("probe", VERSION))
     assert exc.value.code == "install_tampered"
 
 
