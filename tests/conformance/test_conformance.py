@@ -4,41 +4,17 @@ Another Host can replay the same files; the README gives the format."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lineup_build.build import build_project
-from lineup_build.init import init_project
-from lineup_build.signing import SigningKey, key_from_seed
-from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite.sim.format import load_scenario
 from lineup_runtime_lite.sim.simulation import Simulation
+from tests.conformance.conformance_kit import FIXTURES, KEY, _trust, bundles
 
-HERE = Path(__file__).parent
-FIXTURES = sorted((HERE / "fixtures").glob("*.json"))
-KEY = key_from_seed(bytes(range(100, 132)))
-
-
-@pytest.fixture(scope="module")
-def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    root = tmp_path_factory.mktemp("conformance")
-    init_project(root / "pomodoro", template="pomodoro")
-    shutil.copytree(HERE / "apps" / "notes", root / "notes")
-    shutil.copytree(HERE / "apps" / "tasks", root / "tasks")  # UI Actions (SPEC 17)
-    for name in ("pomodoro", "notes", "tasks"):
-        result = build_project(root / name, signing_key=KEY)
-        assert result.ok and result.bundle is not None, [d.to_dict() for d in result.diagnostics]
-        out[name] = result.bundle
-    return out
-
-
-def _trust(key: SigningKey) -> TrustStore:
-    return TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, ("*",), "conformance")])
+__all__ = ["bundles"]
 
 
 @pytest.fixture()

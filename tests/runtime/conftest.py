@@ -16,6 +16,9 @@ from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 
 APPS = Path(__file__).parent / "apps"
+#: Stores written by earlier commits' code (`fixtures/make_<commit>_db.py`): the migration
+#: tests open them.
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
@@ -169,3 +172,14 @@ def file_runtime(tmp_path: Path, trust_file: Path) -> Iterator[Any]:
     yield go
     for rt in opened:
         rt.close()
+
+
+@pytest.fixture(scope="session")
+def bulk_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
+    return build_app(APPS / "bulk", tmp_path_factory.mktemp("bulk") / "bulk", rt_key)
+
+
+@pytest.fixture()
+def bulk(rt: Runtime, bulk_bundle: Path) -> Runtime:
+    rt.install(bulk_bundle)
+    return rt

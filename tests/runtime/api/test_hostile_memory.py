@@ -14,7 +14,6 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.validation.params import DEFAULT_MAX_PARAMS_BYTES, Envelope, check_envelope
-from tests.runtime.api.test_hostile_calls import bulk, bulk_bundle  # noqa: F401 (fixtures)
 
 CONVERSATIONS = 100_000
 
@@ -56,7 +55,7 @@ EMPTY = dict.fromkeys(
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
-def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> None:  # noqa: F811
+def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> None:
     rt = bulk
     # conversations that each ran a delivery on a ready session of their own
     for i in range(200):
@@ -98,7 +97,7 @@ def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> Non
 def test_settle_returns_promptly_after_a_failed_activation(
     trust: TrustStore,
     clock: VirtualClock,
-    bulk_bundle: Path,  # noqa: F811
+    bulk_bundle: Path,
 ) -> None:
     # its worker never reports its methods: each start would wait out the 30 s handshake
     with Runtime.open(

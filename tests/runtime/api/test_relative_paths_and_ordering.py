@@ -21,8 +21,7 @@ from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.store import SCHEMA_VERSION
 from lineup_sdk.errors import LineupError
-from tests.runtime.conftest import build_source_app
-from tests.runtime.store.test_store_migrations import FIXTURE
+from tests.runtime.conftest import FIXTURES, build_source_app
 
 REPEATS = 200
 
@@ -101,7 +100,7 @@ def test_installed_folders_are_stored_relative_to_the_apps_folder(
 
 def test_schema_3_migration_makes_the_e258c37_folders_relative(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
-    shutil.copyfile(FIXTURE, db)
+    shutil.copyfile(FIXTURES / "e258c37.db", db)
     from lineup_runtime_lite.store import Store
 
     Store(db).close()

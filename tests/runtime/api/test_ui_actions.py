@@ -13,29 +13,10 @@ from lineup_build.signing import SigningKey
 from lineup_runtime_lite import Runtime
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
+from tests.runtime.api.ui_actions_kit import _serial_order, items, q, queue_bundle, start
 from tests.runtime.conftest import APPS, build_app
 
-
-@pytest.fixture(scope="session")
-def queue_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
-    return build_app(APPS / "queue", tmp_path_factory.mktemp("queue") / "queue", rt_key)
-
-
-@pytest.fixture()
-def q(rt: Runtime, queue_bundle: Path) -> Runtime:
-    rt.install(queue_bundle)
-    return rt
-
-
-def start(rt: Runtime, conversation: str = "conv") -> None:
-    """Bring the queue app up in `conversation` (an Agent call that writes nothing)."""
-    assert rt.call(f"up-{conversation}", conversation, "queue.read", {})["stage"] == "accepted"
-    rt.settle()
-
-
-def items(rt: Runtime, conversation: str = "conv") -> list[str]:
-    data = rt.surface(conversation, "queue").get().data
-    return list((data or {}).get("items", []))
+__all__ = ["q", "queue_bundle"]
 
 
 def code(call: Any) -> str:
@@ -446,25 +427,6 @@ def test_the_queue_head_is_the_lowest_seq_over_calls_and_actions(q: Runtime) -> 
     q.settle()
     assert items(q) == expected
     invariants.check(q)
-
-
-# -- many writers ------------------------------------------------------------------------------
-def _serial_order(rt: Runtime, session_id: str) -> list[str]:
-    """Every accepted operation's item, in the session's one order (`seq` over calls and
-    actions): what the serial application of the queue makes."""
-    import json
-
-    dump = rt._core.store.dump()
-    ops: list[tuple[int, str]] = []
-    # calls: (call_id, fingerprint, conversation, scope, method, params, session, act, seq, …)
-    for row in dump["calls"]:
-        if row[6] == session_id and row[4] == "queue.add":
-            ops.append((int(row[8]), json.loads(row[5])["item"]))
-    # ui_actions: (session, seq, client_id, client_seq, name, params, …)
-    for row in dump["ui_actions"]:
-        if row[0] == session_id and row[4] == "queue.push":
-            ops.append((int(row[1]), json.loads(row[5])["item"]))
-    return [item for _, item in sorted(ops)]
 
 
 def test_agent_and_ui_writers_from_many_threads_end_as_the_serial_application(

@@ -10,7 +10,7 @@ import pytest
 
 from lineup_runtime_lite import Runtime
 from lineup_sdk.errors import LineupError
-from tests.runtime.api.test_ui_actions import q, queue_bundle, start
+from tests.runtime.api.ui_actions_kit import q, queue_bundle, start
 
 __all__ = ["q", "queue_bundle"]
 

@@ -14,7 +14,7 @@ import pytest
 
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_sdk.errors import LineupError
-from tests.runtime.api.test_ui_actions import items, q, queue_bundle, start
+from tests.runtime.api.ui_actions_kit import items, q, queue_bundle, start
 
 __all__ = ["q", "queue_bundle"]
 
@@ -282,7 +282,7 @@ def test_duplicates_and_an_agent_call_released_in_one_loop_turn_share_one_order(
     once (from three threads), then released so all three decide in one turn (one group
     commit batch where they coalesce): the action applied once, both sends answered the
     same, and the list in the session's `seq` order over calls and actions."""
-    from tests.runtime.api.test_ui_actions import _serial_order
+    from tests.runtime.api.ui_actions_kit import _serial_order
 
     start(q)
     s = q.surface("conv", "queue")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -25,20 +25,7 @@ from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime
 from lineup_runtime_lite.store.postgres import PostgresStore
 from lineup_sdk.errors import LineupError
-
-LEASE_S = 1.0
-FINAL = ("result", "error")
-
-
-def node(url: str, tmp_path: Path, trust: TrustStore, name: str, **options: Any) -> Runtime:
-    return Runtime.open(
-        url,
-        trust=trust,
-        apps_dir=tmp_path / f"apps-{name}",
-        node_id=name,
-        node_lease_s=LEASE_S,
-        **options,
-    )
+from tests.runtime.coordination.nodes_kit import LEASE_S, final_of, node, owners, until
 
 
 @pytest.fixture
@@ -59,34 +46,10 @@ def two_nodes(
         n1.close()
 
 
-def until(check: Callable[[], Any], *, timeout: float = 30.0, what: str = "") -> Any:
-    """Poll `check` until it returns something true (an event, not a deadline: the timeout
-    only bounds a broken test)."""
-    end = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < end, f"never happened: {what or check}"
-        time.sleep(0.01)
-
-
-def final_of(rt: Runtime, call_id: str) -> dict[str, Any] | None:
-    found = [m for m in rt.outbox.all() if m["call_id"] == call_id and m["stage"] in FINAL]
-    assert len(found) <= 1, found
-    return found[0] if found else None
-
-
 def one(cur: Any) -> tuple[Any, ...]:
     row = cur.fetchone()
     assert row is not None
     return tuple(row)
-
-
-def owners(url: str) -> dict[str, str]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute("SELECT app_session_id, node_id FROM owners").fetchall()
-    return {str(a): str(b) for a, b in rows}
 
 
 def test_calls_alternating_between_two_nodes_keep_every_rule_of_one(

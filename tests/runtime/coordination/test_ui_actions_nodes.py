@@ -17,7 +17,7 @@ from lineup_runtime_lite import Runtime
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.runtime.conftest import APPS, build_app
-from tests.runtime.coordination.test_nodes import final_of, node, owners, until
+from tests.runtime.coordination.nodes_kit import final_of, node, owners, until
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import colorsys
 import concurrent.futures
 import contextlib
-import itertools
 import json
 import os
 import shutil
@@ -32,14 +31,23 @@ from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import REPORT_KEYS, describe, probe, simulate_unavailable
 from tests.runtime.conftest import APPS, build_app
+from tests.runtime.processes.containment_kit import (
+    SCOPE,
+    VERSION,
+    _ids,
+    error_code,
+    final,
+    log_line,
+    log_path,
+    result,
+    worker,
+)
 from tests.sandbox_kit import io_uring_enabled, pid_alive, poll
 
-SCOPE, VERSION = "hostile", "1.0.0"
 #: What may reach a worker's environment besides `LC_*` and `worker_env` (SPEC 8).
 ENV_ALLOWED = {"PATH", "LANG", "TZ", "HOME", "TMPDIR"}
 REFUSED = ("EACCES", "EPERM")
 TRUNCATION_NOTE = b"[lineup: worker log truncated at its size limit]"
-_ids = itertools.count(1)
 
 
 # -- fixtures and helpers --------------------------------------------------------------
@@ -91,52 +99,6 @@ def open_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
     yield go
     for rt in opened:
         rt.close()
-
-
-def final(rt: Runtime, conversation: str, method: str, params: Any) -> dict[str, Any]:
-    """Call `method` and return its final AgentMessage (activating the session if needed)."""
-    call_id = f"c{next(_ids)}"
-    msg = rt.call(call_id, conversation, method, params)
-    if msg["stage"] == "accepted":
-        rt.settle()
-        found = [m for m in rt.outbox.all() if m["id"] in (f"{call_id}:result", f"{call_id}:error")]
-        assert len(found) == 1, found
-        msg = found[0]
-    return msg
-
-
-def result(rt: Runtime, conversation: str, method: str, params: Any | None = None) -> Any:
-    msg = final(rt, conversation, method, params or {})
-    assert msg["kind"] == "result", msg
-    return msg["result"]
-
-
-def error_code(msg: dict[str, Any]) -> str:
-    assert msg["kind"] == "error", msg
-    return str(msg["error"]["code"])
-
-
-def worker(rt: Runtime, scope: str = SCOPE) -> Any:
-    return rt._core.workers[scope, VERSION]
-
-
-def log_path(rt: Runtime, scope: str = SCOPE) -> Path:
-    return rt._core.logs_dir / f"{scope}-{VERSION}.log"
-
-
-def log_line(rt: Runtime, prefix: str) -> str | None:
-    """The first worker-log line starting with `prefix`, polled for (bounded)."""
-
-    def find() -> str | None:
-        try:
-            text = log_path(rt).read_text(errors="replace")
-        except FileNotFoundError:
-            return None
-        return next((line for line in text.splitlines() if line.startswith(prefix)), None)
-
-    found = poll(find)
-    assert found is not None, f"no {prefix!r} line in the worker log"
-    return str(found)
 
 
 @pytest.fixture()

@@ -19,7 +19,7 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.serve import Bridge, ServeOptions
-from tests.runtime.serve.test_serve_tasks import ModernClient, modern_session
+from tests.runtime.serve.serve_tasks_kit import ModernClient, modern_session
 from tests.runtime.serve_kit import advance, memory_session, open_runtime, raw_session
 
 CALL_ID = "io.lineup/call_id"

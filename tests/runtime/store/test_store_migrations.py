@@ -20,8 +20,9 @@ from lineup_runtime_lite.api.clock import format_ts
 from lineup_runtime_lite.store import _MIGRATIONS, SCHEMA_VERSION, Store
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
+from tests.runtime.conftest import FIXTURES
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "e258c37.db"
+FIXTURE = FIXTURES / "e258c37.db"
 MIN = 60_000
 START = VirtualClock().now_ms()  # 2026-01-01T00:00Z, where the generator started too
 
@@ -238,7 +239,7 @@ def test_todays_runtime_finds_everything_an_e258c37_runtime_wrote_and_continues(
 
 # -- schema 4 (the last before UI Actions) -> 5 ------------------------------------------------
 #: Written by the code of commit `65799db` (store schema 4) with `fixtures/make_65799db_db.py`.
-FIXTURE_4 = Path(__file__).parents[1] / "fixtures" / "65799db.db"
+FIXTURE_4 = FIXTURES / "65799db.db"
 
 
 def test_a_schema_4_database_gets_the_ui_action_tables_and_keeps_its_facts(

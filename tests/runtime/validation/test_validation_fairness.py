@@ -20,7 +20,7 @@ from lineup_runtime_lite import AsyncRuntime, HostSimulator
 from lineup_runtime_lite.validation.checks import Unchecked, acheck_value, validator_for
 from lineup_runtime_lite.validation.pool import ValidatorPool
 from tests.runtime.conftest import build_source_app
-from tests.runtime.validation.test_validation_cost import SLOW, exponential_defs
+from tests.runtime.validation.validation_cost_kit import SLOW, exponential_defs
 
 #: The default budget: first-come service (8 values over 2 processes: about 4 budgets of
 #: waiting) is far from fair service (at most one budget, plus process starts under load).

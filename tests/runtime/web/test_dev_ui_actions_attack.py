@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite.web.browser import DevServer
-from tests.runtime.web.test_dev_ui_actions import _act, _answers, _binding, _connect, _item, dev
+from tests.runtime.web.dev_ui_actions_kit import _act, _answers, _binding, _connect, _item, dev
 
 __all__ = ["dev"]
 
