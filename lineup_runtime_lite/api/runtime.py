@@ -25,7 +25,6 @@ from lineup_runtime_lite.api.async_runtime import (
     _usable_id,
 )
 from lineup_runtime_lite.api.clock import Clock
-from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
@@ -332,11 +331,6 @@ class Runtime:
         if hasattr(self, "_art"):  # not before the runtime is open (nor when open failed)
             self.tick()
             self.settle()
-
-    @property
-    def _core(self) -> Engine:
-        """The engine (tests and in-tree tools only)."""
-        return self._art._engine
 
     @property
     def _timer(self) -> asyncio.TimerHandle | None:

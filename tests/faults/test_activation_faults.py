@@ -11,6 +11,7 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages
@@ -193,7 +194,7 @@ def test_F23_a_poison_app_fails_its_activation_and_nothing_else(
                 "reason": "worker_failed",
                 "cause": "RuntimeError: this worker cannot start",
             }
-        log = (rt._core.logs_dir / "probe-1.0.0.log").read_text()
+        log = (engine_of(rt).logs_dir / "probe-1.0.0.log").read_text()
         assert log.count("cannot import") == WORKER_START_TRIES  # N tries, then it gave up
         assert final(rt, "t1")["result"]["count"] == 1
         assert host_event(rt, "foreground_confirmed", "c2", "pomodoro")

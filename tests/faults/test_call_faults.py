@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.faults import FaultInjected
 from lineup_sdk.errors import LineupError
@@ -179,7 +180,7 @@ def test_F21_disk_full_at_commit(sqlite_env: Env) -> None:
         rt.call("w", "c1", "probe.echo", {"text": "up"})
         rt.settle()
         rt.settle()
-        db = rt._core.store.db
+        db = engine_of(rt).store.db
         rt._call_sync(lambda: db.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
         pages = rt._call_sync(lambda: db.execute("PRAGMA page_count").fetchone()[0])
         rt._call_sync(lambda: db.execute(f"PRAGMA max_page_count={pages}"))
@@ -201,7 +202,7 @@ def test_F21_busy_database_at_begin(sqlite_env: Env) -> None:
     with env.open() as rt:
         rt.call("s0", "c0", "pomodoro.start", {})
         rt.settle()
-        rt._call_sync(lambda: rt._core.store.db.execute("PRAGMA busy_timeout=50"))
+        rt._call_sync(lambda: engine_of(rt).store.db.execute("PRAGMA busy_timeout=50"))
         other = sqlite3.connect(env.db)
         other.execute("BEGIN IMMEDIATE")  # another writer holds the database
         before = rt.store_dump()

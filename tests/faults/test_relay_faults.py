@@ -11,6 +11,7 @@ import pytest
 
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.drivers import STEP_TRIES
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
@@ -240,7 +241,7 @@ def test_F16_an_older_databases_intent_of_an_ended_activation_is_superseded_by_t
     }
 
     def as_schema_1() -> None:
-        with rt._core.store.transaction() as db:
+        with engine_of(rt).store.transaction() as db:
             db.execute("UPDATE host_intents SET superseded=0")
 
     rt._call_sync(as_schema_1)

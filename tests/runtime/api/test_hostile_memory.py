@@ -13,6 +13,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.validation.params import DEFAULT_MAX_PARAMS_BYTES, Envelope, check_envelope
 
 CONVERSATIONS = 100_000
@@ -25,7 +26,7 @@ def rss_bytes() -> int:
 
 def db_bytes(rt: Runtime) -> int:
     def size() -> int:
-        db = rt._core.store.db
+        db = engine_of(rt).store.db
         return int(db.execute("PRAGMA page_count").fetchone()[0]) * int(
             db.execute("PRAGMA page_size").fetchone()[0]
         )
@@ -34,7 +35,7 @@ def db_bytes(rt: Runtime) -> int:
 
 
 def state_sizes(rt: Runtime) -> dict[str, int]:
-    return rt._core.held()
+    return engine_of(rt).held()
 
 
 EMPTY = dict.fromkeys(
@@ -66,7 +67,7 @@ def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> Non
     assert state_sizes(rt) == EMPTY  # pumps ended, waiters answered: nothing held per session
 
     async def many(n: int, prefix: str) -> None:
-        core = rt._core
+        core = engine_of(rt)
         for i in range(n):
             env = check_envelope(
                 f"{prefix}{i}",

@@ -248,7 +248,7 @@ def test_f_verbose_shows_the_worker_log_literally(
 
 # -- g. uninstall ---------------------------------------------------------------------------
 # Catches, in `AsyncRuntime.uninstall` (async_runtime.py), a registry left stale:
-#   await self._engine.refresh_registry()   ->   pass
+#   await (the engine).refresh_registry()   ->   pass
 # and, in `Engine.call` (engine.py, its step), routing before idempotency:
 #   if existing is not None:   ->   if existing is not None and tool is not None:
 def test_g_uninstall_empties_the_inventory_and_keeps_stored_answers(probe: Runtime) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from lineup_build.signing import SigningKey
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.runtime.api.ui_actions_kit import _serial_order, items, q, queue_bundle, start
@@ -90,7 +91,7 @@ def test_a_skipped_seq_is_out_of_order_and_uses_no_seq(q: Runtime) -> None:
         s.act("queue.push", {"item": "a"}, client_id="c1", seq=2)
     assert exc.value.code == "action_out_of_order"
     assert exc.value.details == {"expected_seq": 1}
-    dump = q._core.store.dump()
+    dump = engine_of(q).store.dump()
     assert dump["ui_actions"] == [] and dump["ui_action_clients"] == []
     s.act("queue.push", {"item": "a"}, client_id="c1", seq=1)
     assert code(lambda: s.act("queue.push", {"item": "b"}, client_id="c1", seq=3)) == (
@@ -106,14 +107,14 @@ def test_a_skipped_seq_is_out_of_order_and_uses_no_seq(q: Runtime) -> None:
 
 
 def _nothing_persisted(rt: Runtime, before: dict[str, Any]) -> None:
-    after = rt._core.store.dump()
+    after = engine_of(rt).store.dump()
     assert after == before
 
 
 def test_rejections_before_acceptance_persist_nothing_and_use_no_seq(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
-    before = q._core.store.dump()
+    before = engine_of(q).store.dump()
     assert code(lambda: s.act("queue.nope", {}, client_id="c", seq=1)) == "unknown_action"
     # an Agent tool's name is not an action
     assert code(lambda: s.act("queue.add", {"item": "a"}, client_id="c", seq=1)) == (
@@ -162,7 +163,7 @@ def test_the_largest_seq_is_accepted_as_the_next_of_its_client(q: Runtime) -> No
 
 
 def test_an_action_never_starts_an_app(q: Runtime) -> None:
-    before = q._core.store.dump()
+    before = engine_of(q).store.dump()
     s = q.surface("conv", "queue")
     assert code(lambda: s.act("queue.push", {"item": "a"}, client_id="c", seq=1)) == (
         "app_not_running"
@@ -170,7 +171,7 @@ def test_an_action_never_starts_an_app(q: Runtime) -> None:
     assert code(lambda: s.act("queue.nope", {}, client_id="c", seq=1)) == "unknown_action"
     q.settle()
     _nothing_persisted(q, before)
-    assert q._core.workers == {}
+    assert engine_of(q).workers == {}
 
 
 def test_an_action_after_the_activation_failed_is_app_not_running(q: Runtime) -> None:
@@ -181,7 +182,7 @@ def test_an_action_after_the_activation_failed_is_app_not_running(q: Runtime) ->
     assert code(lambda: s.act("queue.push", {"item": "a"}, client_id="c", seq=1)) == (
         "app_not_running"
     )
-    assert q._core.store.dump()["ui_actions"] == []
+    assert engine_of(q).store.dump()["ui_actions"] == []
 
 
 # -- while the activation starts ---------------------------------------------------------------
@@ -319,13 +320,13 @@ def test_an_action_delivered_when_the_runtime_stopped_ends_interrupted_on_open(
     with Runtime.open(
         db, trust=trust_file, clock=VirtualClock(), host=HostSimulator("manual")
     ) as rt:
-        assert rt._core.facts.delivered_actions() == []  # recovered on open
+        assert engine_of(rt).facts.delivered_actions() == []  # recovered on open
         s = rt.surface("conv", "queue")
         with pytest.raises(LineupError) as exc:
             s.act("queue.peek", {}, client_id="c", seq=1)
         assert exc.value.code == "delivery_interrupted"
         assert getattr(exc.value, "action_id", None) == "c:1"
-        assert rt._core.workers == {}  # never delivered again: no worker was needed
+        assert engine_of(rt).workers == {}  # never delivered again: no worker was needed
         invariants.check(rt)
 
 
@@ -367,7 +368,7 @@ def test_replay_of_an_action_still_queued_waits_for_its_outcome(q: Runtime) -> N
     assert code(lambda: s.act("queue.push", {"item": "a"}, client_id="c", seq=1, timeout=0)) == (
         "action_pending"
     )
-    assert len(q._core.store.dump()["ui_actions"]) == 1
+    assert len(engine_of(q).store.dump()["ui_actions"]) == 1
     import threading
 
     answers: list[Any] = []
@@ -390,7 +391,7 @@ def test_a_call_never_takes_the_fast_path_past_an_accepted_action(
     the idle session must still queue behind it (the facts say an action is ahead)."""
     start(q)
     s = q.surface("conv", "queue")
-    delivery = q._core.delivery
+    delivery = engine_of(q).delivery
     with monkeypatch.context() as m:
         m.setattr(delivery, "kick", lambda session_id: None)
         m.setattr(delivery, "will_kick", lambda session_ids: None)
@@ -480,7 +481,7 @@ def test_agent_and_ui_writers_from_many_threads_end_as_the_serial_application(
     total = (agents + clients) * per
     got = items(q)
     assert len(got) == total and len(set(got)) == total  # nothing lost, nothing doubled
-    session = q._core.facts.session("conv", "queue")
+    session = engine_of(q).facts.session("conv", "queue")
     assert session is not None
     assert got == _serial_order(q, session.app_session_id)  # nothing reordered
     assert s.get().revision == total
@@ -490,7 +491,7 @@ def test_agent_and_ui_writers_from_many_threads_end_as_the_serial_application(
     assert [f[1] for f in changed] == list(range(frames[0][1] + 1, total + 1))
     assert all(kind == "session_data.changed" and count == rev for kind, rev, count in changed)
     invariants.check(q)
-    held = q._core.held()
+    held = engine_of(q).held()
     assert held["outcomes"] == 0 and held["pumps"] == 0  # nothing held once answered
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
 from tests.runtime.api.ui_actions_kit import q, queue_bundle, start
 
@@ -56,12 +57,12 @@ def test_a_hostile_envelope_gets_its_code_persists_nothing_and_the_runtime_serve
 ) -> None:
     start(q)
     s = q.surface("conv", "queue")
-    before = q._core.store.dump()
+    before = engine_of(q).store.dump()
     client, seq = ids
     with pytest.raises(LineupError) as exc:
         getattr(s, entry)(name, params, client_id=client, seq=seq)
     assert exc.value.code == want
-    assert q._core.store.dump() == before
+    assert engine_of(q).store.dump() == before
     assert s.act("queue.push", {"item": "ok"}, client_id="c", seq=1)["revision"] == 1
 
 

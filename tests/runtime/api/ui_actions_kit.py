@@ -10,6 +10,7 @@ import pytest
 
 from lineup_build.signing import SigningKey
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from tests.runtime.conftest import APPS, build_app
 
 
@@ -41,7 +42,7 @@ def _serial_order(rt: Runtime, session_id: str) -> list[str]:
     actions): what the serial application of the queue makes."""
     import json
 
-    dump = rt._core.store.dump()
+    dump = engine_of(rt).store.dump()
     ops: list[tuple[int, str]] = []
     # calls: (call_id, fingerprint, conversation, scope, method, params, session, act, seq, …)
     for row in dump["calls"]:

@@ -23,6 +23,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store.postgres import PostgresStore
 from lineup_sdk.errors import LineupError
 from tests.runtime.coordination.nodes_kit import LEASE_S, final_of, node, owners, until
@@ -216,13 +217,13 @@ def test_a_lease_lost_while_the_runtime_closes_starts_no_rejoin(
         art = await AsyncRuntime.open(
             pg_url, trust=trust, apps_dir=tmp_path / "apps", node_id="closing", node_lease_s=1
         )
-        engine_close = art._engine.close
+        engine_close = engine_of(art).close
 
         async def close_meeting_the_loss() -> None:
             art._lease_lost()  # what the store's refused write calls, through the loop
             await engine_close()
 
-        art._engine.close = close_meeting_the_loss  # type: ignore[method-assign]
+        engine_of(art).close = close_meeting_the_loss  # type: ignore[method-assign]
         await art.close()
         await asyncio.sleep(0)
         return art._rejoin_task is None, live(pg_url)
@@ -243,7 +244,7 @@ def test_wake_ups_and_takeovers_reaching_a_closing_runtime_start_nothing(
         art = await AsyncRuntime.open(
             pg_url, trust=trust, apps_dir=tmp_path / "apps", node_id="closing", node_lease_s=1
         )
-        engine = art._engine
+        engine = engine_of(art)
         started: list[str] = []
         engine.on_wake = lambda payloads: started.append("wake")  # type: ignore[method-assign]
         engine.take_over = lambda ids: started.append("take")  # type: ignore[method-assign,assignment,return-value]
@@ -276,7 +277,7 @@ def test_a_call_while_the_node_registers_again_is_store_unavailable_then_answere
         registering, go_on = threading.Event(), threading.Event()
         try:
             await art.install(todo_bundle)
-            store = art._engine.store
+            store = engine_of(art).store
             assert isinstance(store, PostgresStore)
             rejoin = store.rejoin
 
@@ -319,7 +320,7 @@ def test_a_node_whose_lease_was_taken_writes_nothing_and_registers_again(
     n1, _ = two_nodes
     n1.call("f0", "conv", "todo.add", {"title": "milk"})
     until(lambda: final_of(n1, "f0"), what="f0 final")
-    store = n1._core.store
+    store = engine_of(n1).store
     assert isinstance(store, PostgresStore)
     store.node.stop()  # its heartbeat would notice first: its own write is what is tested
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -359,7 +360,7 @@ def test_a_node_lost_has_its_sessions_taken_over_after_its_lease(
         n1.install(todo_bundle)
         n1.call("t0", "conv", "todo.add", {"title": "milk"})
         until(lambda: final_of(n1, "t0"), what="t0 final")
-        store = n1._core.store
+        store = engine_of(n1).store
         assert isinstance(store, PostgresStore)
         store.node.stop()  # as if the process were stopped: no heartbeat, no listener
         stopped = time.monotonic()
@@ -448,7 +449,7 @@ def test_deadlines_fire_once_across_nodes_and_after_a_takeover(
             clock.advance(6 * 60_000)
         until(lambda: final_of(n1, "p1") and final_of(n1, "p2"), what="a and b ended")
         n1.call("c-on", "c", "pomodoro.start", {"minutes": 5})  # c is still focusing: n1's
-        store = n1._core.store
+        store = engine_of(n1).store
         assert isinstance(store, PostgresStore)
         store.node.stop()  # n1 is lost
         until(lambda: set(owners(pg_url).values()) == {"n2"}, what="n2 took over")

@@ -24,6 +24,7 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.core.port import LostRace
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store.database import open_database
 from lineup_runtime_lite.store.postgres import PostgresStore
 from lineup_sdk.errors import LineupError
@@ -70,7 +71,7 @@ def lone(pg_url: str, tmp_path: Path, trust: TrustStore, probe_bundle: Path) -> 
 
 def _registered(rt: Runtime, url: str) -> int:
     """Wait until the node holds a lease again (after a lost one: it registers again)."""
-    node = rt._core.store.node  # type: ignore[attr-defined]
+    node = engine_of(rt).store.node  # type: ignore[attr-defined]
 
     def held() -> bool:
         if node.lost or rt._art._rejoining:
@@ -231,9 +232,9 @@ def test_a_call_waiting_on_a_non_owner_is_woken_by_the_final_s_notification(
         n1.settle()
         n2 = node("n2")
         try:
-            until(lambda: not n1._core.store.node.alone, what="n1 knows n2")  # type: ignore[attr-defined]
+            until(lambda: not engine_of(n1).store.node.alone, what="n1 knows n2")  # type: ignore[attr-defined]
             heard: list[str] = []
-            lease = n2._core.store.node  # type: ignore[attr-defined]
+            lease = engine_of(n2).store.node  # type: ignore[attr-defined]
             wake = lease.on_wake
 
             def spy(payloads: list[str]) -> None:

@@ -16,6 +16,7 @@ from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, Runtime
 from lineup_runtime_lite.core.decisions import Decision, NewIntent, SupersedeIntents
 from lineup_runtime_lite.drivers.commit import MAX_BATCH, GroupCommit
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import LostRace, Store, faults
 from lineup_runtime_lite.store.facts import Facts
 from lineup_sdk.errors import LineupError
@@ -231,7 +232,7 @@ def test_concurrent_calls_of_many_sessions_share_commits(
             for c in range(10):
                 await art.call(f"w{c}", f"c{c}", "probe.echo", {"text": "up"})
                 await art.settle()
-            gc = art._engine.commits
+            gc = engine_of(art).commits
             batches, steps = gc.batches, gc.steps
             msgs = await asyncio.gather(
                 *(art.call(f"x{c}", f"c{c}", "probe.echo", {"text": str(c)}) for c in range(10))
@@ -270,7 +271,7 @@ def test_a_call_whose_decision_lost_a_race_decides_again(
     """The acceptance lost its race once (a guard found no row): it is decided again on
     fresh facts, and the call runs once."""
     ready(probe)
-    facts = type(probe._core.facts)
+    facts = type(engine_of(probe).facts)
     real_apply = facts.apply
     lost: list[object] = []
 
@@ -424,7 +425,7 @@ def test_on_a_file_runtime_nothing_is_sent_before_the_commit_that_records_it(
     """The `delivered` commit fails on the store thread: the handler never runs (its
     session data is unchanged), and the call ends once, answered from the facts."""
     with Runtime.open(tmp_path / "rt.db", trust=trust) as rt:
-        assert rt._core.store.off_loop
+        assert engine_of(rt).store.off_loop
         rt.install(probe_bundle)
         ready(rt)
         before = rt.surface("conv", "probe").get()

@@ -9,6 +9,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from tests.runtime.conftest import APPS, build_app, message, ready
 
 
@@ -68,19 +69,19 @@ def test_a_malformed_line_naming_no_delivery_recycles_the_worker(
     probe: Runtime, method: str
 ) -> None:
     ready(probe)
-    pid = probe._core.workers["probe", "1.0.0"].pid
+    pid = engine_of(probe).workers["probe", "1.0.0"].pid
     # the line answers no delivery it names, so its own delivery is only interrupted
     assert code(probe.call("g", "conv", method, {})) == "delivery_interrupted"
     assert probe.call("after", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
-    assert probe._core.workers["probe", "1.0.0"].pid != pid
+    assert engine_of(probe).workers["probe", "1.0.0"].pid != pid
 
 
 def test_an_oversized_result_is_refused_by_the_worker_itself(probe: Runtime) -> None:
     ready(probe)
-    pid = probe._core.workers["probe", "1.0.0"].pid
+    pid = engine_of(probe).workers["probe", "1.0.0"].pid
     assert code(probe.call("h", "conv", "probe.huge", {})) == "handler_result_invalid"
     assert probe.call("after", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
-    assert probe._core.workers["probe", "1.0.0"].pid == pid  # nothing to recycle
+    assert engine_of(probe).workers["probe", "1.0.0"].pid == pid  # nothing to recycle
 
 
 def test_forged_capability_ends_the_delivery(probe: Runtime) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from tests.sandbox_kit import poll
 
 SCOPE, VERSION = "hostile", "1.0.0"
@@ -40,11 +41,11 @@ def error_code(msg: dict[str, Any]) -> str:
 
 
 def worker(rt: Runtime, scope: str = SCOPE) -> Any:
-    return rt._core.workers[scope, VERSION]
+    return engine_of(rt).workers[scope, VERSION]
 
 
 def log_path(rt: Runtime, scope: str = SCOPE) -> Path:
-    return rt._core.logs_dir / f"{scope}-{VERSION}.log"
+    return engine_of(rt).logs_dir / f"{scope}-{VERSION}.log"
 
 
 def log_line(rt: Runtime, prefix: str) -> str | None:

@@ -17,6 +17,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store.database import open_database
 from lineup_runtime_lite.store.postgres import (
     PostgresStore,
@@ -347,7 +348,7 @@ def test_a_call_whose_commit_lost_its_connection_replays_either_way(
         rt.install(todo_bundle)
         rt.call("a0", "conv", "todo.add", {"title": "warm"})
         rt.settle()  # the session is ready: the next call is answered in one batch
-        store = rt._art._engine.store
+        store = engine_of(rt).store
         assert isinstance(store, PostgresStore)
         _lose_the_connection_at_commit(store, monkeypatch, pg_server, landed=landed)
         if landed:

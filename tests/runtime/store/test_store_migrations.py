@@ -17,7 +17,8 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.api.clock import format_ts
-from lineup_runtime_lite.store import _MIGRATIONS, SCHEMA_VERSION, Store
+from lineup_runtime_lite.internals import MIGRATIONS, engine_of
+from lineup_runtime_lite.store import SCHEMA_VERSION, Store
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.runtime.conftest import FIXTURES
@@ -87,7 +88,7 @@ def test_the_fixture_is_schema_1(old_db: Path) -> None:
 
 
 def test_every_version_has_one_step() -> None:
-    assert sorted(_MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1))
+    assert sorted(MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1))
 
 
 def test_a_migrated_database_has_exactly_the_schema_of_a_new_one(
@@ -158,7 +159,7 @@ def test_an_unknown_or_newer_schema_is_still_refused(old_db: Path, version: str)
 def test_a_failed_migration_step_leaves_the_database_at_its_old_version(
     old_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    broken = {**_MIGRATIONS, SCHEMA_VERSION: (*_MIGRATIONS[SCHEMA_VERSION], "SELECT nope")}
+    broken = {**MIGRATIONS, SCHEMA_VERSION: (*MIGRATIONS[SCHEMA_VERSION], "SELECT nope")}
     monkeypatch.setattr("lineup_runtime_lite.store.sqlite._MIGRATIONS", broken)
     with pytest.raises(LineupError) as exc:
         Store(old_db)
@@ -275,7 +276,7 @@ def test_a_schema_4_database_gets_the_ui_action_tables_and_keeps_its_facts(
     with Runtime.open(db, trust=trust, clock=VirtualClock(), host=HostSimulator("manual")) as rt:
         assert rt.call("t1", "c1", "todo.add", {"title": "milk"})["id"] == "t1:result"
         assert rt.surface("c1", "todo").get().revision == 2
-        dump = rt._core.store.dump()
+        dump = engine_of(rt).store.dump()
         assert dump["ui_actions"] == [] and dump["ui_action_clients"] == []
         # the old App session's seq counter goes on: an action there is not running (todo
         # declares none), and the new app's actions take the next seqs of their session

@@ -12,7 +12,7 @@ import pytest
 
 from lineup_build.init import init_project
 from lineup_runtime_lite import VirtualClock
-from lineup_runtime_lite.web._devhost import Binding
+from lineup_runtime_lite.web import Binding
 from lineup_runtime_lite.web.browser import DevServer
 from tests.runtime.serve_kit import address
 

@@ -13,7 +13,7 @@ import pytest
 
 from lineup_build.init import init_project
 from lineup_runtime_lite import VirtualClock
-from lineup_runtime_lite.web._devhost import Binding
+from lineup_runtime_lite.web import Binding
 from lineup_runtime_lite.web.browser import DevServer
 from tests.runtime.web.dev_ui_actions_kit import _act, _answers, _binding, _connect, _item, dev
 
@@ -131,7 +131,8 @@ def test_the_dev_servers_connections_send_without_nagles_delay() -> None:
     import asyncio
     import socket
 
-    from lineup_runtime_lite.web._server import bind_free, bind_localhost
+    from lineup_runtime_lite.internals import bind_localhost
+    from lineup_runtime_lite.web import bind_free
 
     async def accepted_nodelay(listening: socket.socket) -> int:
         seen: list[int] = []
@@ -160,7 +161,7 @@ def test_the_dev_servers_connections_send_without_nagles_delay() -> None:
 def test_a_bridge_holds_a_bounded_number_of_unanswered_actions(tmp_path: Path) -> None:
     """Actions waiting for their outcomes are bounded per bridge (`limit_exceeded` beyond,
     nothing persisted); an answered one makes room again."""
-    from lineup_runtime_lite.web._devhost import BridgeLimits
+    from lineup_runtime_lite.web import BridgeLimits
 
     project = tmp_path / "todo"
     init_project(project, template="todo")
