@@ -1,6 +1,7 @@
 """Replay every conformance fixture on the production runtime with no process: the driver
 `lineup run` and `lineup test` use (`simulate.Simulation`), over SQLite `:memory:` and over
-PostgreSQL (a private schema on the session's server, SPEC 15), on a virtual clock, with an in-process worker at the worker port (tests/runtime/
+PostgreSQL (a private schema on the session's server, SPEC 15; the store tests' two CI
+passes), on a virtual clock, with an in-process worker at the worker port (tests/runtime/
 inprocess_worker.py) that runs the app's handlers through `lineup_sdk`'s dispatcher. The
 events must match the fixture's expected events exactly as the process replay's do
 (`test_conformance.py`); changing a transition's answer fails it
@@ -19,17 +20,16 @@ from tests.pg_kit import PgServer
 __all__ = ["bundles"]
 
 
+@pytest.mark.store
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
-def test_fixture_in_process(path: Path, bundles: dict[str, Path]) -> None:
-    port = replay_in_process(path, bundles)
-    assert all(w.dead for w in port.workers)  # closing the runtime stopped them
-
-
-@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
-def test_fixture_on_postgres(
-    path: Path,
-    bundles: dict[str, Path],
-    pg_server: PgServer,
+def test_fixture_in_process(
+    path: Path, bundles: dict[str, Path], store_engine: str, request: pytest.FixtureRequest
 ) -> None:
-    port = replay_in_process(path, bundles, pg_server.url(), private_schema("conformance"))
-    assert all(w.dead for w in port.workers)
+    """On the chosen store engine: SQLite `:memory:`, or a private schema on the session's
+    PostgreSQL server."""
+    if store_engine == "postgresql":
+        server: PgServer = request.getfixturevalue("pg_server")
+        port = replay_in_process(path, bundles, server.url(), private_schema("conformance"))
+    else:
+        port = replay_in_process(path, bundles)
+    assert all(w.dead for w in port.workers)  # closing the runtime stopped them

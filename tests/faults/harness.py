@@ -262,11 +262,13 @@ def _env(request: pytest.FixtureRequest, tmp_path: Path, trust: TrustStore, targ
     return Env(tmp_path / "rt.db", trust_file, trust, bundles, target, apps)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def env(request: pytest.FixtureRequest, tmp_path: Path, trust: TrustStore) -> Iterator[Env]:
-    """The crash harness on each engine: an SQLite file, and a fresh PostgreSQL database
-    (SPEC 15: the fault suite on both)."""
-    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else ""
+@pytest.fixture
+def env(
+    store_engine: str, request: pytest.FixtureRequest, tmp_path: Path, trust: TrustStore
+) -> Iterator[Env]:
+    """The crash harness on the chosen store engine: an SQLite file, or a fresh PostgreSQL
+    database (SPEC 15: the fault suite on both, one CI pass each)."""
+    url = request.getfixturevalue("pg_url") if store_engine == "postgresql" else ""
     yield _env(request, tmp_path, trust, url)
 
 

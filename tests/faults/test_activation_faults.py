@@ -30,6 +30,7 @@ def activation_states(rt: Runtime) -> list[str]:
     return [r[3] for r in rt.store_dump()["activations"]]
 
 
+@pytest.mark.store
 def test_F05_crash_after_starting_committed_before_the_host_or_worker_was_asked(
     env: Env,
 ) -> None:
@@ -46,6 +47,7 @@ def test_F05_crash_after_starting_committed_before_the_host_or_worker_was_asked(
         invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F06_ready_but_crashed_before_ready_committed(env: Env) -> None:
     # the foreground confirmation commits first, then `ready`: crash at the second commit
     run = env.drive(
@@ -68,6 +70,7 @@ def test_F06_ready_but_crashed_before_ready_committed(env: Env) -> None:
         invariants.assert_unchanged(before, rt.store_dump())
 
 
+@pytest.mark.store
 def test_F07_queued_calls_survive_restart(env: Env) -> None:
     run = env.drive([FG, {"settle": True}, *QUEUE, {"exit": True}])
     env.crashed_at(run, "exit")
@@ -82,6 +85,7 @@ def test_F07_queued_calls_survive_restart(env: Env) -> None:
         invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F08_activation_fails_each_queued_call_gets_one_error(probe: Runtime) -> None:
     probe.call("f1", "c1", "probe.fg", {})
     probe.settle()
@@ -97,6 +101,7 @@ def test_F08_activation_fails_each_queued_call_gets_one_error(probe: Runtime) ->
     invariants.check(probe)
 
 
+@pytest.mark.store
 def test_F08_activation_times_out_while_the_runtime_is_down(env: Env) -> None:
     run = env.drive([FG, {"settle": True}, *QUEUE])
     assert run.done
@@ -129,6 +134,7 @@ def race(*fns: object) -> list[object]:
     return out
 
 
+@pytest.mark.store
 def test_F09_cancel_races_ready(probe: Runtime) -> None:
     rt = probe
     rt.call("warm", "w", "probe.echo", {"text": "worker up"})

@@ -27,6 +27,7 @@ def _disarm() -> Iterator[None]:
     faults.disarm()
 
 
+@pytest.mark.store
 def test_F01_crash_before_the_acceptance_commit_stores_nothing(env: Env) -> None:
     for point in ("commit.before", "commit.after_write"):
         run = env.drive([{"arm": [point, "crash", 0]}, {"call": ["f1", "c1", "probe.fg", {}]}])
@@ -45,6 +46,7 @@ def test_F01_crash_before_the_acceptance_commit_stores_nothing(env: Env) -> None
         invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F02_commit_succeeded_but_the_reply_was_lost(env: Env) -> None:
     run = env.drive(
         [{"arm": ["commit.after", "crash", 0]}, {"call": ["e1", "c1", "probe.echo", {"text": "x"}]}]
@@ -63,6 +65,7 @@ def test_F02_commit_succeeded_but_the_reply_was_lost(env: Env) -> None:
         invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F02_in_process_lost_reply_on_a_ready_session(probe: Runtime) -> None:
     ready(probe)
     faults.arm("commit.after")  # the call commits as `delivered`, then the step fails
@@ -92,6 +95,7 @@ def concurrently(n: int, fn: Any) -> list[Any]:
     return out
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("method", "params", "warm"),
     [
@@ -122,6 +126,7 @@ def test_F03_the_same_call_id_sent_concurrently(
     invariants.check(probe)
 
 
+@pytest.mark.store
 def test_F04_conflicting_or_invalid_params_write_nothing(probe: Runtime) -> None:
     ready(probe)
     probe.call("c1", "conv", "probe.append", {"item": "a"})
@@ -145,6 +150,7 @@ def test_F04_conflicting_or_invalid_params_write_nothing(probe: Runtime) -> None
 
 
 # -- F21: the COMMIT itself fails ---------------------------------------------------------
+@pytest.mark.store
 def test_F21_failed_commit_rolls_back_every_kind_of_transaction(pomo: Runtime, clock: Any) -> None:
     rt = pomo
     start = lambda: rt.call("s1", "c1", "pomodoro.start", {"minutes": 5})  # noqa: E731
@@ -218,6 +224,7 @@ def test_F21_busy_database_at_begin(sqlite_env: Env) -> None:
 
 
 # -- F24 ----------------------------------------------------------------------------------
+@pytest.mark.store
 def test_F24_a_second_runtime_on_the_same_database_is_refused(env: Env) -> None:
     with env.open():
         with pytest.raises(LineupError) as err:

@@ -17,6 +17,8 @@ from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages
 
+pytestmark = pytest.mark.store
+
 
 @pytest.fixture(autouse=True)
 def _disarm() -> Iterator[None]:

@@ -21,6 +21,8 @@ from tests.faults import invariants
 from tests.faults.harness import Env, final
 from tests.runtime.conftest import ready
 
+pytestmark = pytest.mark.store
+
 PROBE_UP: list[dict[str, Any]] = [
     {"call": ["w", "c1", "probe.echo", {"text": "up"}]},
     {"settle": True},

@@ -16,6 +16,8 @@ from lineup_sdk.context import Snapshot
 from tests.faults import invariants
 from tests.faults.harness import final, host_event, stages, wait_for
 
+pytestmark = pytest.mark.store
+
 FLAKY = ("flaky", "1.0.0")
 
 

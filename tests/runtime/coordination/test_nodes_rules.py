@@ -280,6 +280,7 @@ def pomodoro_v2(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) ->
     return result.bundle
 
 
+@pytest.mark.store
 def test_an_activation_step_uses_the_tools_of_the_session_s_pinned_version(
     db_target: str,
     tmp_path: Path,

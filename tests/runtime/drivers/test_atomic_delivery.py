@@ -22,6 +22,8 @@ from lineup_runtime_lite.store import faults
 from lineup_sdk.context import Snapshot
 from tests.runtime.conftest import build_source_app
 
+pytestmark = pytest.mark.store
+
 ATOMIC = '''
 import asyncio
 import os

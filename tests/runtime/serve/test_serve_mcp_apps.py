@@ -366,6 +366,7 @@ def test_view_invalid_missing_forged_expired_and_other_conversation(
     run_on(tmp_path, trust, [todo_bundle], main)
 
 
+@pytest.mark.store
 def test_the_view_key_is_kept_in_the_store_across_restarts(
     db_target: str, trust: TrustStore, tmp_path: Path
 ) -> None:

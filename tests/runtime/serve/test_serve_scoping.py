@@ -286,6 +286,7 @@ def test_tools_call_takes_the_other_spelling_of_a_listed_name(
     _run(tmp_path, trust, [pomodoro_bundle, todo_bundle], main)
 
 
+@pytest.mark.store
 def test_the_task_mark_is_kept_with_the_call_across_a_restart_on_each_engine(
     db_target: str, trust: TrustStore, todo_bundle: Path
 ) -> None:
