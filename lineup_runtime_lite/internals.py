@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from lineup_runtime_lite.store.schema import _V5_INDEXES as V5_INDEXES
     from lineup_runtime_lite.store.sqlite import _FULL_CHECK_ENV as FULL_CHECK_ENV
     from lineup_runtime_lite.validation.checks import _plain_check as plain_check
+    from lineup_runtime_lite.web._devhost import TIMELINE_PREVIEW_CHARS, TIMELINE_RESULT_BYTES
     from lineup_runtime_lite.web._server import bind_localhost
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "MIME_TYPE",
     "RESULT_TOOL",
     "RETRY_MS",
+    "TIMELINE_PREVIEW_CHARS",
+    "TIMELINE_RESULT_BYTES",
     "V4_INDEXES",
     "V5_INDEXES",
     "VIEW_TTL_MS",
@@ -85,6 +88,8 @@ _INSIDE: dict[str, tuple[str, str | None]] = {
     "MIME_TYPE": ("serve._resources", "MIME_TYPE"),
     "RESULT_TOOL": ("serve._mapping", "RESULT_TOOL"),
     "RETRY_MS": ("serve._resume", "RETRY_MS"),
+    "TIMELINE_PREVIEW_CHARS": ("web._devhost", "TIMELINE_PREVIEW_CHARS"),
+    "TIMELINE_RESULT_BYTES": ("web._devhost", "TIMELINE_RESULT_BYTES"),
     "V4_INDEXES": ("store.schema", "_V4_INDEXES"),
     "V5_INDEXES": ("store.schema", "_V5_INDEXES"),
     "VIEW_TTL_MS": ("serve._views", "VIEW_TTL_MS"),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, ValidationError
 
 from lineup_sdk._registry import ActionRegistry, Declaration, ToolRegistry
 from lineup_sdk._schema import HandlerShape, analyze_handler
@@ -55,6 +55,11 @@ class _Route:
     dump: Callable[[Any], Any]
 
 
+#: pydantic turns a non-finite float into `null` in JSON mode by default: a NaN returned
+#: under `Any` would reach the Agent as `null` instead of `handler_result_invalid`
+_KEEP_NAN = ConfigDict(ser_json_inf_nan="constants")
+
+
 def _dumper(shape: HandlerShape) -> Callable[[Any], Any]:
     ann = shape.returns
     if not shape.has_return or ann is None or ann is type(None):
@@ -69,7 +74,10 @@ def _dumper(shape: HandlerShape) -> Callable[[Any], Any]:
             return value
 
         return dump_model
-    adapter: TypeAdapter[Any] = TypeAdapter(ann)
+    try:  # NaN and ±Infinity stay floats, so the bridge refuses them (not `null` under Any)
+        adapter: TypeAdapter[Any] = TypeAdapter(ann, config=_KEEP_NAN)
+    except PydanticUserError:  # a type that carries its own config
+        adapter = TypeAdapter(ann)
     return functools.partial(adapter.dump_python, mode="json")
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from lineup_sdk._receive import Dispatcher
 from lineup_sdk._registry import ActionRegistry, ToolRegistry, live_action_registries
-from lineup_sdk.bridge import MAX_MESSAGE
+from lineup_sdk.bridge import MAX_MESSAGE, connect_lines
 from lineup_sdk.context import ActionContext, Snapshot, ToolContext
 from lineup_sdk.errors import LineupError
 
@@ -133,7 +133,7 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
     )
     ended: asyncio.Future[int] = loop.create_future()
     inbox = _Inbox(ended)
-    await loop.connect_read_pipe(lambda: inbox, os.fdopen(rfd, "rb", buffering=0))
+    await connect_lines(loop, lambda: inbox, rfd)
     transport, _ = await loop.connect_write_pipe(
         asyncio.Protocol, os.fdopen(wfd, "wb", buffering=0)
     )

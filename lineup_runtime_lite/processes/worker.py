@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lineup_runtime_lite.processes.proctree import tree_cpu_s
-from lineup_sdk.bridge import MAX_MESSAGE, ProtocolError, parse_line
+from lineup_sdk.bridge import MAX_MESSAGE, ProtocolError, connect_lines, parse_line
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, Sandbox, SharedMemory, stop_tree
 
 __all__ = ["Worker", "WorkerError", "WorkerOptions"]
@@ -275,9 +275,7 @@ class Worker:
             lambda: _LogPipe(self.log_path, self.options.log_max_bytes),
             os.fdopen(log_r, "rb", buffering=0),
         )
-        read_t, reader = await loop.connect_read_pipe(
-            lambda: _BridgeReader(self), os.fdopen(c2p_r, "rb", buffering=0)
-        )
+        read_t, reader = await connect_lines(loop, lambda: _BridgeReader(self), c2p_r)
         self._reader, self._read_t, self._bridge_fd = reader, read_t, c2p_r
         self._transport, _ = await loop.connect_write_pipe(
             lambda: _InboxWriter(self), os.fdopen(p2c_w, "wb", buffering=0)

@@ -203,13 +203,13 @@ class _LoopLines:
     @classmethod
     async def open(cls, fd: int, overlong: Callable[[], None], limit: int = MAX_LINE) -> _LoopLines:
         import asyncio
-        import os
+
+        from lineup_sdk.bridge import connect_lines
 
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=limit, loop=loop)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop),
-            os.fdopen(fd, "rb", buffering=0),
+        transport, _ = await connect_lines(
+            loop, lambda: asyncio.StreamReaderProtocol(reader, loop=loop), fd
         )
         return cls(reader, transport, overlong)
 

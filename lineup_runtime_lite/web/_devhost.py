@@ -6,6 +6,7 @@ apps in `_apps` call into this."""
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import secrets
@@ -38,6 +39,12 @@ FAULTS_ENV = "LINEUP_DEV_FAULTS"
 
 #: Entries the timeline keeps per conversation (build entries count as one more).
 TIMELINE_PER_CONVERSATION = 1_000
+#: A result over this many bytes of JSON is kept in the timeline as its size and a preview
+#: (the console's own answer and the outbox keep it whole): 1,000 entries of 4 MiB results
+#: would hold 4 GiB per conversation.
+TIMELINE_RESULT_BYTES = 16 * 1024
+#: Characters of such a result's JSON the preview keeps.
+TIMELINE_PREVIEW_CHARS = 400
 #: Page loads remembered per instance, so a repeated `ready` of one load is ignored.
 LOADS_REMEMBERED = 16
 
@@ -258,6 +265,8 @@ class DevHost:
         """Add a timeline entry; a conversation keeps its last 1,000 (SPEC 16.3). Each
         carries its `origin` (SPEC 17): `agent`, `ui`, `host`, `runtime` or `build`."""
         entry = {**entry, "origin": ORIGINS[entry["source"]]}
+        if "result" in entry:
+            entry["result"] = _kept_result(entry["result"])
         if "at" not in entry:  # Host and build entries: when, on the runtime's clock
             entry["at"] = format_ts(self.rt.clock.now_ms())
         with self._lock:
@@ -557,3 +566,13 @@ def failure_of(exc: LineupError, *, running: int) -> dict[str, Any]:
         "problems": problems,
         "running": running,
     }
+
+
+def _kept_result(result: Any) -> Any:
+    """`result` as the timeline keeps it: whole up to `TIMELINE_RESULT_BYTES` of JSON, else
+    `{"truncated": {"bytes": n, "preview": the first characters}}`."""
+    text = json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)
+    size = len(text.encode("utf-8"))
+    if size <= TIMELINE_RESULT_BYTES:
+        return result
+    return {"truncated": {"bytes": size, "preview": text[:TIMELINE_PREVIEW_CHARS]}}

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
 
 from lineup_build.init import init_project
 from lineup_sdk import (
@@ -469,6 +470,28 @@ def nan(ctx: ActionContext) -> dict[str, float]:
     return {"x": float("nan")}
 
 
+@edge.action("demo.nan_any")
+def nan_any(ctx: ActionContext) -> Any:
+    """A non-finite float under `Any` (pydantic would dump it as `null`)."""
+    return {"x": [1.0, float("inf")], "y": float("nan")}
+
+
+class Pair(TypedDict):
+    left: int
+    right: int
+
+
+@edge.action("demo.pair")
+def pair(ctx: ActionContext) -> Pair:
+    """A TypedDict result (a type pydantic takes no adapter config for)."""
+    return {"left": 1, "right": 2}
+
+
+def test_a_typeddict_result_is_dumped_as_declared() -> None:
+    res = ToolClient(tools, actions=edge).act("demo.pair")
+    assert res.ok and res.result == {"left": 1, "right": 2}
+
+
 def test_an_action_gets_its_session_and_default_client() -> None:
     client = ToolClient(tools, actions=edge, app_session_id="ses-7", conversation_id="conv-3")
     res = asyncio.run(client.aact("demo.whoami"))  # the async API's own default client
@@ -525,6 +548,11 @@ def test_a_result_that_is_not_json_is_handler_result_invalid() -> None:
     (problem,) = res.error["details"]
     assert problem["path"] == ""
     assert problem["message"].startswith("the result is not JSON: ")
+
+
+def test_a_non_finite_float_under_any_is_handler_result_invalid_not_null() -> None:
+    res = ToolClient(tools, actions=edge).act("demo.nan_any")
+    assert res.ok is False and res.code == "handler_result_invalid", res
 
 
 tools.declare(

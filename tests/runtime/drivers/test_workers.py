@@ -10,6 +10,7 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.internals import engine_of
+from lineup_sdk.bridge import READ_CHUNK
 from tests.runtime.conftest import APPS, build_app, message, ready
 
 
@@ -74,6 +75,17 @@ def test_a_malformed_line_naming_no_delivery_recycles_the_worker(
     assert code(probe.call("g", "conv", method, {})) == "delivery_interrupted"
     assert probe.call("after", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
     assert engine_of(probe).workers["probe", "1.0.0"].pid != pid
+
+
+def test_the_runtime_reads_its_workers_bridge_in_small_chunks(probe: Runtime) -> None:
+    """Not asyncio's 256 KiB per read (a fresh mmap, mremap and munmap each message)."""
+    ready(probe)
+    worker = engine_of(probe).workers["probe", "1.0.0"]
+    assert worker._read_t is not None
+    assert getattr(worker._read_t, "max_size", None) == READ_CHUNK
+    # a line longer than a read still arrives whole
+    text = "x" * (3 * READ_CHUNK)
+    assert probe.call("long", "conv", "probe.echo", {"text": text})["result"] == text
 
 
 def test_an_oversized_result_is_refused_by_the_worker_itself(probe: Runtime) -> None:

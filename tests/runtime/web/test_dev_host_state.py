@@ -95,3 +95,23 @@ def test_a_session_says_what_its_start_waits_for(tmp_path: Path) -> None:
         assert s["state"] == "ready" and s["waiting_for"] is None
     finally:
         session.close()
+
+
+def test_a_large_result_is_kept_in_the_timeline_as_its_size_and_a_preview(dev: Any) -> None:
+    from lineup_runtime_lite.internals import TIMELINE_PREVIEW_CHARS, TIMELINE_RESULT_BYTES
+
+    for i in range(90):
+        dev.host.call("dev", "todo.add", {"title": f"{i:03d}" + "x" * 197})
+    listed = dev.host.call("dev", "todo.list", {})
+    dev.rt.settle()
+    dev.host.poll()
+    whole = dev.rt.outbox.all()[-1]
+    assert whole["call_id"] == listed["call_id"] and len(whole["result"]["items"]) == 90
+    [entry] = [e for e in _agent(dev.host) if e["call_id"] == listed["call_id"]]
+    kept = entry["result"]["truncated"]
+    assert kept["bytes"] > TIMELINE_RESULT_BYTES
+    assert len(kept["preview"]) == TIMELINE_PREVIEW_CHARS
+    assert kept["preview"].startswith('{"items":[{"done":false,')
+    # a small result stays whole
+    added = [e for e in _agent(dev.host) if e.get("stage") == "result" and "item" in e["result"]]
+    assert len(added) == 90 and added[0]["result"]["item"]["title"].startswith("000")
