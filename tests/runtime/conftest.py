@@ -99,6 +99,28 @@ def rt(trust: TrustStore, clock: VirtualClock, host: HostSimulator) -> Iterator[
 
 
 @pytest.fixture()
+def store_rt(
+    store_engine: str,
+    request: pytest.FixtureRequest,
+    trust: TrustStore,
+    clock: VirtualClock,
+    host: HostSimulator,
+) -> Iterator[Runtime]:
+    """`rt` on the chosen store engine (SQLite `:memory:`, or a fresh PostgreSQL database
+    with its apps folder under `tmp_path`), for the `store` tests: a module of them overrides
+    `rt` with it, so its `probe` and `pomo` run there too."""
+    if store_engine == "sqlite":
+        runtime = Runtime.open(":memory:", trust=trust, clock=clock, host=host)
+    else:
+        url, apps = request.getfixturevalue("pg_url"), request.getfixturevalue("tmp_path")
+        runtime = Runtime.open(url, trust=trust, clock=clock, host=host, apps_dir=apps / "apps")
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+@pytest.fixture()
 def probe(rt: Runtime, probe_bundle: Path) -> Runtime:
     rt.install(probe_bundle)
     return rt

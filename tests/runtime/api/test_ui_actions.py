@@ -17,6 +17,13 @@ from tests.faults import invariants
 from tests.runtime.api.ui_actions_kit import _serial_order, items, q, queue_bundle, start
 from tests.runtime.conftest import APPS, build_app
 
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
 __all__ = ["q", "queue_bundle"]
 
 
@@ -26,6 +33,7 @@ def code(call: Any) -> str:
     return exc.value.code
 
 
+@pytest.mark.store
 def test_an_action_is_applied_and_answers_its_outcome_with_the_revision(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -47,6 +55,7 @@ def test_an_action_is_applied_and_answers_its_outcome_with_the_revision(q: Runti
 
 
 # -- idempotency and order per client --------------------------------------------------------
+@pytest.mark.store
 def test_a_replayed_seq_answers_the_stored_outcome_and_appends_nothing(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -59,6 +68,7 @@ def test_a_replayed_seq_answers_the_stored_outcome_and_appends_nothing(q: Runtim
     assert items(q) == ["a", "b"]
 
 
+@pytest.mark.store
 def test_a_replayed_error_outcome_is_raised_again(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -72,6 +82,7 @@ def test_a_replayed_error_outcome_is_raised_again(q: Runtime) -> None:
     assert s.act("queue.push", {"item": "y"}, client_id="c", seq=2)["result"]["count"] == 1
 
 
+@pytest.mark.store
 def test_a_seq_reused_with_other_params_or_name_is_a_conflict(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -84,6 +95,7 @@ def test_a_seq_reused_with_other_params_or_name_is_a_conflict(q: Runtime) -> Non
     assert s.act("queue.push", {"item": "c"}, client_id="c1", seq=2)["action_id"] == "c1:2"
 
 
+@pytest.mark.store
 def test_a_skipped_seq_is_out_of_order_and_uses_no_seq(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -111,6 +123,7 @@ def _nothing_persisted(rt: Runtime, before: dict[str, Any]) -> None:
     assert after == before
 
 
+@pytest.mark.store
 def test_rejections_before_acceptance_persist_nothing_and_use_no_seq(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -154,6 +167,7 @@ def test_rejections_before_acceptance_persist_nothing_and_use_no_seq(q: Runtime)
     assert top["action_id"] == "A-z_9" * 12 + "abcd:1"
 
 
+@pytest.mark.store
 def test_the_largest_seq_is_accepted_as_the_next_of_its_client(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -162,6 +176,7 @@ def test_the_largest_seq_is_accepted_as_the_next_of_its_client(q: Runtime) -> No
     )
 
 
+@pytest.mark.store
 def test_an_action_never_starts_an_app(q: Runtime) -> None:
     before = engine_of(q).store.dump()
     s = q.surface("conv", "queue")
@@ -174,6 +189,7 @@ def test_an_action_never_starts_an_app(q: Runtime) -> None:
     assert engine_of(q).workers == {}
 
 
+@pytest.mark.store
 def test_an_action_after_the_activation_failed_is_app_not_running(q: Runtime) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     assert q.host.event("activation_failed", conversation="conv", scope="queue")
@@ -186,6 +202,7 @@ def test_an_action_after_the_activation_failed_is_app_not_running(q: Runtime) ->
 
 
 # -- while the activation starts ---------------------------------------------------------------
+@pytest.mark.store
 def test_an_action_waits_for_a_starting_activation_then_runs_in_arrival_order(
     q: Runtime,
 ) -> None:
@@ -207,6 +224,7 @@ def test_an_action_waits_for_a_starting_activation_then_runs_in_arrival_order(
     assert q.call("a2", "conv", "queue.add", {"item": "b"})["result"] == 2
 
 
+@pytest.mark.store
 def test_an_action_waiting_on_an_activation_fails_with_it(q: Runtime) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     s = q.surface("conv", "queue")
@@ -222,6 +240,7 @@ def test_an_action_waiting_on_an_activation_fails_with_it(q: Runtime) -> None:
     assert items(q) == []
 
 
+@pytest.mark.store
 def test_a_timeout_failure_of_the_activation_fails_the_action(q: Runtime, clock: Any) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     s = q.surface("conv", "queue")
@@ -239,6 +258,7 @@ def test_a_timeout_failure_of_the_activation_fails_the_action(q: Runtime, clock:
 
 
 # -- outcomes ------------------------------------------------------------------------------------
+@pytest.mark.store
 def test_a_business_refusal_after_a_replace_leaves_nothing_and_the_queue_moves(
     q: Runtime,
 ) -> None:
@@ -262,6 +282,7 @@ def test_a_business_refusal_after_a_replace_leaves_nothing_and_the_queue_moves(
     ]
 
 
+@pytest.mark.store
 def test_handler_timeout_and_an_invalid_result_are_recorded_outcomes(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -358,6 +379,7 @@ def test_replay_of_an_applied_action_after_a_restart(
         assert items(rt) == ["a", "b"]
 
 
+@pytest.mark.store
 def test_replay_of_an_action_still_queued_waits_for_its_outcome(q: Runtime) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     s = q.surface("conv", "queue")
@@ -383,6 +405,7 @@ def test_replay_of_an_action_still_queued_waits_for_its_outcome(q: Runtime) -> N
 
 
 # -- one queue: a call never overtakes an accepted action --------------------------------------
+@pytest.mark.store
 def test_a_call_never_takes_the_fast_path_past_an_accepted_action(
     q: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -407,6 +430,7 @@ def test_a_call_never_takes_the_fast_path_past_an_accepted_action(
     assert q.call("a1", "conv", "queue.add", {"item": "call"})["result"] == 2
 
 
+@pytest.mark.store
 def test_the_queue_head_is_the_lowest_seq_over_calls_and_actions(q: Runtime) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     s = q.surface("conv", "queue")
@@ -430,6 +454,7 @@ def test_the_queue_head_is_the_lowest_seq_over_calls_and_actions(q: Runtime) -> 
     invariants.check(q)
 
 
+@pytest.mark.store
 def test_agent_and_ui_writers_from_many_threads_end_as_the_serial_application(
     q: Runtime,
 ) -> None:
@@ -609,6 +634,7 @@ def test_async_surface_act_answers_on_the_callers_loop(trust: Any, queue_bundle:
     assert revision == 6 and got == sorted(f"{c}-{k}" for k in (1, 2, 3) for c in "ab")
 
 
+@pytest.mark.store
 def test_an_action_left_delivered_by_a_failed_step_ends_interrupted_and_the_queue_goes_on(
     q: Runtime,
 ) -> None:

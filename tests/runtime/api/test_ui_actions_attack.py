@@ -13,6 +13,13 @@ from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
 from tests.runtime.api.ui_actions_kit import q, queue_bundle, start
 
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
 __all__ = ["q", "queue_bundle"]
 
 
@@ -48,6 +55,7 @@ HOSTILE: list[tuple[str, Any, Any, Any, str]] = [
 ]
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("name", "params", "ids", "want"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE]
 )
@@ -120,6 +128,7 @@ def hostile_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: Any) -> Pat
     return build_source_app(tmp_path_factory.mktemp("hostile"), "hostile", HOSTILE_APP, rt_key)
 
 
+@pytest.mark.store
 @pytest.mark.parametrize("name", ["unserialisable", "huge", "deep"])
 def test_a_handler_answering_what_cannot_travel_is_handler_result_invalid(
     rt: Runtime, hostile_bundle: Path, name: str

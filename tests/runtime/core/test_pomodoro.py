@@ -13,6 +13,13 @@ from lineup_runtime_lite.core.pomodoro import IMPLEMENTED_KEYS
 from lineup_sdk.catalog import CATALOG
 from tests.runtime.conftest import message
 
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
 MIN = 60_000
 
 
@@ -32,6 +39,7 @@ def test_runtime_implements_exactly_the_catalog() -> None:
     assert frozenset(CATALOG) == IMPLEMENTED_KEYS
 
 
+@pytest.mark.store
 def test_happy_path(pomo: Runtime, clock: VirtualClock) -> None:
     acc = start(pomo, minutes=25, label="report")
     assert acc["stage"] == "accepted" and acc["activation"] == "starting"
@@ -68,6 +76,7 @@ def test_happy_path(pomo: Runtime, clock: VirtualClock) -> None:
     assert ops[0]["state"] == "completed"
 
 
+@pytest.mark.store
 def test_surface_loaded_without_confirmation_never_starts(
     pomo: Runtime, clock: VirtualClock
 ) -> None:
@@ -81,6 +90,7 @@ def test_surface_loaded_without_confirmation_never_starts(
     assert pomo.im_records("c1") == []
 
 
+@pytest.mark.store
 def test_interrupt_while_starting(pomo: Runtime) -> None:
     start(pomo)
     pomo.settle()
@@ -95,6 +105,7 @@ def test_interrupt_while_starting(pomo: Runtime) -> None:
     assert not confirm(pomo)  # a late confirmation changes nothing
 
 
+@pytest.mark.store
 def test_interrupt_while_focusing(pomo: Runtime, clock: VirtualClock) -> None:
     start(pomo)
     pomo.settle()
@@ -110,6 +121,7 @@ def test_interrupt_while_focusing(pomo: Runtime, clock: VirtualClock) -> None:
     assert len(pomo.im_records("c1")) == 1
 
 
+@pytest.mark.store
 def test_interrupt_with_nothing_running_creates_nothing(pomo: Runtime) -> None:
     stop = pomo.call("i1", "c1", "pomodoro.interrupt", {})
     assert stop["result"] == {"status": "nothing_running"}
@@ -118,6 +130,7 @@ def test_interrupt_with_nothing_running_creates_nothing(pomo: Runtime) -> None:
     assert dump["host_intents"] == []
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("event", "reason"), [("activation_failed", "host_failed"), ("user_left", "user_left")]
 )
@@ -129,6 +142,7 @@ def test_activation_ends_before_start(pomo: Runtime, event: str, reason: str) ->
     assert pomo.store_dump()["operations"] == []
 
 
+@pytest.mark.store
 def test_user_leaving_while_focusing_changes_nothing(pomo: Runtime, clock: VirtualClock) -> None:
     start(pomo)
     pomo.settle()
@@ -138,6 +152,7 @@ def test_user_leaving_while_focusing_changes_nothing(pomo: Runtime, clock: Virtu
     assert message(pomo, "s1:result")["result"]["status"] == "completed"
 
 
+@pytest.mark.store
 def test_second_start_is_rejected_other_conversation_independent(pomo: Runtime) -> None:
     start(pomo)
     second = start(pomo, cid="s2")
@@ -151,6 +166,7 @@ def test_second_start_is_rejected_other_conversation_independent(pomo: Runtime) 
     assert other["stage"] == "accepted"
 
 
+@pytest.mark.store
 def test_duplicate_call_id_at_every_stage(pomo: Runtime, clock: VirtualClock) -> None:
     acc = start(pomo)
     pomo.settle()
@@ -260,6 +276,7 @@ def test_undelivered_host_intent_is_resent_on_recovery(
         assert stages(rt, "s1") == ["accepted", "started"]
 
 
+@pytest.mark.store
 def test_stale_confirmation_after_completion_changes_nothing(
     pomo: Runtime, clock: VirtualClock
 ) -> None:

@@ -23,6 +23,13 @@ from tests.conformance.conformance_kit import FIXTURES, bundles, replay_in_proce
 from tests.runtime.api import engine_model_kit
 from tests.runtime.core import transitions_model_kit
 
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
 __all__ = ["bundles"]
 
 #: The fixture whose steps include a call answered `app_not_running`.
@@ -94,6 +101,7 @@ def test_the_fixture_replay_runs_the_production_decision(
         replay_in_process(FIXTURE, bundles)
 
 
+@pytest.mark.store
 @pytest.mark.usefixtures("mutated")
 def test_the_engine_runs_the_production_decision(probe: Runtime) -> None:
     msg = probe.call("p1", "conv", "probe.peek", {})

@@ -15,6 +15,13 @@ from lineup_runtime_lite.internals import check_dependencies
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import APPS, build_app
 
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
 PYDANTIC = importlib.metadata.version("pydantic")
 
 
@@ -64,6 +71,7 @@ def test_unmet_version_names_installed_and_required() -> None:
     assert exc.value.details == {"package": "pydantic", "required": ">=99", "installed": PYDANTIC}
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("deps", "installs"),
     [

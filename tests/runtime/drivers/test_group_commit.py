@@ -23,6 +23,12 @@ from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import ready
 
 
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
 @pytest.fixture(autouse=True)
 def _disarm() -> Any:
     yield
@@ -247,6 +253,7 @@ def test_concurrent_calls_of_many_sessions_share_commits(
     assert batches <= 6, (batches, steps)  # not one commit per decision
 
 
+@pytest.mark.store
 def test_nothing_is_sent_before_the_commit_that_records_it(probe: Runtime) -> None:
     """The acceptance commit fails: the handler never ran (its session data is unchanged),
     and the same call later runs exactly once."""
@@ -265,6 +272,7 @@ def test_nothing_is_sent_before_the_commit_that_records_it(probe: Runtime) -> No
     assert probe.surface("conv", "probe").get().data == {"items": ["x"]}
 
 
+@pytest.mark.store
 def test_a_call_whose_decision_lost_a_race_decides_again(
     probe: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -344,6 +352,7 @@ def test_a_lone_decision_commits_without_waiting_a_loop_turn() -> None:
         store.close()
 
 
+@pytest.mark.store
 def test_calls_of_one_session_in_one_batch_are_delivered_one_at_a_time(probe: Runtime) -> None:
     """Two calls for the same ready session accepted in one group commit: the first is sent
     at once, the second waits for it (per-session serial delivery), so both read-modify-
