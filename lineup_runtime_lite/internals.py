@@ -21,7 +21,7 @@ from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.api.runtime import Runtime
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.api.async_runtime import _AsyncHostPort as AsyncHostPort
+    from lineup_runtime_lite.api.async_faces import _AsyncHostPort as AsyncHostPort
     from lineup_runtime_lite.api.runtime import _HostPort as HostPort
     from lineup_runtime_lite.drivers.install import _check_dependencies as check_dependencies
     from lineup_runtime_lite.serve import _mcpapps as mcpapps
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from lineup_runtime_lite.serve._resume import RETRY_MS
     from lineup_runtime_lite.serve._transports import MAX_LINE
     from lineup_runtime_lite.serve._views import VIEW_TTL_MS
-    from lineup_runtime_lite.store import _MIGRATIONS as MIGRATIONS
     from lineup_runtime_lite.store.schema import _V4_INDEXES as V4_INDEXES
     from lineup_runtime_lite.store.schema import _V5_INDEXES as V5_INDEXES
     from lineup_runtime_lite.store.sqlite import _FULL_CHECK_ENV as FULL_CHECK_ENV
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = [
     "FULL_CHECK_ENV",
     "MAX_LINE",
-    "MIGRATIONS",
     "MIME_TYPE",
     "RESULT_TOOL",
     "RETRY_MS",
@@ -80,11 +78,10 @@ __all__ = [
 #: Each internal name: `(module under lineup_runtime_lite, attribute)`; no attribute names
 #: the module itself (a test patches one of its constants).
 _INSIDE: dict[str, tuple[str, str | None]] = {
-    "AsyncHostPort": ("api.async_runtime", "_AsyncHostPort"),
+    "AsyncHostPort": ("api.async_faces", "_AsyncHostPort"),
     "FULL_CHECK_ENV": ("store.sqlite", "_FULL_CHECK_ENV"),
     "HostPort": ("api.runtime", "_HostPort"),
     "MAX_LINE": ("serve._transports", "MAX_LINE"),
-    "MIGRATIONS": ("store", "_MIGRATIONS"),
     "MIME_TYPE": ("serve._resources", "MIME_TYPE"),
     "RESULT_TOOL": ("serve._mapping", "RESULT_TOOL"),
     "RETRY_MS": ("serve._resume", "RETRY_MS"),

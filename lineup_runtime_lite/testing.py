@@ -24,7 +24,9 @@ from typing import Any
 
 from lineup_build.dev import build_with_dev_key
 from lineup_runtime_lite.api.clock import VirtualClock, parse_duration
+from lineup_runtime_lite.api.options import RuntimeOptions
 from lineup_runtime_lite.api.runtime import Runtime
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_sdk.context import Snapshot
 
@@ -45,7 +47,7 @@ class AppUnderTest:
 
     def call(
         self, call_id: str, method: str, params: Any = None, *, conversation: str | None = None
-    ) -> dict[str, Any]:
+    ) -> AgentMessage:
         """Send an Agent call, let what it started settle, and return its AgentMessage."""
         msg = self.runtime.call(
             call_id, conversation or self.conversation, method, {} if params is None else params
@@ -64,9 +66,9 @@ class AppUnderTest:
         """Move the virtual clock (`"25m"`, or milliseconds); due deadlines fire."""
         self.clock.advance(parse_duration(duration) if isinstance(duration, str) else duration)
 
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[AgentMessage]:
         """Every outbox message not returned before (and acknowledges them), oldest first."""
-        out: list[dict[str, Any]] = []
+        out: list[AgentMessage] = []
         while batch := self.runtime.outbox.fetch(500):
             self.runtime.outbox.ack([m["id"] for m in batch])
             out.extend(batch)
@@ -115,15 +117,16 @@ def open_app(
     try:
         built = build_with_dev_key(Path(project), out_dir=out_dir or tmp / "dist", sandbox=sandbox)
         clock = VirtualClock()
-        rt = Runtime.open(
+        options = RuntimeOptions(
             ":memory:",
-            trust=built.trust,
+            built.trust,
             clock=clock,
             host=HostSimulator(host),
             apps_dir=tmp / "apps",
             activation_timeout_s=activation_timeout_s,
             sandbox=sandbox,
         )
+        rt = Runtime._from_options(options)
         try:
             rt.install(built.bundle)
         except BaseException:

@@ -23,9 +23,9 @@ from lineup_build.trust import TrustStore
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.sim.format import Scenario
-    from lineup_runtime_lite.sim.runner import Case, SuiteReport
-    from lineup_runtime_lite.sim.simulation import Simulation
+    from lineup_runtime_lite.scenario import Scenario
+    from lineup_runtime_lite.sim import Simulation
+    from lineup_runtime_lite.suite import Case, SuiteReport
 
 __all__ = [
     "Prepared",
@@ -85,8 +85,9 @@ def open_simulation(
             without `--trust`, or the bundle's first verification problem.
     """
     from lineup_build.verify import check_bundle
-    from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
-    from lineup_runtime_lite.sim.simulation import Simulation
+    from lineup_runtime_lite import DEFAULT_ISOLATION
+    from lineup_runtime_lite.databases import private_schema_for
+    from lineup_runtime_lite.sim import Simulation
 
     report_worker_failures()
     effective_policy = policy or (scenario.host_policy if scenario else None) or "auto"
@@ -119,29 +120,13 @@ def open_simulation(
             sandbox,
             isolation or DEFAULT_ISOLATION,
             private_schema_for(db, "run", shared=shared),
+            scratch=tmp,
         )
-        sim._tmp = tmp
         sim.start()
         return sim
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def private_schema_for(db: str | Path | None, command: str, *, shared: bool) -> str | None:
-    """On a `postgresql://` database, a new private schema for `command` (after refusing a
-    database a runtime is serving unless `shared`); None for an SQLite file."""
-    from lineup_runtime_lite.store.postgres import (
-        check_no_live_runtime,
-        is_postgres_url,
-        private_schema,
-    )
-
-    if not is_postgres_url(db):
-        return None
-    if not shared:
-        check_no_live_runtime(str(db))
-    return private_schema(command)
 
 
 def run_suite(
@@ -153,9 +138,10 @@ def run_suite(
     shared: bool = False,
 ) -> SuiteReport:
     """`lineup test`: play each case in a fresh runtime, each project built once with its
-    dev key (`lineup_runtime_lite.sim.runner.play_suite` with this CLI's builder)."""
-    from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
-    from lineup_runtime_lite.sim.runner import play_suite
+    dev key (`lineup_runtime_lite.suite.play_suite` with this CLI's builder)."""
+    from lineup_runtime_lite import DEFAULT_ISOLATION
+    from lineup_runtime_lite.databases import private_schema_for
+    from lineup_runtime_lite.suite import play_suite
 
     report_worker_failures()
 

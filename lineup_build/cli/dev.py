@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from lineup_build.cli._options import (
+    CodeSandboxOpt,
     DbOpt,
     IsolationOpt,
     SharedOpt,
@@ -71,13 +72,7 @@ def register(app: typer.Typer) -> None:
                 "display).",
             ),
         ] = None,
-        sandbox: Annotated[
-            str,
-            typer.Option(
-                help="Contain MiniApp code: best_effort, required (refuse without "
-                "containment) or off (debugging)."
-            ),
-        ] = "best_effort",
+        sandbox: CodeSandboxOpt = "best_effort",
     ) -> None:
         """See and try the whole MiniApp in a browser: its Surface, the Host panel, an Agent
         console, the timeline, and /mcp for a real MCP client; edits rebuild."""

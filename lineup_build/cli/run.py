@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from lineup_build.cli._common import (
-    TRUST_HELP,
     envelope,
     output,
     trust_store_path,
     write_json,
 )
 from lineup_build.cli._options import (
+    BundleTrustOpt,
+    CodeSandboxOpt,
     DbOpt,
     IsolationOpt,
     SharedOpt,
@@ -26,12 +27,12 @@ from lineup_build.cli._options import (
 from lineup_sdk.errors import LineupError
 
 if TYPE_CHECKING:
-    from lineup_runtime_lite.sim.simulation import Simulation, StepReport
+    from lineup_runtime_lite.sim import Simulation, StepReport
 
 
 def _interactive(sim: Simulation, as_json: bool) -> None:
     from lineup_build.cli import _render
-    from lineup_runtime_lite.sim.prompt import help_text, read_line
+    from lineup_runtime_lite.sim import help_text, read_line
 
     _render.line(
         "lineup run: {} on a virtual clock (Host policy {}); type `help`", sim.scope, sim.policy
@@ -55,17 +56,11 @@ def _interactive(sim: Simulation, as_json: bool) -> None:
             if step is None:
                 continue
             n += 1
-            messages = sim.act(step)
+            report = sim.act_report(n, step)
         except LineupError as exc:
             _render.prompt_error(exc)
             continue
-        from lineup_runtime_lite.api.clock import format_ts
-        from lineup_runtime_lite.sim.simulation import StepReport
-
-        _show(
-            StepReport(n, step.action, step.describe(), format_ts(sim.clock.now_ms()), messages),
-            as_json,
-        )
+        _show(report, as_json)
 
 
 def _show(report: StepReport, as_json: bool) -> None:
@@ -95,9 +90,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         db: DbOpt = None,
         shared: SharedOpt = False,
-        trust: Annotated[
-            Path | None, typer.Option("--trust", help=f"{TRUST_HELP} Needed for a bundle.")
-        ] = None,
+        trust: BundleTrustOpt = None,
         host: Annotated[str | None, typer.Option(help="Host policy: auto or manual.")] = None,
         as_json: Annotated[
             bool, typer.Option("--json", help="JSON lines instead of a table.")
@@ -106,19 +99,13 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option("--verbose", "-v", help="Show the worker log (as `lineup -v run`)."),
         ] = False,
-        sandbox: Annotated[
-            str,
-            typer.Option(
-                help="Contain MiniApp code: best_effort, required (refuse without "
-                "containment) or off (debugging)."
-            ),
-        ] = "best_effort",
+        sandbox: CodeSandboxOpt = "best_effort",
         isolation: IsolationOpt = None,
     ) -> None:
         """Simulate a MiniApp: install it into an embedded runtime and play a scenario."""
         from lineup_build.cli import _render
         from lineup_build.cli.compose import open_simulation
-        from lineup_runtime_lite.sim.format import load_scenario
+        from lineup_runtime_lite.scenario import load_scenario
 
         if scenarios is not None and len(scenarios) > 1:
             raise LineupError(

@@ -12,13 +12,21 @@ from typing import Annotated, Any
 import typer
 
 from lineup_build.cli._common import (
-    TRUST_HELP,
     envelope,
     output,
     trust_store_path,
     write_json,
 )
-from lineup_build.cli._options import IsolationOpt, checked_isolation, warn_db_password
+from lineup_build.cli._options import (
+    BundleTrustOpt,
+    CodeSandboxOpt,
+    IsolationOpt,
+    NodeIdOpt,
+    NodeLeaseOpt,
+    ServeDbOpt,
+    checked_isolation,
+    warn_db_password,
+)
 from lineup_sdk.errors import LineupError
 
 #: A fixed bearer token for `--http` (otherwise a fresh one each start).
@@ -91,23 +99,8 @@ def register(app: typer.Typer) -> None:
                 "(PATHs are optional then).",
             ),
         ] = False,
-        trust: Annotated[
-            Path | None,
-            typer.Option("--trust", help=f"{TRUST_HELP} Needed for a bundle."),
-        ] = None,
-        db: Annotated[
-            str | None,
-            typer.Option(
-                "--db",
-                envvar="LINEUP_DB",
-                show_envvar=True,
-                help="Runtime state: calls, receipts, sessions: an SQLite FILE (default: "
-                "<first folder>/.lineup/serve.db; only bundles: "
-                "$XDG_STATE_HOME/lineup/serve.db) or a PostgreSQL database "
-                "postgresql://user@host/db (the postgres extra). Keep a password out of "
-                "it: PGPASSWORD, ~/.pgpass, or the whole URL in LINEUP_DB.",
-            ),
-        ] = None,
+        trust: BundleTrustOpt = None,
+        db: ServeDbOpt = None,
         http: Annotated[
             str | None,
             typer.Option(
@@ -153,32 +146,10 @@ def register(app: typer.Typer) -> None:
         conversation: Annotated[
             str, typer.Option(help="Conversation of calls whose _meta names none.")
         ] = "mcp",
-        sandbox: Annotated[
-            str,
-            typer.Option(
-                help="Contain MiniApp code: best_effort, required (refuse without "
-                "containment) or off (debugging)."
-            ),
-        ] = "best_effort",
+        sandbox: CodeSandboxOpt = "best_effort",
         isolation: IsolationOpt = None,
-        node_id: Annotated[
-            str | None,
-            typer.Option(
-                "--node-id",
-                help="On PostgreSQL: this server's id among the nodes of the database "
-                "(default: $LINEUP_NODE_ID, else the hostname and the apps cache path).",
-            ),
-        ] = None,
-        node_lease: Annotated[
-            float,
-            typer.Option(
-                "--node-lease",
-                help="On PostgreSQL: seconds of this node's lease; once it lapses (the node "
-                "died or was cut off) another node takes its conversations over.",
-                min=0.2,
-                max=3600,
-            ),
-        ] = 10.0,
+        node_id: NodeIdOpt = None,
+        node_lease: NodeLeaseOpt = 10.0,
         as_json: Annotated[
             bool,
             typer.Option(
@@ -243,7 +214,7 @@ def register(app: typer.Typer) -> None:
                 [],
             )
         from lineup_runtime_lite import Runtime
-        from lineup_runtime_lite.store.postgres import is_postgres_url, redact_url
+        from lineup_runtime_lite.databases import is_postgres_url, redact_url
 
         state: str | Path
         if is_postgres_url(db):

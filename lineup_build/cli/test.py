@@ -12,6 +12,7 @@ import typer
 from lineup_build.cli._common import envelope, find_project, write_json
 from lineup_build.cli._common import output as level
 from lineup_build.cli._options import (
+    CodeSandboxOpt,
     DbOpt,
     IsolationOpt,
     SharedOpt,
@@ -47,16 +48,14 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("-k", help="Only scenarios whose name contains this (or matches it)."),
         ] = None,
-        sandbox: Annotated[
-            str, typer.Option(help="Contain MiniApp code: best_effort, required or off.")
-        ] = "best_effort",
+        sandbox: CodeSandboxOpt = "best_effort",
         isolation: IsolationOpt = None,
         db: DbOpt = None,
         shared: SharedOpt = False,
     ) -> None:
         """Play every scenario as a test, each in a fresh runtime on the virtual clock."""
         from lineup_build.cli.compose import run_suite
-        from lineup_runtime_lite.sim.runner import collect_cases, github_annotations, junit_xml
+        from lineup_runtime_lite.suite import collect_cases, github_annotations, junit_xml
         from lineup_sdk.sandbox import check_mode
 
         if output not in (None, "text", "json", "github"):

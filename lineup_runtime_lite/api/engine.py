@@ -9,7 +9,6 @@ and the background tasks (SPEC 5.2, 5.6).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -18,16 +17,17 @@ from typing import Any
 
 from lineup_build.model import Manifest
 from lineup_runtime_lite.api.clock import Clock
-from lineup_runtime_lite.core import transitions as t
-from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent, NewSession
+from lineup_runtime_lite.api.input_checks import ainput_problems, input_problems
+from lineup_runtime_lite.core.calls import CallEvent, NewIds
+from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent
 from lineup_runtime_lite.core.handlers import CatalogHandler
-from lineup_runtime_lite.core.messages import FINAL_STAGES
+from lineup_runtime_lite.core.messages import FINAL_STAGES, AgentMessage
 from lineup_runtime_lite.core.pomodoro import HANDLERS
 from lineup_runtime_lite.core.port import reading_as
 from lineup_runtime_lite.core.rows import Action, ActionEntry, RegistryEntry, Session
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.activation import ActivationDriver
-from lineup_runtime_lite.drivers.commit import GroupCommit
+from lineup_runtime_lite.drivers.commit import GroupCommit, applying
 from lineup_runtime_lite.drivers.delivery import DeliveryDriver
 from lineup_runtime_lite.drivers.install import InstalledApp, load_actions, load_tools
 from lineup_runtime_lite.drivers.intents import HostRelay
@@ -37,20 +37,14 @@ from lineup_runtime_lite.drivers.workers import WorkerPool
 from lineup_runtime_lite.processes.worker import WorkerOptions
 from lineup_runtime_lite.store.database import Database
 from lineup_runtime_lite.store.facts import Facts, LostRace, written_call
-from lineup_runtime_lite.validation.checks import (
-    Checked,
-    acheck_value,
-    check_value,
-    clip,
-    validator_for,
-)
+from lineup_runtime_lite.validation.checks import Checked, validator_for
 from lineup_runtime_lite.validation.params import Envelope
 from lineup_runtime_lite.validation.pool import DEFAULT_BUDGET_S, ValidatorPool
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import shared_memory
 
-__all__ = ["Engine", "ainput_problems", "input_problems", "new_id"]
+__all__ = ["Engine", "new_id"]
 
 log = logging.getLogger("lineup.runtime")
 
@@ -95,7 +89,7 @@ class Engine:
         self.model_of = model_of or self._row_model
         self._verify_ahead = verify_ahead
         self._versions: dict[tuple[str, str], tuple[Manifest, dict[str, RegistryEntry]]] = {}
-        self._finals: dict[str, list[asyncio.Future[dict[str, Any]]]] = {}
+        self._finals: dict[str, list[asyncio.Future[AgentMessage]]] = {}
         #: Callers waiting for a UI Action's outcome, by `(app_session_id, action_id)`.
         self._outcomes: dict[tuple[str, str], list[asyncio.Future[Action]]] = {}
         self._actions: dict[tuple[str, str], tuple[Manifest, dict[str, ActionEntry]]] = {}
@@ -140,7 +134,7 @@ class Engine:
     def on_wake(self, payloads: list[str]) -> None:
         """Wake-ups from the nodes (on this loop; each node hears its own too): `c:<call_id>`
         a final committed (a waiter here answers), `s:`/`a:`/`h:` work for a session's
-        owner (pump it, drive an activation, relay intents: `_applying`),
+        owner (pump it, drive an activation, relay intents: `drivers.commit.applying`),
         `d:<app_session_id>` its session data changed (Surface subscribers here), `r:` the
         installed apps changed; none at all is the polling tick, which re-drives
         everything (a wake-up lost with a listener's connection)."""
@@ -252,6 +246,25 @@ class Engine:
         while self._tasks:
             await asyncio.wait(list(self._tasks))
 
+    async def settle(self) -> None:
+        """Wait until background work and Surface listeners have settled (a listener may
+        start more work; each waits in the default executor)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await self.idle()
+            pending = self.subs.pending()
+            if not pending:
+                break
+            for sub in pending:
+                await loop.run_in_executor(None, sub.wait)
+
+    async def kill_workers(self, scope: str) -> int:
+        """Kill the running workers of an app scope now, as a crash would; how many."""
+        doomed = [w for key, w in list(self.workers.items()) if key[0] == scope]
+        for worker in doomed:
+            await worker.kill()
+        return len(doomed)
+
     async def _session_request(self, worker: Any, msg: dict[str, Any]) -> dict[str, Any]:
         return await self.delivery.session_request(worker, msg)
 
@@ -351,7 +364,7 @@ class Engine:
         then perform its effects. None when it decided nothing or lost a race."""
         try:
             decision = await self.commits.submit(
-                _applying(step, self.delivery.will_kick, self.owns, self._own)
+                applying(step, self.delivery.will_kick, self.owns, self._own)
             )
         except LostRace:
             return None
@@ -396,12 +409,12 @@ class Engine:
         if decision.host:
             self.host.kick()
 
-    def _wait_final(self, call_id: str) -> asyncio.Future[dict[str, Any]]:
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    def _wait_final(self, call_id: str) -> asyncio.Future[AgentMessage]:
+        fut: asyncio.Future[AgentMessage] = asyncio.get_running_loop().create_future()
         self._finals.setdefault(call_id, []).append(fut)
         return fut
 
-    def _drop_waiter(self, call_id: str, fut: asyncio.Future[dict[str, Any]]) -> None:
+    def _drop_waiter(self, call_id: str, fut: asyncio.Future[AgentMessage]) -> None:
         if fut.done():  # told meanwhile (`fail_waiters`): the caller has its own answer
             if not fut.cancelled():
                 fut.exception()
@@ -427,6 +440,25 @@ class Engine:
                 for out in self._outcomes.pop(key, []):
                     if not out.done():
                         out.set_result(found)
+
+    def outcome_waiter(self, key: tuple[str, str]) -> asyncio.Future[Action]:
+        """A waiter for the outcome of the UI Action `(app_session_id, action_id)` (SPEC
+        17); drop it with `drop_outcome_waiter`."""
+        out: asyncio.Future[Action] = asyncio.get_running_loop().create_future()
+        self._outcomes.setdefault(key, []).append(out)
+        # an outcome committed before the waiter was there (a replay of a finished one, or
+        # one that finished meanwhile) is read now: no await between, so none is missed
+        self._wake_outcomes({key})
+        return out
+
+    def drop_outcome_waiter(self, key: tuple[str, str], out: asyncio.Future[Action]) -> None:
+        waiters = self._outcomes.get(key)
+        if waiters is not None and out in waiters:
+            waiters.remove(out)
+            if not waiters:
+                del self._outcomes[key]
+        if not out.done():
+            out.cancel()
 
     def wake_waiters(self, call_ids: list[str] | None = None) -> None:
         """Answer every in-process waiter (of `call_ids`, when given) whose call already has
@@ -489,7 +521,7 @@ class Engine:
         env: Envelope,
         checked_tool: RegistryEntry | None = None,
         problems: Checked | None = None,
-    ) -> dict[str, Any]:
+    ) -> AgentMessage:
         """Accept one Agent call (SPEC 5.2) and return the message for this step.
 
         `env` passed the envelope checks in the caller's thread; `problems` are the input
@@ -499,7 +531,7 @@ class Engine:
         now = self.now()
         call_id = env.call_id
         tool = self.registry.get(env.method)
-        ev = t.CallEvent(call_id, env.conversation_id, env.method, env.params_json, env.fingerprint)
+        ev = CallEvent(call_id, env.conversation_id, env.method, env.params_json, env.fingerprint)
         if tool is not None and (problems is None or checked_tool is not tool):
             # installed in between: check here, a schema that is not plain off this loop
             if validator_for(tool.input_schema).plain:
@@ -589,111 +621,6 @@ class Engine:
             self.delivery.send_claimed(session, written_call(row))
         return await fut
 
-    # -- UI Actions (SPEC 17) ----------------------------------------------------------------
-    async def act(
-        self,
-        ev: t.ActionEvent,
-        params: Any,
-        *,
-        timeout: float | None,
-        accepted: Callable[[], None] | None = None,
-    ) -> dict[str, Any]:
-        """Accept one UI Action (or answer its replay) and wait for its outcome:
-        `{action_id, result, revision}`, or the outcome's error raised.
-
-        `params` is the strict-JSON value `ev.params` is the canonical text of;
-        `accepted()` runs once the action is persisted (or found: a replay), before the
-        wait for its outcome — never after a rejection before acceptance.
-
-        Raises:
-            LineupError: a rejection before acceptance (`unknown_action`, `invalid_params`,
-                `app_not_running`, `action_out_of_order`, `action_id_conflict`: nothing
-                persisted), the outcome's code, or `action_pending` when `timeout` ran out
-                (the action stays queued).
-        """
-        conv, scope = ev.conversation_id, ev.scope
-        now = self.now()
-        decision: Decision | None = None
-        for _ in range(3):  # a session that moved meanwhile (a dev rebuild) decides again
-            session, _act = self.facts.session_and_activation(conv, scope)
-            version = session.version if session is not None else self.facts.app_version(scope)
-            entry = self.actions_of(scope, version).get(ev.name) if version else None
-            problems: Checked | None = None
-            if entry is not None:  # validated here, off the store's step (SPEC 16.4)
-                if isinstance(params, dict):
-                    problems = await acheck_value(
-                        entry.input_schema, params, self.validators, scope
-                    )
-                else:
-                    problems = _not_an_object(params)
-
-            def step(
-                tx: Facts,
-                version: str | None = version,
-                entry: Any = entry,
-                problems: Checked | None = problems,
-            ) -> Decision:
-                found, act = tx.session_and_activation(conv, scope)
-                now_version = found.version if found is not None else tx.app_version(scope)
-                if now_version != version:
-                    raise LostRace()  # checked against another version: look again
-                mark, existing = 0, None
-                if found is not None:
-                    mark = tx.client_mark(found.app_session_id, ev.client_id)
-                    if ev.client_seq <= mark:
-                        existing = tx.action(found.app_session_id, ev.client_id, ev.client_seq)
-                facts = t.ActionFacts(found, act, mark, existing, entry, problems)
-                return t.decide_action(ev, facts, now)
-
-            decision = await self.decide(step)
-            if decision is not None:
-                break
-        if decision is None:
-            raise LineupError(
-                "store_unavailable",
-                f"action {ev.action_id!r} kept losing races in the store; nothing was accepted",
-                hint="send the same action again",
-            )
-        error = decision.extra.get("error")
-        if error is not None:
-            raise _raised(error)
-        if accepted is not None:
-            accepted()
-        replay: Action | None = decision.extra.get("replay")
-        if replay is not None:
-            sid = replay.app_session_id
-        else:
-            sid, _seq = decision.extra["accepted"]
-        if timeout is None:
-            declared = self.actions_of(scope, version).get(ev.name) if version else None
-            timeout = self.activation_timeout_ms / 1000 + (
-                declared.timeout_s if declared is not None else 30.0
-            )
-        key = (sid, ev.action_id)
-        out: asyncio.Future[Action] = asyncio.get_running_loop().create_future()
-        self._outcomes.setdefault(key, []).append(out)
-        # an outcome committed before the waiter was there (a replay of a finished one, or
-        # one that finished meanwhile) is read now: no await between, so none is missed
-        self._wake_outcomes({key})
-        try:
-            done = await asyncio.wait_for(asyncio.shield(out), timeout)
-        except TimeoutError:
-            pending = LineupError(
-                "action_pending",
-                f"action {ev.action_id!r} has no outcome yet after {timeout:g} s; it stays queued",
-            )
-            pending.action_id = ev.action_id  # type: ignore[attr-defined]
-            raise pending from None
-        finally:
-            waiters = self._outcomes.get(key)
-            if waiters is not None and out in waiters:
-                waiters.remove(out)
-                if not waiters:
-                    del self._outcomes[key]
-            if not out.done():
-                out.cancel()
-        return _outcome_of(ev.action_id, done)
-
     # -- reads ---------------------------------------------------------------------------
     def surface_get(self, conversation_id: str, scope: str) -> Snapshot:
         session = self.facts.session(conversation_id, scope)
@@ -766,98 +693,5 @@ class Engine:
         self.commits.close()  # the store thread, once its batch in flight has landed
 
 
-def _fresh_ids() -> t.NewIds:
-    return t.NewIds(new_id("ses"), new_id("inst"), new_id("op"))
-
-
-def _applying(
-    step: Callable[[Facts], Decision | None],
-    will_kick: Callable[[tuple[str, ...]], None],
-    owns: Callable[[str], bool],
-    own: Callable[[set[str]], None],
-) -> Callable[[Facts], Decision | None]:
-    """The batch step: decide, then write the decision's changes (a guard that finds no
-    row raises `LostRace`, so the savepoint is rolled back and the decision dropped). The
-    sessions a written decision kicks are marked at once, so a later decision of the same
-    batch never sends past their queue (`DeliveryDriver.idle`); the owners of other nodes'
-    sessions it touched are woken when it commits (SPEC 15)."""
-
-    def run(tx: Facts) -> Decision | None:
-        decision = step(tx)
-        if decision is not None:
-            for change in decision.changes:
-                tx.apply(change)
-            new = {c.app_session_id for c in decision.changes if isinstance(c, NewSession)}
-            if new:
-                own(new)
-            remote = [sid for sid in _touched(decision) if not owns(sid)]
-            if remote:  # what the owner does with it (`Engine.on_wake`)
-                wakes = [f"s:{sid}" for sid in remote]
-                wakes += [f"a:{act_id}" for act_id in decision.drive]
-                if decision.host:
-                    wakes += [f"h:{sid}" for sid in remote]
-                tx.wake(wakes)
-            kick = tuple(sid for sid in decision.kick if sid not in remote)
-            if kick:
-                will_kick(kick)
-        return decision
-
-    return reading_as(step, run)
-
-
-def _touched(decision: Decision) -> list[str]:
-    """The App sessions a decision writes to or kicks, in order, once each."""
-    out: dict[str, None] = dict.fromkeys(decision.kick)
-    for change in decision.changes:
-        sid = getattr(change, "app_session_id", None)
-        if isinstance(sid, str):
-            out[sid] = None
-    return list(out)
-
-
-def _raised(error: dict[str, Any]) -> LineupError:
-    """An outcome's (or a rejection's) error body as the exception `act` raises."""
-    return LineupError(
-        str(error["code"]),
-        str(error.get("message", "")),
-        hint=error.get("hint"),
-        details=error.get("details"),
-    )
-
-
-def _outcome_of(action_id: str, done: Action) -> dict[str, Any]:
-    """A finished UI Action's outcome `{action_id, result, revision}`, or its error raised."""
-    assert done.outcome is not None
-    outcome = json.loads(done.outcome)
-    if "error" in outcome:  # an accepted action's outcome: it names the action
-        error = _raised(outcome["error"])
-        error.action_id = action_id  # type: ignore[attr-defined]
-        raise error
-    return {"action_id": action_id, "result": outcome["result"], "revision": done.revision}
-
-
-def _not_an_object(params: Any) -> Checked:
-    return [
-        {
-            "path": "",
-            "message": "params must be a JSON object",
-            "expected": 'type "object"',
-            "value": clip(params),
-        }
-    ]
-
-
-def input_problems(tool: RegistryEntry, params: Any, pool: ValidatorPool) -> Checked:
-    """The input schema's problems with strict-JSON `params` (any thread; a schema that is
-    not plain waits for `pool` here, in the app's turn, so never on an event loop)."""
-    if not isinstance(params, dict):
-        return _not_an_object(params)
-    return check_value(tool.input_schema, params, pool, tool.scope)
-
-
-async def ainput_problems(tool: RegistryEntry, params: Any, pool: ValidatorPool) -> Checked:
-    """`input_problems` awaited on an event loop (a schema that is not plain waits for
-    `pool` in the app's turn without holding a thread)."""
-    if not isinstance(params, dict):
-        return _not_an_object(params)
-    return await acheck_value(tool.input_schema, params, pool, tool.scope)
+def _fresh_ids() -> NewIds:
+    return NewIds(new_id("ses"), new_id("inst"), new_id("op"))

@@ -11,20 +11,18 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+import inspect
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from lineup_runtime_lite.api.async_runtime import (
-    AsyncOutbox,
-    AsyncRuntime,
-    AsyncSurface,
-    _check_ids,
-    _check_limit,
-    _usable_id,
-)
+from lineup_runtime_lite.api.arguments import check_ids, check_limit, usable_id
+from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface
+from lineup_runtime_lite.api.async_runtime import AsyncRuntime
 from lineup_runtime_lite.api.clock import Clock
+from lineup_runtime_lite.api.options import RuntimeOptions
+from lineup_runtime_lite.core.messages import ActionAccepted, ActionOutcome, AgentMessage
 from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
@@ -41,13 +39,13 @@ class Outbox:
     def __init__(self, rt: Runtime, outbox: AsyncOutbox) -> None:
         self._rt, self._outbox = rt, outbox
 
-    def fetch(self, limit: int = 100) -> list[dict[str, Any]]:
+    def fetch(self, limit: int = 100) -> list[AgentMessage]:
         """Up to `limit` (1–1000) unacknowledged messages, oldest first.
 
         Raises:
             LineupError: `usage_invalid` for a limit outside 1–1000.
         """
-        _check_limit(limit)  # before the closed check, as on the loop
+        check_limit(limit)  # before the closed check, as on the loop
         return self._rt._run(self._outbox.fetch(limit))
 
     def ack(self, ids: list[str]) -> None:
@@ -56,10 +54,10 @@ class Outbox:
         Raises:
             LineupError: `usage_invalid` unless `ids` is a list of strings.
         """
-        _check_ids(ids)
+        check_ids(ids)
         self._rt._run(self._outbox.ack(ids))
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[AgentMessage]:
         """Every message ever written, acked or not (timelines and tests)."""
         return self._rt._run(self._outbox.all())
 
@@ -116,7 +114,7 @@ class Surface:
         client_id: str,
         seq: int,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> ActionOutcome:
         """Ask for a UI Action and wait for its outcome (`AsyncSurface.act`):
         `{"action_id", "result", "revision"}`, or `LineupError` with the outcome's code
         (`action_pending` when `timeout` ran out: the action stays queued)."""
@@ -132,7 +130,7 @@ class Surface:
         client_id: Any,
         seq: Any,
         timeout: float | None = None,
-    ) -> tuple[dict[str, Any], concurrent.futures.Future[dict[str, Any]]]:
+    ) -> tuple[ActionAccepted, concurrent.futures.Future[ActionOutcome]]:
         """`act()` in its two halves (`AsyncSurface.submit`): blocks until the action is
         accepted, then returns `({"action_id", "seq"}, outcome)`; `outcome.result()` returns
         or raises as `act()` does (cancelling it only stops waiting: the action stays
@@ -152,7 +150,7 @@ class Surface:
         client_id: Any,
         seq: Any,
         timeout: float | None = None,
-    ) -> tuple[dict[str, Any], Awaitable[dict[str, Any]]]:
+    ) -> tuple[ActionAccepted, Awaitable[ActionOutcome]]:
         """`submit()` for asyncio code on another event loop (the dev Host's Surface
         bridge): returns once the action is accepted, with `({"action_id", "seq"},
         outcome)`; `outcome` is awaited on the caller's loop.
@@ -169,12 +167,12 @@ class Surface:
 
     def _submitting(
         self, name: Any, params: Any, client_id: Any, seq: Any, timeout: float | None
-    ) -> tuple[Coroutine[Any, Any, dict[str, Any]], concurrent.futures.Future[dict[str, Any]]]:
+    ) -> tuple[Coroutine[Any, Any, ActionAccepted], concurrent.futures.Future[ActionOutcome]]:
         """The acceptance to run on the runtime's loop, and the outcome it will fill in."""
         rt = self._rt
-        result: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        result: concurrent.futures.Future[ActionOutcome] = concurrent.futures.Future()
 
-        def copy(task: asyncio.Future[dict[str, Any]]) -> None:
+        def copy(task: asyncio.Future[ActionOutcome]) -> None:
             # the caller may have stopped waiting (cancelled `result`) meanwhile
             with contextlib.suppress(concurrent.futures.InvalidStateError):
                 if task.cancelled():
@@ -184,13 +182,13 @@ class Surface:
                 else:
                     result.set_result(task.result())
 
-        async def accept() -> dict[str, Any]:
+        async def accept() -> ActionAccepted:
             accepted, outcome = await self._surface.submit(
                 name, params, client_id=client_id, seq=seq, timeout=timeout
             )
             outcome.add_done_callback(copy)
 
-            def stop_waiting(f: concurrent.futures.Future[dict[str, Any]]) -> None:
+            def stop_waiting(f: concurrent.futures.Future[ActionOutcome]) -> None:
                 if f.cancelled():  # only the wait ends: the action stays queued
                     with contextlib.suppress(RuntimeError):
                         rt._loop.call_soon_threadsafe(outcome.cancel)
@@ -239,6 +237,10 @@ def _opens_like(
     return wrap
 
 
+#: `AsyncRuntime.open`'s parameters, which `Runtime.open` binds its arguments to.
+_OPEN = inspect.signature(AsyncRuntime.open)
+
+
 class Runtime:
     """The reference runtime, synchronous. Create it with `Runtime.open(...)`; asyncio
     code uses `AsyncRuntime` instead (no thread hop)."""
@@ -267,14 +269,19 @@ class Runtime:
                 `store_schema_unsupported`, `install_tampered` (the apps folder, or a
                 folder above it, is another user's or others may write it).
         """
+        bound = _OPEN.bind(*args, **options)  # a wrong argument is a TypeError
+        return Runtime._from_options(RuntimeOptions(**bound.arguments))
+
+    @staticmethod
+    def _from_options(options: RuntimeOptions) -> Runtime:
+        """Open a runtime from checked options (`open`, and `testing.open_app`)."""
         rt = Runtime()
         rt._thread.start()
-        clock = options.get("clock")
-        if clock is not None:  # before the AsyncRuntime's own: `advance()` fires here, waits
-            clock.on_advance(rt._advanced)
+        if options.clock is not None:  # before the AsyncRuntime's: `advance()` fires here, waits
+            options.clock.on_advance(rt._advanced)
         try:
             rt._art = asyncio.run_coroutine_threadsafe(
-                AsyncRuntime.open(*args, **options), rt._loop
+                AsyncRuntime._from_options(options), rt._loop
             ).result()
         except BaseException:
             rt._stop_loop()
@@ -335,7 +342,7 @@ class Runtime:
     @property
     def _timer(self) -> asyncio.TimerHandle | None:
         """The real-clock timer armed for the next deadline (tests)."""
-        return self._art._timer
+        return self._art._deadlines.handle
 
     def _fire(self) -> Coroutine[Any, Any, None]:
         """Fire the timer now (tests: a wall clock that jumps)."""
@@ -403,7 +410,7 @@ class Runtime:
 
     def uninstall(self, scope: str) -> None:
         """Remove a scope from the Registry (its sessions' history stays in the database)."""
-        _usable_id("scope", scope)
+        usable_id("scope", scope)
         self._run(self._art.uninstall(scope))
 
     def sessions(self, scope: str | None = None) -> list[dict[str, Any]]:
@@ -424,7 +431,7 @@ class Runtime:
         """The Agent Inventory: every installed tool without delivery internals."""
         return self._run(self._art.inventory())
 
-    def call(self, call_id: Any, conversation_id: Any, method: Any, params: Any) -> dict[str, Any]:
+    def call(self, call_id: Any, conversation_id: Any, method: Any, params: Any) -> AgentMessage:
         """Send one Agent call; returns the AgentMessage for this step (SPEC 5.0).
 
         The envelope and the input schema are checked as `AsyncRuntime.call` checks them:
@@ -440,7 +447,7 @@ class Runtime:
 
     async def acall(
         self, call_id: Any, conversation_id: Any, method: Any, params: Any
-    ) -> dict[str, Any]:
+    ) -> AgentMessage:
         """`call()` for asyncio code on another event loop: the same answer, awaited without
         blocking that loop (checked as `call()` checks it). Code that owns its loop should
         prefer `AsyncRuntime` (no thread hop)."""
@@ -451,7 +458,7 @@ class Runtime:
         )
         return await asyncio.wrap_future(future)
 
-    def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[dict[str, Any]]:
+    def call_many(self, calls: Sequence[tuple[str, str, str, Any]]) -> list[AgentMessage]:
         """Accept several Agent calls `(call_id, conversation_id, method, params)` in one
         runtime turn: each is routed, in the order given, before anything they start can
         progress (so the first that starts an activation answers `starting` and the rest
@@ -513,7 +520,7 @@ class Runtime:
 
     def im_records(self, conversation_id: str) -> list[dict[str, Any]]:
         """The immutable IM records written for a conversation, oldest first."""
-        _usable_id("conversation_id", conversation_id)
+        usable_id("conversation_id", conversation_id)
         return self._run(self._art.im_records(conversation_id))
 
     def store_dump(self) -> dict[str, list[tuple[Any, ...]]]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from lineup_runtime_lite.core.messages import AgentMessage
+
 __all__ = [
     "ActionDone",
     "ActionState",
@@ -148,7 +150,7 @@ class NewReceipt:
     final also ends the call. Guarded: the stage must not be recorded yet, and a final
     only for a call that has none (`result` after a `delivery_interrupted` loses)."""
 
-    message: dict[str, Any]
+    message: AgentMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,7 +262,7 @@ class Decision:
     """
 
     changes: tuple[Change, ...] = ()
-    answer: dict[str, Any] | None = None
+    answer: AgentMessage | None = None
     deliver: str | None = None
     drive: tuple[str, ...] = ()
     stop: tuple[str, ...] = ()
@@ -275,7 +277,7 @@ class Decision:
         return [c for c in self.changes if isinstance(c, ActionDone)]
 
     @property
-    def finals(self) -> list[dict[str, Any]]:
+    def finals(self) -> list[AgentMessage]:
         """The final messages these changes record (their waiters are answered)."""
         return [
             c.message

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from lineup_runtime_lite.core.calls import CallEvent, NewIds
 from lineup_runtime_lite.core.decisions import Change, Decision
 from lineup_runtime_lite.core.port import Facts
 from lineup_runtime_lite.core.rows import Call, RegistryEntry
-from lineup_runtime_lite.core.transitions import CallEvent, NewIds
 
 __all__ = ["CatalogHandler", "HandlerContext"]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from lineup_runtime_lite.core.timestamps import format_ts
 from lineup_sdk.codes import CODES
@@ -14,17 +15,73 @@ __all__ = [
     "BUDGET_REASON",
     "FINAL_STAGES",
     "MAX_DETAILS",
+    "ActionAccepted",
+    "ActionOutcome",
+    "AgentMessage",
     "Checked",
+    "ErrorBody",
+    "Kind",
     "Unchecked",
     "cap_details",
     "error_body",
     "fingerprint",
     "make_message",
+    "plain",
     "reject",
     "schema_rejection",
 ]
 
 FINAL_STAGES = ("result", "error")
+
+#: An AgentMessage's `kind`.
+Kind = Literal["receipt", "result", "error"]
+
+
+class ErrorBody(TypedDict):
+    """An AgentMessage's `error` (SPEC 5.0, 7): a stable code, a message, and where it
+    applies a hint and details."""
+
+    code: str
+    message: str
+    hint: NotRequired[str]
+    details: NotRequired[Any]
+
+
+class AgentMessage(TypedDict):
+    """Everything the Agent receives (SPEC 5.0): what `call()` returns and the outbox
+    carries for the same step — a plain `dict` at run time, this closed field list to a
+    type checker. Receipts carry `activation` or `reason` where they apply and, for
+    `started`, `started_at` and `ends_at`; a final carries `result` or `error`."""
+
+    id: str
+    call_id: str
+    app_scope: str
+    kind: Kind
+    stage: str
+    at: str
+    activation: NotRequired[str]
+    reason: NotRequired[str]
+    started_at: NotRequired[str]
+    ends_at: NotRequired[str]
+    result: NotRequired[Any]
+    error: NotRequired[ErrorBody]
+
+
+class ActionOutcome(TypedDict):
+    """A UI Action's outcome (SPEC 17), as `Surface.act` returns it: its id, its handler's
+    result and the session data's revision after it."""
+
+    action_id: str
+    result: Any
+    revision: int | None
+
+
+class ActionAccepted(TypedDict):
+    """What `Surface.submit` answers once an action is accepted (persisted, or found)."""
+
+    action_id: str
+    seq: int
+
 
 #: `details.reason` of a value not validated within the validation budget (SPEC 13.3).
 BUDGET_REASON = "validation_budget"
@@ -53,11 +110,17 @@ def fingerprint(conversation_id: str, method: str, params: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def plain(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a message (or an outcome) as a plain `dict`, for code that keeps its own
+    records of them and adds fields of its own (a scenario's report, an MCP answer)."""
+    return dict(message)
+
+
 def error_body(
     code: str, message: str, *, hint: str | None = None, details: Any = None
-) -> dict[str, Any]:
+) -> ErrorBody:
     """An `error` object; documented codes get their documented fix as hint by default."""
-    out: dict[str, Any] = {"code": code, "message": message}
+    out: ErrorBody = {"code": code, "message": message}
     if hint is None and code in CODES:
         hint = CODES[code][1]
     if hint:
@@ -74,16 +137,16 @@ def make_message(
     at_ms: int,
     *,
     result: Any = None,
-    error: dict[str, Any] | None = None,
+    error: ErrorBody | None = None,
     activation: str | None = None,
     reason: str | None = None,
     started_at: str | None = None,
     ends_at: str | None = None,
     has_result: bool = False,
-) -> dict[str, Any]:
+) -> AgentMessage:
     """One AgentMessage (a closed field list; never an instance, session or operation id)."""
-    kind = "result" if stage == "result" else "error" if stage == "error" else "receipt"
-    msg: dict[str, Any] = {
+    kind: Kind = "result" if stage == "result" else "error" if stage == "error" else "receipt"
+    msg: AgentMessage = {
         "id": f"{call_id}:{stage}",
         "call_id": call_id,
         "app_scope": app_scope,
@@ -106,7 +169,7 @@ def make_message(
     return msg
 
 
-def reject(call_id: str, app_scope: str, at_ms: int, error: dict[str, Any]) -> dict[str, Any]:
+def reject(call_id: str, app_scope: str, at_ms: int, error: ErrorBody) -> AgentMessage:
     """An error answered without persisting anything (unknown method, bad params, conflict)."""
     return make_message(call_id, app_scope, "error", at_ms, error=error)
 

@@ -10,6 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from lineup_runtime_lite.core.activations import end_activation
+from lineup_runtime_lite.core.calls import (
+    CallEvent,
+    NewIds,
+    accept_starting,
+    answer_error,
+    answer_now,
+)
 from lineup_runtime_lite.core.decisions import (
     CallState,
     Change,
@@ -24,14 +32,6 @@ from lineup_runtime_lite.core.messages import make_message
 from lineup_runtime_lite.core.port import Facts
 from lineup_runtime_lite.core.rows import Activation, Call, Operation, RegistryEntry, Session
 from lineup_runtime_lite.core.timestamps import format_ts
-from lineup_runtime_lite.core.transitions import (
-    CallEvent,
-    NewIds,
-    accept_starting,
-    answer_error,
-    answer_now,
-    end_activation,
-)
 
 __all__ = [
     "HANDLERS",

@@ -7,7 +7,7 @@ import asyncio
 import secrets
 from collections.abc import Awaitable, Callable
 
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.activations import host_event_action
 from lineup_runtime_lite.core.handlers import CatalogHandler
 from lineup_runtime_lite.drivers import steps
 from lineup_runtime_lite.drivers.install import UntrustedRecord
@@ -96,7 +96,7 @@ class ActivationDriver:
         self, act_id: str, *, worker_up: bool = False, confirmed: bool = False
     ) -> bool:
         """Commit the worker being up / the Host's confirmation, and `ready` once both
-        hold (`transitions.advance_activation`). False when nothing changed."""
+        hold (`activations.advance_activation`). False when nothing changed."""
         shell = self.shell
         step = steps.advance(
             act_id,
@@ -110,7 +110,7 @@ class ActivationDriver:
         return await shell.decide(step) is not None
 
     async def end(self, act_id: str, state: str, reason: str, *, cause: str | None = None) -> bool:
-        """Fail or cancel a `starting` activation (`transitions.end_activation`); False
+        """Fail or cancel a `starting` activation (`activations.end_activation`); False
         (writing nothing) when it already left `starting`."""
         shell = self.shell
         step = steps.end(act_id, shell.tools_of, state, reason, now=shell.now(), cause=cause)
@@ -125,7 +125,7 @@ class ActivationDriver:
         facts = self.shell.facts
         act = facts.activation(instance)
         session = facts.session_by_id(act.app_session_id) if act is not None else None
-        action = t.host_event_action(act, session, event, conversation_id, scope)
+        action = host_event_action(act, session, event, conversation_id, scope)
         if action is None:
             return False
         if action == "confirm":

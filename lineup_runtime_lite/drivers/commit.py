@@ -10,11 +10,12 @@ import threading
 from collections.abc import Callable, Generator
 from typing import Any
 
-from lineup_runtime_lite.core.port import Facts
+from lineup_runtime_lite.core.decisions import Decision, NewSession
+from lineup_runtime_lite.core.port import Facts, reading_as
 from lineup_runtime_lite.store.database import Database
 from lineup_sdk.errors import LineupError
 
-__all__ = ["MAX_BATCH", "GroupCommit"]
+__all__ = ["MAX_BATCH", "GroupCommit", "applying", "touched"]
 
 #: The most decisions one transaction carries (the rest go in the next turn's).
 MAX_BATCH = 256
@@ -201,3 +202,48 @@ class _Ticket:
         if not fut.done() and self._commit._alone(fut.get_loop()):
             self._commit._flush()
         return fut.__await__()
+
+
+def applying(
+    step: Callable[[Facts], Decision | None],
+    will_kick: Callable[[tuple[str, ...]], None],
+    owns: Callable[[str], bool],
+    own: Callable[[set[str]], None],
+) -> Callable[[Facts], Decision | None]:
+    """The batch step: decide, then write the decision's changes (a guard that finds no
+    row raises `LostRace`, so the savepoint is rolled back and the decision dropped). The
+    sessions a written decision kicks are marked at once, so a later decision of the same
+    batch never sends past their queue (`DeliveryDriver.idle`); the owners of other nodes'
+    sessions it touched are woken when it commits (SPEC 15)."""
+
+    def run(tx: Facts) -> Decision | None:
+        decision = step(tx)
+        if decision is not None:
+            for change in decision.changes:
+                tx.apply(change)
+            new = {c.app_session_id for c in decision.changes if isinstance(c, NewSession)}
+            if new:
+                own(new)
+            remote = [sid for sid in touched(decision) if not owns(sid)]
+            if remote:  # what the owner does with it (`Engine.on_wake`)
+                wakes = [f"s:{sid}" for sid in remote]
+                wakes += [f"a:{act_id}" for act_id in decision.drive]
+                if decision.host:
+                    wakes += [f"h:{sid}" for sid in remote]
+                tx.wake(wakes)
+            kick = tuple(sid for sid in decision.kick if sid not in remote)
+            if kick:
+                will_kick(kick)
+        return decision
+
+    return reading_as(step, run)
+
+
+def touched(decision: Decision) -> list[str]:
+    """The App sessions a decision writes to or kicks, in order, once each."""
+    out: dict[str, None] = dict.fromkeys(decision.kick)
+    for change in decision.changes:
+        sid = getattr(change, "app_session_id", None)
+        if isinstance(sid, str):
+            out[sid] = None
+    return list(out)

@@ -17,8 +17,15 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from lineup_runtime_lite.core import transitions as t
 from lineup_runtime_lite.core.decisions import Decision, ReplaceSessionData
+from lineup_runtime_lite.core.deliveries import (
+    answer_action,
+    answer_delivery,
+    hold_replace,
+    interrupt_action,
+    interrupt_delivery,
+    next_delivery,
+)
 from lineup_runtime_lite.core.messages import Checked
 from lineup_runtime_lite.core.port import Facts
 from lineup_runtime_lite.core.rows import (
@@ -224,7 +231,7 @@ class DeliveryDriver:
             current = tx.queue_head(session_id)
             if current is None or _key(current[0]) != key:
                 return None  # it moved on meanwhile: the next step looks again
-            return t.next_delivery(current, tool, now, action=entry, problems=problems)
+            return next_delivery(current, tool, now, action=entry, problems=problems)
 
         decision = await shell.decide(step)
         if decision is not None and decision.deliver is not None:
@@ -240,9 +247,9 @@ class DeliveryDriver:
     async def interrupt(self, item: Call | Action) -> None:
         now = self.shell.now()
         if isinstance(item, Action):
-            await self.shell.decide(lambda tx: t.interrupt_action(item, now))
+            await self.shell.decide(lambda tx: interrupt_action(item, now))
         else:
-            await self.shell.decide(lambda tx: t.interrupt_delivery(item, now))
+            await self.shell.decide(lambda tx: interrupt_delivery(item, now))
 
     async def _worker_lost(self, call: Call | Action) -> None:
         """The app cannot run any more: its ready activation fails, its queue is answered."""
@@ -315,14 +322,14 @@ class DeliveryDriver:
                 if isinstance(call, Action):  # a UI Action's outcome carries the revision
                     assert isinstance(tool, ActionEntry)
                     stored = tx.session_revision(tool.scope, call.app_session_id)
-                    return t.answer_action(
+                    return answer_action(
                         call, tool, now=now, committed=stored, pending=pending, **outcome
                     )
                 committed = None
                 if pending is not None:
                     committed = tx.session_revision(pending.scope, pending.app_session_id)
                 assert isinstance(tool, RegistryEntry)
-                return t.answer_delivery(
+                return answer_delivery(
                     call, tool, now=now, pending=pending, committed=committed, **outcome
                 )
 
@@ -413,7 +420,7 @@ class DeliveryDriver:
             data, expected = msg.get("data"), msg.get("expected_revision")
             held = grant.pending
             committed = 0 if held is not None else self.shell.facts.session_revision(scope, sid)
-            pending = t.hold_replace(held, committed, scope, sid, data, expected)
+            pending = hold_replace(held, committed, scope, sid, data, expected)
             if held is None:  # the delivery's first write takes one of the worker's slots
                 await self._hold(worker)
                 if self._caps.get(msg["cap"]) is not grant:
@@ -421,7 +428,7 @@ class DeliveryDriver:
                     return self._unknown_cap(worker, msg)
                 if grant.pending is not None:  # another write of its handler came first
                     self._release(worker)
-                    pending = t.hold_replace(grant.pending, 0, scope, sid, data, expected)
+                    pending = hold_replace(grant.pending, 0, scope, sid, data, expected)
             grant.pending = pending
             return {"ok": True, "revision": pending.revision, "data": json.loads(pending.data)}
         except LineupError as exc:

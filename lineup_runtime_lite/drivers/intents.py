@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.activations import intent_delivered, supersede_ended
 from lineup_runtime_lite.drivers import STEP_TRIES, steps
 from lineup_runtime_lite.drivers.shell import Shell
 from lineup_runtime_lite.store import faults
@@ -101,7 +101,7 @@ class HostRelay:
             ]
             if not heads:
                 return
-            superseded = t.supersede_ended(heads)
+            superseded = supersede_ended(heads)
             if superseded is not None:
                 await shell.decide(steps.decided(superseded))
                 self._answer_waiters()
@@ -129,5 +129,5 @@ class HostRelay:
                 continue
             failures.pop(head.instance, None)
             retry_at.pop(head.instance, None)
-            await shell.decide(steps.decided(t.intent_delivered(head)))
+            await shell.decide(steps.decided(intent_delivered(head)))
             self._answer_waiters()

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.activations import advance_activation, end_activation
+from lineup_runtime_lite.core.activations import worker_lost as lost_worker_decision
+from lineup_runtime_lite.core.calls import (
+    CallEvent,
+    CallFacts,
+    NewIds,
+    decide_call,
+    needs_fresh_ids,
+    screen_call,
+)
 from lineup_runtime_lite.core.decisions import Change, Decision
 from lineup_runtime_lite.core.handlers import CatalogHandler, HandlerContext
 from lineup_runtime_lite.core.messages import Checked
@@ -22,24 +31,24 @@ ToolsOf = Callable[[str, str], Mapping[str, RegistryEntry]]
 Idle = Callable[[Facts, Session, str], bool]
 
 #: What a call routed to a ready session is given (it creates no session or activation).
-NO_IDS = t.NewIds("", "", "")
+NO_IDS = NewIds("", "", "")
 
 
 def accept(
-    ev: t.CallEvent,
+    ev: CallEvent,
     tool: RegistryEntry | None,
     problems: Checked | None,
     handlers: Mapping[str, CatalogHandler],
     *,
     now: int,
     timeout_ms: int,
-    draw_ids: Callable[[], t.NewIds],
+    draw_ids: Callable[[], NewIds],
     idle: Idle,
     tools_of: ToolsOf,
     methods_for: Callable[[str, str], list[str]],
 ) -> Callable[[Facts], Decision]:
-    """A call's acceptance: read its `CallFacts`, ask `transitions.decide_call` (or, for
-    a runtime-delivered tool that passes `transitions.screen_call`, its handler).
+    """A call's acceptance: read its `CallFacts`, ask `calls.decide_call` (or, for
+    a runtime-delivered tool that passes `calls.screen_call`, its handler).
 
     `tool` is the Registry's tool for the method and `problems` its input schema's
     findings (both computed before the step, off its savepoint); `draw_ids` is asked only
@@ -51,7 +60,7 @@ def accept(
             existing, session, act = tx.call(ev.call_id), None, None
         else:  # the session read rides with the call's (one round trip on PostgreSQL)
             existing, session, act = tx.call_and_session(ev.call_id, ev.conversation_id, tool.scope)
-        screened = t.screen_call(ev, t.CallFacts(existing, tool, problems), now)
+        screened = screen_call(ev, CallFacts(existing, tool, problems), now)
         if screened is not None:
             return screened
         assert tool is not None
@@ -59,7 +68,7 @@ def accept(
             ctx = HandlerContext(now, draw_ids(), timeout_ms, tools_of, methods_for)
             return handlers[tool.handler_key or ""].accept(tx, tool, ev, ctx)
         ready = session is not None and act is not None and act.state == "ready"
-        facts = t.CallFacts(
+        facts = CallFacts(
             None,
             tool,
             problems,
@@ -73,8 +82,8 @@ def accept(
             and not session.actions_ahead
             and idle(tx, session, tool.method),
         )
-        ids = draw_ids() if t.needs_fresh_ids(tool, act) else NO_IDS
-        return t.decide_call(ev, facts, ids=ids, now=now, timeout_ms=timeout_ms)
+        ids = draw_ids() if needs_fresh_ids(tool, act) else NO_IDS
+        return decide_call(ev, facts, ids=ids, now=now, timeout_ms=timeout_ms)
 
     if tool is None or tool.delivery == "runtime":
         return step
@@ -108,7 +117,7 @@ def advance(
     worker_up: bool = False,
     confirmed: bool = False,
 ) -> Step:
-    """`transitions.advance_activation`, with the trigger's runtime handler deciding what
+    """`activations.advance_activation`, with the trigger's runtime handler deciding what
     `ready` starts (a Pomodoro's focus) when its tool is runtime-delivered."""
 
     def step(tx: Facts) -> Decision | None:
@@ -121,13 +130,13 @@ def advance(
         tool = tools.get(trigger.method) if trigger is not None else None
         handler = handlers.get(tool.handler_key or "") if tool is not None else None
         if tool is not None and tool.delivery == "runtime" and handler is not None:
-            ids = t.NewIds("", "", operation_id)
+            ids = NewIds("", "", operation_id)
             rt_tool, rt_handler = tool, handler
 
             def on_ready(call: Call) -> Sequence[Change]:
                 return rt_handler.on_ready(rt_tool, call, now, ids)
 
-        return t.advance_activation(
+        return advance_activation(
             act, trigger, now=now, worker_up=worker_up, confirmed=confirmed, on_ready=on_ready
         )
 
@@ -143,7 +152,7 @@ def end(
     now: int,
     cause: str | None = None,
 ) -> Step:
-    """`transitions.end_activation` for a starting activation and the calls it holds."""
+    """`activations.end_activation` for a starting activation and the calls it holds."""
 
     def step(tx: Facts) -> Decision | None:
         found = _activation(tx, act_id, tools_of)
@@ -152,7 +161,7 @@ def end(
         act, tools = found
         waiting = tx.waiting_calls(act_id)
         actions = tx.waiting_actions(act_id)
-        return t.end_activation(
+        return end_activation(
             act, waiting, tools, state, reason, now=now, cause=cause, actions=actions
         )
 
@@ -160,14 +169,14 @@ def end(
 
 
 def worker_lost(act_id: str, tools_of: ToolsOf, *, now: int) -> Step:
-    """`transitions.worker_lost` for a ready activation whose app cannot run any more."""
+    """`activations.worker_lost` for a ready activation whose app cannot run any more."""
 
     def step(tx: Facts) -> Decision | None:
         found = _activation(tx, act_id, tools_of)
         if found is None:
             return None
         act, tools = found
-        return t.worker_lost(
+        return lost_worker_decision(
             act, tx.waiting_calls(act_id), tools, now=now, actions=tx.waiting_actions(act_id)
         )
 

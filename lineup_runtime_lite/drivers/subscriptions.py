@@ -1,6 +1,6 @@
 """The Surface's session-data subscriptions: snapshot first, then strictly increasing
-revisions (the CAS replace itself is `transitions.hold_replace`, committed with its
-delivery's answer by `transitions.commit_pending`)."""
+revisions (the CAS replace itself is `deliveries.hold_replace`, committed with its
+delivery's answer by `deliveries.commit_pending`)."""
 
 from __future__ import annotations
 

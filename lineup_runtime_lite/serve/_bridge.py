@@ -18,6 +18,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
+from lineup_runtime_lite.core.messages import plain
 from lineup_runtime_lite.serve._mapping import (
     CALL_ID_META,
     CONVERSATION_META,
@@ -391,7 +392,7 @@ class Bridge:
     async def send(self, call_id: Any, conversation: Any, method: str, args: Any) -> dict[str, Any]:
         """`Runtime.acall` (no thread hop); a runtime failure becomes a final error."""
         try:
-            answer = await self.rt.acall(call_id, conversation, method, args)
+            answer = plain(await self.rt.acall(call_id, conversation, method, args))
         except LineupError as exc:
             answer = {
                 "id": f"{call_id}:error",

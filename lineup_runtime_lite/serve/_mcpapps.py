@@ -20,6 +20,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
+from lineup_runtime_lite.core.messages import plain
 from lineup_runtime_lite.serve._mapping import CONVERSATION_META, ERROR_META, McpTool
 from lineup_runtime_lite.serve._resources import MIME_TYPE
 from lineup_runtime_lite.serve._views import VIEW_TTL_MS, View, mint, verify
@@ -391,7 +392,8 @@ class McpApps:
         client_id, seq = args.get("client_id"), args.get("seq")
 
         def act() -> dict[str, Any]:
-            return surface.act(name, params, client_id=client_id, seq=seq)  # type: ignore[arg-type]
+            outcome = surface.act(name, params, client_id=client_id, seq=seq)  # type: ignore[arg-type]
+            return plain(outcome)
 
         try:
             outcome = await anyio.to_thread.run_sync(act)

@@ -202,8 +202,8 @@ def _play(
         sandbox,
         isolation,
         private_schema("test") if database else None,
+        scratch=tmp,
     )
-    sim._tmp = tmp
     try:
         sim.start()
         return sim.play(scenario)

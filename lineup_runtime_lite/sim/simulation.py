@@ -13,6 +13,7 @@ from typing import Any
 from lineup_runtime_lite.api.async_runtime import DEFAULT_ISOLATION
 from lineup_runtime_lite.api.clock import LAST_MS, VirtualClock, format_ts, parse_duration
 from lineup_runtime_lite.api.runtime import Runtime
+from lineup_runtime_lite.core.messages import plain
 from lineup_runtime_lite.host.simulator import HostSimulator
 from lineup_runtime_lite.host.surface_client import SurfaceClient
 from lineup_runtime_lite.sim.expect import Difference, compare, explain
@@ -79,7 +80,8 @@ class Simulation:
     db_schema: str | None = None
     clock: VirtualClock = field(default_factory=VirtualClock)
     rt: Runtime | None = None
-    _tmp: Path | None = None
+    #: A folder `close()` removes: where the caller keeps the bundle and the database.
+    scratch: Path | None = None
     _clients: dict[str, SurfaceClient] = field(default_factory=dict)
     #: What opening the runtime emitted before any step (recovery of a kept database).
     opened: list[dict[str, Any]] = field(default_factory=list)
@@ -116,9 +118,9 @@ class Simulation:
         if self.db_schema is not None:
             schema, self.db_schema = self.db_schema, None
             drop_schema(str(self.db), schema)
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
     def _move(self, text: str) -> int:
         """A clock move in ms; past the year 9999 (a resumed run) it is `scenario_invalid`."""
@@ -136,7 +138,7 @@ class Simulation:
         out: list[dict[str, Any]] = []
         while batch := rt.outbox.fetch(500):
             rt.outbox.ack([m["id"] for m in batch])
-            out.extend(batch)
+            out.extend(plain(m) for m in batch)
         return out
 
     def resolve_scope(self, conversation: str, scope: str | None) -> str:
@@ -165,7 +167,7 @@ class Simulation:
         ids = {m["id"] for m in new}
         for msg in answers:  # a rejection (never persisted) or a repeat (its stored answer)
             if msg["id"] not in ids:
-                new.append(msg)
+                new.append(plain(msg))
                 ids.add(msg["id"])
         return new
 
@@ -258,12 +260,14 @@ class Simulation:
         )
         out: dict[str, Any]
         try:
-            out = rt.surface(conversation, scope).act(
-                a["name"],
-                a["params"],
-                client_id=a["client"],
-                seq=a["seq"],
-                timeout=0 if starting else None,
+            out = plain(
+                rt.surface(conversation, scope).act(
+                    a["name"],
+                    a["params"],
+                    client_id=a["client"],
+                    seq=a["seq"],
+                    timeout=0 if starting else None,
+                )
             )
         except LineupError as exc:
             error: dict[str, Any] = {"code": exc.code, "message": exc.message}
@@ -273,6 +277,14 @@ class Simulation:
             out = {"action_id": accepted, "error": error} if accepted else {"error": error}
         rt.settle()
         return [out, *self._new_messages()]
+
+    def act_report(self, index: int, step: Step) -> StepReport:
+        """`act(step)` as step `index` of a timeline, with nothing expected of it (a line
+        typed at `lineup run`'s prompt)."""
+        messages = self.act(step)
+        return StepReport(
+            index, step.action, step.describe(), format_ts(self.clock.now_ms()), messages
+        )
 
     def opening_report(self) -> StepReport | None:
         """Step 0: what opening the runtime emitted, once (None when it emitted nothing)."""

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from lineup_runtime_lite.core.rows import Activation, Call, Intent, Operation, Session
 from lineup_runtime_lite.store.facts import Facts, LostRace, SqlFacts
-from lineup_runtime_lite.store.schema import _MIGRATIONS, SCHEMA_VERSION
+from lineup_runtime_lite.store.schema import SCHEMA_VERSION
 from lineup_runtime_lite.store.sqlite import Store, store_error
 
 __all__ = [
     "SCHEMA_VERSION",
-    "_MIGRATIONS",
     "Activation",
     "Call",
     "Facts",

@@ -36,6 +36,7 @@ from lineup_runtime_lite.core.decisions import (
     ReplaceSessionData,
     SupersedeIntents,
 )
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.core.port import CallRead, Facts, LostRace
 from lineup_runtime_lite.core.rows import Action, Activation, Call, Intent, Operation, Session
 from lineup_sdk.context import Snapshot
@@ -142,22 +143,22 @@ class SqlFacts:
         row = self.db.execute("SELECT * FROM calls WHERE call_id=?", (call_id,)).fetchone()
         return _call(row) if row is not None else None
 
-    def latest_message(self, call_id: str) -> dict[str, Any] | None:
+    def latest_message(self, call_id: str) -> AgentMessage | None:
         row = self.db.execute(
             "SELECT body FROM receipts WHERE call_id=? ORDER BY n DESC LIMIT 1", (call_id,)
         ).fetchone()
         if row is None:
             return None
-        out: dict[str, Any] = json.loads(row[0])
+        out: AgentMessage = json.loads(row[0])
         return out
 
-    def messages(self, call_id: str) -> list[dict[str, Any]]:
+    def messages(self, call_id: str) -> list[AgentMessage]:
         rows = self.db.execute(
             "SELECT body FROM receipts WHERE call_id=? ORDER BY n", (call_id,)
         ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
-    def finals(self, call_ids: list[str]) -> list[dict[str, Any]]:
+    def finals(self, call_ids: list[str]) -> list[AgentMessage]:
         """The committed final messages among `call_ids`."""
         out = []
         for call_id in call_ids:
@@ -566,13 +567,13 @@ class SqlFacts:
         return 0 if row is None else int(row[0])
 
     # -- the Agent channel ---------------------------------------------------------------
-    def outbox_pending(self, limit: int) -> list[dict[str, Any]]:
+    def outbox_pending(self, limit: int) -> list[AgentMessage]:
         rows = self.db.execute(
             "SELECT body FROM outbox WHERE acked=0 ORDER BY id LIMIT ?", (limit,)
         ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
-    def outbox_all(self) -> list[dict[str, Any]]:
+    def outbox_all(self) -> list[AgentMessage]:
         rows = self.db.execute("SELECT body FROM outbox ORDER BY id").fetchall()
         return [json.loads(r[0]) for r in rows]
 
@@ -934,7 +935,7 @@ class SqlFacts:
         else:  # pragma: no cover - the union is closed
             raise TypeError(f"unknown change {change!r}")
 
-    def _add_receipt(self, msg: dict[str, Any]) -> None:
+    def _add_receipt(self, msg: AgentMessage) -> None:
         call_id, stage = msg["call_id"], msg["stage"]
         body = json.dumps(msg, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         if stage in _FINAL:  # one final per call, whichever stage it is

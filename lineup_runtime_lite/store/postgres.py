@@ -36,8 +36,8 @@ from lineup_runtime_lite.store.nodes import (
     live_nodes,
 )
 from lineup_runtime_lite.store.schema import (
-    _PG_MIGRATIONS,
     PG_FIRST_VERSION,
+    PG_MIGRATIONS,
     SCHEMA_VERSION,
     pg_schema,
 )
@@ -817,7 +817,7 @@ class PostgresStore:
     def _migrate(self, db: _PgConnection) -> None:
         """Create the tables at `SCHEMA_VERSION` (under the migration lock, so two
         runtimes opening a new database at once create them once), or move those there
-        forward through the PostgreSQL twins of the steps (`_PG_MIGRATIONS`, one
+        forward through the PostgreSQL twins of the steps (`PG_MIGRATIONS`, one
         transaction); a newer or unknown version is `store_schema_unsupported`."""
         db.execute("BEGIN")
         try:
@@ -836,7 +836,7 @@ class PostgresStore:
             version = int(text) if text.isdigit() else 0
             if PG_FIRST_VERSION <= version < SCHEMA_VERSION:  # each step's twin, in order
                 for step in range(version + 1, SCHEMA_VERSION + 1):
-                    for stmt in _PG_MIGRATIONS[step]:
+                    for stmt in PG_MIGRATIONS[step]:
                         db.execute(stmt)
                 db.execute(
                     "UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),)

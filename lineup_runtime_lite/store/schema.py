@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 __all__ = [
+    "MIGRATIONS",
     "PG_BUNDLES",
     "PG_FIRST_VERSION",
+    "PG_MIGRATIONS",
+    "SCHEMA",
     "SCHEMA_VERSION",
-    "_MIGRATIONS",
-    "_PG_MIGRATIONS",
-    "_SCHEMA",
     "pg_schema",
 ]
 
-#: The schema a new database gets (`_SCHEMA`) and an older one is migrated to on open.
+#: The schema a new database gets (`SCHEMA`) and an older one is migrated to on open.
 SCHEMA_VERSION = 5
 
 #: The whole current schema, for a new database. A change here needs a step in
-#: `_MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/store/test_store_migrations.py`
+#: `MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/store/test_store_migrations.py`
 #: checks that a database migrated from the oldest version has exactly this schema.
-_SCHEMA = """
+SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE app_versions (
   scope TEXT NOT NULL, version TEXT NOT NULL, manifest BLOB NOT NULL,
@@ -127,18 +127,18 @@ _V5_INDEXES = (
 
 def _if_not_exists(stmt: str) -> str:
     """`CREATE TABLE|INDEX name` as `CREATE TABLE|INDEX IF NOT EXISTS name` (SQLite records
-    the statement without the clause, so the migrated schema reads as `_SCHEMA`)."""
+    the statement without the clause, so the migrated schema reads as `SCHEMA`)."""
     for kind in ("CREATE TABLE ", "CREATE INDEX "):
         if stmt.startswith(kind):
             return kind + "IF NOT EXISTS " + stmt[len(kind) :]
     return stmt
 
 
-#: The versioned steps, in one place: `_MIGRATIONS[n]` moves a database from schema n-1 to
+#: The versioned steps, in one place: `MIGRATIONS[n]` moves a database from schema n-1 to
 #: n. Each step runs in one transaction with its version bump, so a failed or interrupted
 #: migration leaves the database at the version before it. Never edit a released step; add
 #: the next one.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
+MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 2: Host intents are ordered per instance (SPEC 5.7): each names its instance (the
     # activation), and one whose activation ended is marked superseded, never delivered.
     # Intents of activations that ended before this version are superseded by the relay.
@@ -164,7 +164,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     # then set back to an older version) keeps them, as with schema 4's indexes.
     5: tuple(_if_not_exists(stmt) for stmt in (*_V5_TABLES, *_V5_INDEXES)),
 }
-assert sorted(_MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"
+assert sorted(MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"
 
 
 def _pg_statements(sql: str) -> list[str]:
@@ -195,11 +195,11 @@ def _pg_table(stmt: str) -> str:
 PG_FIRST_VERSION = 3
 #: The PostgreSQL twin of each step after `PG_FIRST_VERSION`, in PostgreSQL's SQL: run in
 #: one transaction with its version bump, under the migration lock.
-_PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
+PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: _V4_INDEXES,
     5: (*(_pg_table(stmt) for stmt in _V5_TABLES), *_V5_INDEXES),
 }
-assert sorted(_PG_MIGRATIONS) == list(range(PG_FIRST_VERSION + 1, SCHEMA_VERSION + 1)), (
+assert sorted(PG_MIGRATIONS) == list(range(PG_FIRST_VERSION + 1, SCHEMA_VERSION + 1)), (
     "a PostgreSQL twin for every step"
 )
 
@@ -214,12 +214,12 @@ PG_BUNDLES = (
 
 
 def pg_schema() -> list[str]:
-    """The current schema in PostgreSQL's SQL, derived from `_SCHEMA` (one definition of
+    """The current schema in PostgreSQL's SQL, derived from `SCHEMA` (one definition of
     the tables): `INTEGER` is `BIGINT` (times are milliseconds), `BLOB` is `BYTEA`, an
     `AUTOINCREMENT` key an identity, and every table gets a last column `rowid`, an
     identity standing in for SQLite's own (the facts order by it; dumps leave it out).
 
-    PostgreSQL databases start at `SCHEMA_VERSION`; a later step of `_MIGRATIONS` needs its
+    PostgreSQL databases start at `SCHEMA_VERSION`; a later step of `MIGRATIONS` needs its
     PostgreSQL twin beside it.
     """
-    return [*_pg_statements(_SCHEMA), PG_BUNDLES]
+    return [*_pg_statements(SCHEMA), PG_BUNDLES]

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.facts import LostRace, SqlFacts
-from lineup_runtime_lite.store.schema import _MIGRATIONS, _SCHEMA, SCHEMA_VERSION
+from lineup_runtime_lite.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 from lineup_sdk.errors import LineupError
 
 __all__ = ["LostRace", "Store", "StoreRace", "store_error"]
@@ -313,13 +313,13 @@ class Store:
     # -- schema --------------------------------------------------------------------------
     def _migrate(self) -> None:
         """Create a new database at `SCHEMA_VERSION`, or move an older one forward through
-        `_MIGRATIONS`; a newer (or unknown) version is `store_schema_unsupported`."""
+        `MIGRATIONS`; a newer (or unknown) version is `store_schema_unsupported`."""
         has_meta = self.db.execute(
             "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
         ).fetchone()
         if not has_meta:
             with self.transaction(fault_points=False):
-                for stmt in _SCHEMA.strip().split(";"):
+                for stmt in SCHEMA.strip().split(";"):
                     if stmt.strip():
                         self.db.execute(stmt)
                 self.db.execute(
@@ -344,7 +344,7 @@ class Store:
             )
         for step in range(version + 1, SCHEMA_VERSION + 1):
             with self.transaction(fault_points=False):
-                for stmt in _MIGRATIONS[step]:
+                for stmt in MIGRATIONS[step]:
                     self.db.execute(stmt)
                 self.db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(step),))
 

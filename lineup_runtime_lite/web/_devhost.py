@@ -12,11 +12,12 @@ import os
 import secrets
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.core.timestamps import format_ts
 from lineup_sdk.errors import LineupError
 
@@ -298,7 +299,7 @@ class DevHost:
             self.operations_changed()
         return bool(fresh)
 
-    def _agent_entry(self, message: dict[str, Any], **more: Any) -> dict[str, Any]:
+    def _agent_entry(self, message: Mapping[str, Any], **more: Any) -> dict[str, Any]:
         """An Agent message as a timeline entry: its method when the console sent it, and
         the build that answered (`last_good` while a later edit's build has failed)."""
         entry = {**message, "source": "agent", "build": self.build, **more}
@@ -310,7 +311,7 @@ class DevHost:
         return entry
 
     # -- the Agent console ---------------------------------------------------------------
-    def call(self, conversation: Any, method: Any, params: Any) -> dict[str, Any]:
+    def call(self, conversation: Any, method: Any, params: Any) -> AgentMessage:
         """One console call with a fresh call_id; its answer (results arrive later too). A
         call refused before it was accepted (`invalid_params`, `unknown_method`: nothing is
         stored for it) still gets its timeline entry, marked `rejected`."""
@@ -337,7 +338,7 @@ class DevHost:
         while len(self._methods) > METHODS_REMEMBERED:
             self._methods.pop(next(iter(self._methods)))
 
-    def _stored(self, message: dict[str, Any]) -> bool:
+    def _stored(self, message: Mapping[str, Any]) -> bool:
         """Whether the outbox holds `message` (an accepted call's answers are all there)."""
         wanted = message.get("id")
         return any(m.get("id") == wanted for m in reversed(self.rt.outbox.all()))

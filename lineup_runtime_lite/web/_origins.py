@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from lineup_build.surface import sdk_module
+from lineup_runtime_lite.core.messages import ActionAccepted
 from lineup_runtime_lite.web._devhost import MAX_TOKEN, Binding, BridgeLimits, Connection, DevHost
 from lineup_sdk.errors import LineupError
 
@@ -605,7 +606,7 @@ class _SurfaceBridge:
         task.add_done_callback(self.outcomes.discard)
 
     async def _outcome(
-        self, req_id: Any, accepted: dict[str, Any], outcome: Any, msg: dict[str, Any]
+        self, req_id: Any, accepted: ActionAccepted, outcome: Any, msg: dict[str, Any]
     ) -> None:
         b, dev = self.binding, self.dev
         name, params, client, seq = (

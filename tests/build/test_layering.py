@@ -150,6 +150,111 @@ def test_no_package_imports_another_packages_private_modules() -> None:
     assert found == []
 
 
+#: What `lineup_build` (the CLI) may import from the runtime: its public faces, each a module
+#: or a package `__init__` with a sorted `__all__` (STYLE 6, 24, 25). Anything deeper
+#: (`lineup_runtime_lite.store.postgres`, `.sim.simulation`, `.api.clock`) is the runtime's
+#: own business: a move inside it must not break the CLI.
+RUNTIME_FACES = (
+    "lineup_runtime_lite",
+    "lineup_runtime_lite.databases",
+    "lineup_runtime_lite.scenario",
+    "lineup_runtime_lite.serve",
+    "lineup_runtime_lite.sim",
+    "lineup_runtime_lite.suite",
+    "lineup_runtime_lite.testing",
+    "lineup_runtime_lite.web",
+)
+
+
+def _runtime_imports(source: str) -> Iterator[tuple[str, int]]:
+    """`(runtime module, line)` for every runtime module `source` imports, anywhere; `from
+    lineup_runtime_lite import web` imports the module `lineup_runtime_lite.web`."""
+    runtime = ROOT / "lineup_runtime_lite"
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = []
+            for alias in node.names:
+                inner = f"{node.module}.{alias.name}"
+                path = ROOT.joinpath(*inner.split("."))
+                is_module = path.is_dir() or path.with_suffix(".py").is_file()
+                names.append(inner if is_module else node.module)
+        else:
+            continue
+        for name in dict.fromkeys(names):
+            if name == runtime.name or name.startswith(runtime.name + "."):
+                yield name, node.lineno
+
+
+def _past_the_faces(paths: list[Path]) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{line}: {target}"
+        for path in paths
+        for target, line in _runtime_imports(path.read_text())
+        if target not in RUNTIME_FACES
+    ]
+
+
+def test_the_cli_imports_only_the_runtimes_public_faces() -> None:
+    paths = sorted((ROOT / "lineup_build").rglob("*.py"))
+    assert _past_the_faces(paths) == []
+    used = {t for path in paths for t, _ in _runtime_imports(path.read_text())}
+    # no stale entry (`testing` is public for users' tests; the CLI has no use for it)
+    assert used == set(RUNTIME_FACES) - {"lineup_runtime_lite.testing"}
+
+
+def _runtimes_built(source: str) -> list[int]:
+    """Lines where `source` builds a runtime other than through `open` (`Runtime(...)`)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("Runtime", "AsyncRuntime", "Engine")
+    ]
+
+
+def test_the_cli_builds_runtimes_only_through_open() -> None:
+    """`Runtime.open` / `AsyncRuntime.open` check and assemble the options (STYLE 25)."""
+    built = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / "lineup_build").rglob("*.py"))
+        if (lines := _runtimes_built(path.read_text()))
+    }
+    assert built == {}
+    assert _runtimes_built("rt = Runtime.open(db)\nother = AsyncRuntime(db)\n") == [2]
+
+
+@pytest.mark.parametrize("face", RUNTIME_FACES)
+def test_each_runtime_face_is_deliberate(face: str) -> None:
+    module = importlib.import_module(face)
+    names = module.__all__
+    # plainly sorted, or as ruff's RUF022 sorts: CONSTANTS, then Classes, then functions
+    kinds = sorted(names, key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n))
+    assert names in (sorted(names), kinds), f"{face}.__all__ is not sorted"
+    assert [n for n in names if n.startswith("_")] == []
+    for name in names:
+        assert getattr(module, name) is not None, f"{face}.{name}"
+    assert module.__doc__ and module.__doc__.strip()
+
+
+def test_the_face_check_sees_an_inner_import(tmp_path: Path) -> None:
+    (tmp_path / "cli.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from lineup_runtime_lite import Runtime, web, store\n"
+        "if TYPE_CHECKING:\n    from lineup_runtime_lite.sim.simulation import Simulation\n"
+        "def f():\n    import lineup_runtime_lite.api.clock\n"
+        "    from lineup_runtime_lite.sim import Simulation\n"
+    )
+    found = sorted(line.rpartition(": ")[2] for line in _past_the_faces([tmp_path / "cli.py"]))
+    assert found == [
+        "lineup_runtime_lite.api.clock",
+        "lineup_runtime_lite.sim.simulation",
+        "lineup_runtime_lite.store",
+    ]
+
+
 def test_the_layering_check_sees_violations() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"

@@ -18,6 +18,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from lineup_sdk.errors import LineupError
@@ -47,7 +48,7 @@ def stages(rt: Runtime, call_id: str) -> list[str]:
     return [m["stage"] for m in rt.outbox.all() if m["call_id"] == call_id]
 
 
-def final(rt: Runtime, call_id: str) -> dict[str, Any]:
+def final(rt: Runtime, call_id: str) -> AgentMessage:
     """The one final message of a call (fails unless there is exactly one)."""
     found = [m for m in rt.outbox.all() if m["call_id"] == call_id and m["kind"] != "receipt"]
     assert len(found) == 1, (call_id, found)

@@ -7,7 +7,7 @@ the ready-session path only (accept and `delivered` in one commit).
 The handler's side channel is its session data: `probe.append` appends its item, so the
 list says how often each handler ran.
 
-Catches, in `transitions.next_delivery`, a delivery that is not recorded before the send
+Catches, in `deliveries.next_delivery`, a delivery that is not recorded before the send
 (after a crash the call is still `queued`, so recovery delivers it again):
     CallState(call.call_id, "queued", "delivered")
  -> CallState(call.call_id, "queued", "queued")

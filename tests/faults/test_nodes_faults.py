@@ -29,6 +29,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 from tests.faults import invariants
 from tests.faults.harness import DRIVER, ROOT
 
@@ -122,11 +123,11 @@ def cluster(
                 stream.close()
 
 
-def _load(c: Cluster, method: str, extra: dict[str, Any]) -> dict[str, Future[dict[str, Any]]]:
+def _load(c: Cluster, method: str, extra: dict[str, Any]) -> dict[str, Future[AgentMessage]]:
     """Through B: one call in flight on A per conversation (`method`), one queued behind
     it; returns once A has delivered the first and B's queue holds the second."""
     pool = ThreadPoolExecutor(2 * CONVERSATIONS)
-    futures: dict[str, Future[dict[str, Any]]] = {}
+    futures: dict[str, Future[AgentMessage]] = {}
     for i in range(CONVERSATIONS):
         params = {"path": str(c.release), **extra}
         if method == "flaky.wait_append":
@@ -146,7 +147,7 @@ def _load(c: Cluster, method: str, extra: dict[str, Any]) -> dict[str, Future[di
     return futures
 
 
-def _check_taken_over(c: Cluster, futures: dict[str, Future[dict[str, Any]]]) -> float:
+def _check_taken_over(c: Cluster, futures: dict[str, Future[AgentMessage]]) -> float:
     """B answers everything: in flight → `delivery_interrupted`, queued → delivered by B;
     one final per call; returns the seconds from the lease's expiry to B owning it all."""
     took_at = until(lambda: c.owners() == {"B"} and time.monotonic(), what="B took over")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -33,7 +33,7 @@ class Consumer:
         self.applied: Counter[str] = Counter()
         self.received = 0
 
-    def take(self, msgs: list[dict[str, Any]]) -> None:
+    def take(self, msgs: Sequence[Mapping[str, Any]]) -> None:
         for m in msgs:
             self.received += 1
             if m["id"] not in self.applied:

@@ -11,7 +11,8 @@ import pytest
 
 from lineup_runtime_lite import Runtime
 from lineup_runtime_lite.core.decisions import ReplaceSessionData
-from lineup_runtime_lite.core.transitions import commit_pending, hold_replace
+from lineup_runtime_lite.core.deliveries import commit_pending, hold_replace
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import LostRace, faults
 from lineup_sdk._session import SessionDataSubscriber
@@ -40,13 +41,13 @@ def test_F17_two_replaces_with_the_same_expected_revision(probe: Runtime) -> Non
     ready(probe)
     for rev in range(5):
         barrier = threading.Barrier(2)
-        out: list[dict[str, Any]] = []
+        out: list[AgentMessage] = []
 
         def write(
             n: int,
             rev: int = rev,
             barrier: threading.Barrier = barrier,
-            out: list[dict[str, Any]] = out,
+            out: list[AgentMessage] = out,
         ) -> None:
             barrier.wait()
             params = {"data": {"writer": n}, "expected_revision": rev}

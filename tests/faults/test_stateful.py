@@ -23,6 +23,7 @@ from hypothesis.stateful import (
 )
 
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_sdk.context import Snapshot
 from tests.faults import invariants
 from tests.faults.harness import host_event
@@ -34,8 +35,8 @@ pytestmark = pytest.mark.store
 _examples = itertools.count()
 
 
-def by_call(rt: Runtime) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
+def by_call(rt: Runtime) -> dict[str, list[AgentMessage]]:
+    out: dict[str, list[AgentMessage]] = {}
     for m in rt.outbox.all():
         out.setdefault(m["call_id"], []).append(m)
     return out
@@ -227,7 +228,7 @@ class SessionDataMachine(RuleBasedStateMachine):
         ready(self.rt, self.conv)
         self.subscribe()  # a Surface is always watching
 
-    def write(self, data: Any, expected: int) -> dict[str, Any]:
+    def write(self, data: Any, expected: int) -> AgentMessage:
         params = {"data": data, "expected_revision": expected}
         msg = self.rt.call(f"{self.conv}-{next(self.ids)}", self.conv, "probe.write", params)
         self.rt.settle()  # listeners run off the loop; settle waits for their frames

@@ -23,6 +23,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.faults.statements import KINDS, Injector, injecting
@@ -96,7 +97,7 @@ def _close(c: Ctx) -> None:
         c.closing = None
 
 
-def _new_call(c: Ctx) -> dict[str, Any]:
+def _new_call(c: Ctx) -> AgentMessage:
     return c.rt.call(f"n{next(c.ids)}", "conv", "probe.echo", {"text": "x"})
 
 

@@ -14,6 +14,7 @@ from lineup_build.init import init_project
 from lineup_build.signing import SigningKey, key_from_seed
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 
 APPS = Path(__file__).parent / "apps"
 #: Stores written by earlier commits' code (`fixtures/make_<commit>_db.py`): the migration
@@ -133,7 +134,7 @@ def ready(rt: Runtime, conversation: str = "conv") -> None:
     rt.settle()
 
 
-def message(rt: Runtime, msg_id: str) -> dict[str, Any]:
+def message(rt: Runtime, msg_id: str) -> AgentMessage:
     """The one outbox message with `msg_id` (fails if there is not exactly one)."""
     found = [m for m in rt.outbox.all() if m["id"] == msg_id]
     assert len(found) == 1, (msg_id, found)

@@ -15,8 +15,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lineup_runtime_lite.core import pomodoro
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.activations import (
+    host_event_action,
+    intent_delivered,
+    supersede_ended,
+)
+from lineup_runtime_lite.core.calls import CallEvent, NewIds
 from lineup_runtime_lite.core.decisions import Decision
+from lineup_runtime_lite.core.deliveries import (
+    answer_delivery,
+    commit_pending,
+    hold_replace,
+    interrupt_delivery,
+    next_delivery,
+)
 from lineup_runtime_lite.core.messages import fingerprint
 from lineup_runtime_lite.core.rows import Call, RegistryEntry, Session
 from lineup_runtime_lite.drivers import steps
@@ -72,10 +84,10 @@ def pomodoro_tools(scope: str = "pomodoro") -> list[RegistryEntry]:
     ]
 
 
-def event(call_id: str, conversation: str, method: str, params: Any = None) -> t.CallEvent:
+def event(call_id: str, conversation: str, method: str, params: Any = None) -> CallEvent:
     """A call that passed the envelope checks (canonical params, its fingerprint)."""
     params = {} if params is None else params
-    return t.CallEvent(
+    return CallEvent(
         call_id,
         conversation,
         method,
@@ -129,9 +141,9 @@ class Kit:
     def methods_for(self, scope: str, handler_key: str) -> list[str]:
         return [x.method for x in self.tools if x.scope == scope and x.handler_key == handler_key]
 
-    def ids(self) -> t.NewIds:
+    def ids(self) -> NewIds:
         self._n += 1
-        return t.NewIds(f"ses{self._n}", f"inst{self._n}", f"op{self._n}")
+        return NewIds(f"ses{self._n}", f"inst{self._n}", f"op{self._n}")
 
     def decide(self, step: Callable[[Facts], Decision | None]) -> Decision | None:
         def applying(tx: Facts) -> Decision | None:
@@ -157,7 +169,7 @@ class Kit:
         return self.decide(lambda tx: decision)
 
     # -- Agent calls (the engine's acceptance step) --------------------------------------
-    def call(self, ev: t.CallEvent, *, idle: bool | None = None) -> Decision | None:
+    def call(self, ev: CallEvent, *, idle: bool | None = None) -> Decision | None:
         """Accept one call through `steps.accept` (what `Engine.call` commits); a session
         is idle when nothing of it is `delivered` (`idle` may say it is not)."""
 
@@ -206,7 +218,7 @@ class Kit:
     ) -> Decision | None:
         act = self.facts.activation(instance)
         session = self.facts.session_by_id(act.app_session_id) if act is not None else None
-        action = t.host_event_action(act, session, event_, conversation, scope)
+        action = host_event_action(act, session, event_, conversation, scope)
         if action == "confirm":
             return self.advance(instance, confirmed=True)
         if action == "fail":
@@ -231,7 +243,7 @@ class Kit:
             assert session is not None
             assert isinstance(head[0], Call), "this kit queues calls only"
             tool_ = self.tools_of(session.scope, session.version).get(head[0].method)
-            return t.next_delivery(head, tool_, now)
+            return next_delivery(head, tool_, now)
 
         decision = self.decide(step)
         if decision is None or decision.deliver is None:
@@ -241,11 +253,11 @@ class Kit:
     def answer(self, call: Call, **outcome: Any) -> Decision | None:
         now = self.now
         tool_ = self.registry[call.method]
-        return self.decide(lambda tx: t.answer_delivery(call, tool_, now=now, **outcome))
+        return self.decide(lambda tx: answer_delivery(call, tool_, now=now, **outcome))
 
     def interrupt(self, call: Call) -> Decision | None:
         now = self.now
-        return self.decide(lambda tx: t.interrupt_delivery(call, now))
+        return self.decide(lambda tx: interrupt_delivery(call, now))
 
     # -- clock and Host relay ------------------------------------------------------------
     def tick(self) -> list[Decision | None]:
@@ -263,14 +275,14 @@ class Kit:
             heads = self.facts.intent_heads()
             if not heads:
                 return taken
-            superseded = t.supersede_ended(heads)
+            superseded = supersede_ended(heads)
             if superseded is not None:
                 self.apply(superseded)
                 continue
             head = heads[0]
             take(json.loads(head.body))
             taken += 1
-            self.apply(t.intent_delivered(head))
+            self.apply(intent_delivered(head))
 
     def replace_session_data(self, scope: str, session_id: str, data: Any, expected: Any) -> Any:
         """A delivery that writes once and answers (SPEC 17): the write held through the
@@ -280,8 +292,8 @@ class Kit:
 
         def step(tx: Facts) -> Decision:
             committed = tx.session_revision(scope, session_id)
-            held = t.hold_replace(None, committed, scope, session_id, data, expected)
-            written = t.commit_pending(held, tx.session_revision(scope, session_id))
+            held = hold_replace(None, committed, scope, session_id, data, expected)
+            written = commit_pending(held, tx.session_revision(scope, session_id))
             assert written is not None
             made.append(Snapshot(json.loads(held.data), held.revision))
             return Decision(written)

@@ -1,5 +1,6 @@
-"""The docs site's generated reference pages: the error codes (from `lineup_sdk.codes.CODES`)
-and the CLI (from the `lineup` command tree: each command's usage, help and options).
+"""The docs site's generated reference pages: the error codes (from `lineup_sdk.codes.CODES`),
+the CLI (from the `lineup` command tree: each command's usage, help and options) and the
+runtime's options (from `RuntimeOptions`: each field, its default and its docstring).
 
 `tests/users/test_docs_site.py` compares each page with what this module renders, so a new
 code, command or option fails there until the page is regenerated:
@@ -13,7 +14,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GENERATED", "render_cli", "render_errors", "write_all"]
+__all__ = [
+    "GENERATED",
+    "option_docs",
+    "render_cli",
+    "render_errors",
+    "render_runtime_options",
+    "write_all",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,10 +128,62 @@ def render_cli() -> str:
     return "\n".join(lines) + "\n"
 
 
+def option_docs() -> dict[str, str]:
+    """Each `RuntimeOptions` field's docstring (the string after it in the class body)."""
+    import ast
+    import inspect
+
+    from lineup_runtime_lite.api.options import RuntimeOptions
+
+    body = ast.parse(inspect.getsource(RuntimeOptions)).body[0]
+    assert isinstance(body, ast.ClassDef)
+    docs: dict[str, str] = {}
+    for node, after in zip(body.body, body.body[1:], strict=False):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+def render_runtime_options() -> str:
+    """`docs/reference/runtime-options.md`: every keyword of `Runtime.open`."""
+    import dataclasses
+
+    from lineup_runtime_lite.api.options import RuntimeOptions
+
+    docs = option_docs()
+    lines = [
+        _NOTICE,
+        "",
+        "# Runtime options",
+        "",
+        "`Runtime.open(path, *, trust, ...)` and `await AsyncRuntime.open(...)` take these, by",
+        "keyword (`path` may be positional). Each is checked before anything is opened: a bad",
+        "one raises `usage_invalid` naming it. They come from one class,",
+        "`lineup_runtime_lite.api.options.RuntimeOptions`, where a new option is added once.",
+        "",
+        "| option | type | default | what |",
+        "|---|---|---|---|",
+    ]
+    for f in dataclasses.fields(RuntimeOptions):
+        if not f.init:
+            continue
+        default = "required" if f.default is dataclasses.MISSING else f"`{f.default!r}`"
+        kind = _cell(str(f.type).replace(" | ", " or "))
+        lines.append(f"| `{f.name}` | `{kind}` | {default} | {_cell(docs.get(f.name, ''))} |")
+    return "\n".join(lines) + "\n"
+
+
 #: Each generated page, relative to the checkout, and what renders it.
 GENERATED: dict[str, Callable[[], str]] = {
     "docs/reference/errors.md": render_errors,
     "docs/reference/cli.md": render_cli,
+    "docs/reference/runtime-options.md": render_runtime_options,
 }
 
 

@@ -170,6 +170,8 @@ def test_the_python_api_page_names_every_public_name_and_open_option() -> None:
         "lineup_runtime_lite.testing",
         "lineup_runtime_lite.scenario",
         "lineup_runtime_lite.suite",
+        "lineup_runtime_lite.databases",
+        "lineup_runtime_lite.sim",
     )
     missing = [
         f"{m}.{n}"
@@ -183,7 +185,10 @@ def test_the_python_api_page_names_every_public_name_and_open_option() -> None:
         for p in inspect.signature(Runtime.open).parameters.values()
         if p.kind is p.KEYWORD_ONLY
     ]
-    assert [o for o in options if f"`{o}`" not in page] == []
+    # the options have their page, generated from `RuntimeOptions`; this one links it
+    assert "(runtime-options.md)" in page
+    options_page = _page("reference/runtime-options.md")
+    assert [o for o in options if f"`{o}`" not in options_page] == []
 
 
 def test_the_scenario_reference_names_every_action() -> None:

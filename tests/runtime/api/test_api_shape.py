@@ -17,7 +17,7 @@ import pytest
 import lineup_runtime_lite.api.runtime as sync_module
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, Outbox, Runtime, Surface, VirtualClock
-from lineup_runtime_lite.api.async_runtime import AsyncOutbox, AsyncSurface
+from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface
 from lineup_runtime_lite.internals import AsyncHostPort, HostPort
 from lineup_sdk.errors import LineupError
 
@@ -154,3 +154,55 @@ def test_runtime_open_forwards_every_argument(trust: TrustStore) -> None:
         assert rt.clock is clock
     with pytest.raises(TypeError):
         Runtime.open(":memory:", trust=trust, colck=clock)  # type: ignore[call-arg]
+
+
+#: The several-nodes section of `AsyncRuntime`, on its way to `coordination/` (issue 42):
+#: not counted while it is still here (once it moved, the names match nothing).
+LEAVING = {"_join_nodes", "_woken", "_taken", "_lease_lost", "_rejoin"}
+
+
+def test_async_runtime_is_the_public_api_in_at_most_450_lines() -> None:
+    """Options, assembly, trust, reads, faces and deadlines live in modules of their own;
+    the class keeps the public API (issue 42)."""
+    import lineup_runtime_lite.api.async_runtime as module
+
+    tree = ast.parse(Path(module.__file__).read_text("utf-8"))
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "AsyncRuntime"]
+    assert cls.end_lineno is not None
+    leaving = sum(
+        fn.end_lineno - fn.lineno + 2
+        for fn in cls.body
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+        and fn.name in LEAVING
+        and fn.end_lineno is not None
+    )
+    assert cls.end_lineno - cls.lineno + 1 - leaving <= 450
+
+
+def test_what_call_and_the_outbox_give_is_the_typed_agent_message(probe: Runtime) -> None:
+    """`AgentMessage` (a TypedDict over plain dicts, SPEC 5.0) names every key a message
+    has, and a message has every key it requires; likewise an action's outcome."""
+    from lineup_runtime_lite.core.messages import ActionOutcome, AgentMessage, ErrorBody
+
+    def keys(typed: Any) -> tuple[set[str], set[str]]:
+        """(required, all) from the annotations as written (postponed: strings)."""
+        notes = {k: str(getattr(v, "__forward_arg__", v)) for k, v in typed.__annotations__.items()}
+        return {k for k, v in notes.items() if not v.startswith("NotRequired")}, set(notes)
+
+    required, allowed = keys(AgentMessage)
+    error_required, error_allowed = keys(ErrorBody)
+    answers = [
+        probe.call("t1", "c1", "probe.append", {"item": "x"}),
+        probe.call("t2", "c1", "probe.nope", {}),
+    ]
+    probe.settle()
+    messages = [*answers, *probe.outbox.all()]
+    assert len(messages) > 2
+    for msg in messages:
+        assert type(msg) is dict
+        assert required <= set(msg) <= allowed, msg
+        if "error" in msg:
+            assert error_required <= set(msg["error"]) <= error_allowed, msg
+    assert {m["kind"] for m in messages} <= {"receipt", "result", "error"}
+    assert keys(ActionOutcome) == ({"action_id", "result", "revision"},) * 2
+    assert {"id", "call_id", "app_scope", "kind", "stage", "at"} == required

@@ -7,7 +7,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
-from lineup_runtime_lite.core.messages import fingerprint
+from lineup_runtime_lite.core.messages import AgentMessage, fingerprint
 from lineup_runtime_lite.validation.params import (
     MAX_DETAILS,
     MAX_SAFE_INT,
@@ -30,7 +30,7 @@ from lineup_sdk.errors import LineupError
 from tests.faults.profile import hypothesis_profile
 
 
-def rejected(rt: Runtime, *args: Any) -> dict[str, Any]:
+def rejected(rt: Runtime, *args: Any) -> AgentMessage:
     """Call, assert the answer is an error and that nothing at all was persisted."""
     before = rt.store_dump()
     msg = rt.call(*args)
@@ -40,7 +40,7 @@ def rejected(rt: Runtime, *args: Any) -> dict[str, Any]:
     return msg
 
 
-def code(msg: dict[str, Any]) -> str:
+def code(msg: Mapping[str, Any]) -> str:
     return str(msg["error"]["code"])
 
 
@@ -375,7 +375,7 @@ def test_any_value_is_an_answer_or_a_documented_error(
 
 
 def test_acall_answers_hostile_calls_like_call(bulk: Runtime) -> None:
-    async def go() -> list[dict[str, Any]]:
+    async def go() -> list[AgentMessage]:
         return [
             await bulk.acall("c1", "conv", "bulk.echo", {"text": float("nan")}),
             await bulk.acall("c\ud800", "conv", "bulk.echo", {"text": "x"}),
@@ -394,7 +394,7 @@ def test_acall_checks_off_the_callers_loop(bulk: Runtime) -> None:
     numbers: list[Any] = [i % 10 for i in range(500_000)]
     numbers[-1] = "x"
 
-    async def go() -> tuple[int, dict[str, Any]]:
+    async def go() -> tuple[int, AgentMessage]:
         ticks = 0
         stop = asyncio.Event()
 

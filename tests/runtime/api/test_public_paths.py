@@ -5,7 +5,10 @@ the authors' browser fixture and the stable error codes. A move that drops one f
 from __future__ import annotations
 
 import importlib
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,11 @@ PUBLIC = {
     "lineup_runtime_lite": (
         *("AsyncOutbox", "AsyncRuntime", "AsyncSurface", "Clock", "HostSimulator"),
         *("Outbox", "RealClock", "Runtime", "Surface", "VirtualClock"),
+        # `Runtime.open(isolation=...)`'s modes and their check (`lineup --isolation`)
+        *("DEFAULT_ISOLATION", "ISOLATIONS", "check_isolation"),
     ),
+    "lineup_runtime_lite.databases": ("is_postgres_url", "redact_url"),
+    "lineup_runtime_lite.sim": ("Simulation", "StepReport"),
     "lineup_runtime_lite.testing": ("AppUnderTest", "open_app"),
     "lineup_runtime_lite.pytest_plugin": ("lineup_dev",),
     "lineup_runtime_lite.scenario": ("load_scenario",),
@@ -38,6 +45,30 @@ def test_the_package_exports_exactly_its_public_names() -> None:
     import lineup_runtime_lite
 
     assert sorted(lineup_runtime_lite.__all__) == sorted(PUBLIC["lineup_runtime_lite"])
+
+
+def test_a_fresh_import_lists_every_public_name_before_loading_it() -> None:
+    """The package's `__init__` loads its names on first use (PEP 562): `dir()` and
+    `__all__` list them at once, `from lineup_runtime_lite import *` gets each, and an
+    unknown name is an AttributeError."""
+    script = (
+        "import json, lineup_runtime_lite as rt\n"
+        "listed = {'all': rt.__all__, 'dir': dir(rt)}\n"
+        "scope = {}\n"
+        "exec('from lineup_runtime_lite import *', scope)\n"
+        "try:\n    rt.nope\nexcept AttributeError as exc:\n    listed['error'] = str(exc)\n"
+        "listed['star'] = sorted(n for n in scope if not n.startswith('__'))\n"
+        "print(json.dumps(listed))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    listed = json.loads(proc.stdout)
+    names = sorted(PUBLIC["lineup_runtime_lite"])
+    assert sorted(listed["all"]) == names
+    assert set(names) <= set(listed["dir"])
+    assert listed["star"] == names
+    assert listed["error"] == "module 'lineup_runtime_lite' has no attribute 'nope'"
 
 
 def test_every_runtime_import_in_the_readme_and_templates_is_listed_here() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from lineup_runtime_lite import Runtime, VirtualClock
@@ -183,5 +184,5 @@ def test_outbox_fetch_and_ack(probe: Runtime) -> None:
     assert probe.outbox.fetch(10) == []
 
 
-def _final(rt: Runtime, call_id: str) -> dict[str, Any]:
+def _final(rt: Runtime, call_id: str) -> Mapping[str, Any]:
     return next(m for m in rt.outbox.all() if m["call_id"] == call_id and m["kind"] != "receipt")

@@ -73,7 +73,7 @@ def test_a_replace_in_one_conversation_sends_no_frame_to_another_conversations_s
 
 
 # -- c. foreground_required on a session an app_ready call made ready ---------------------
-# Catches, in `transitions.accept_call`, dropping the foreground condition:
+# Catches, in `calls.accept_call`, dropping the foreground condition:
 #   and (not needs_fg or act.foreground)   ->   and True
 @pytest.mark.store
 def test_c_foreground_call_on_an_app_ready_session_starts_and_waits_for_the_host(

@@ -10,6 +10,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_sdk._session import SessionDataSubscriber
 from lineup_sdk.context import Snapshot
 from tests.runtime.conftest import ready
@@ -21,7 +22,7 @@ def rt(store_rt: Runtime) -> Runtime:
     return store_rt
 
 
-def write(rt: Runtime, cid: str, data: Any, rev: int) -> dict[str, Any]:
+def write(rt: Runtime, cid: str, data: Any, rev: int) -> AgentMessage:
     return rt.call(cid, "conv", "probe.write", {"data": data, "expected_revision": rev})
 
 

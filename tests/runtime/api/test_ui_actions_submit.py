@@ -10,6 +10,7 @@ import pytest
 
 from lineup_build.signing import SigningKey
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.core.messages import ActionAccepted, ActionOutcome
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import APPS, build_app
 
@@ -38,7 +39,7 @@ def q(rt: Runtime, queue_bundle: Path) -> Runtime:
 def test_submit_answers_accepted_then_the_outcome(q: Runtime) -> None:
     s = q.surface("conv", "queue")
 
-    async def go() -> tuple[dict[str, object], dict[str, object]]:
+    async def go() -> tuple[ActionAccepted, ActionOutcome]:
         accepted, outcome = await s.asubmit("queue.push", {"item": "a"}, client_id="c", seq=1)
         return accepted, await outcome
 
@@ -105,7 +106,7 @@ def test_a_resend_is_accepted_again_and_answers_the_stored_outcome(q: Runtime) -
     s = q.surface("conv", "queue")
     first = s.act("queue.push", {"item": "a"}, client_id="c", seq=1)
 
-    async def go() -> tuple[dict[str, object], dict[str, object]]:
+    async def go() -> tuple[ActionAccepted, ActionOutcome]:
         accepted, outcome = await s.asubmit("queue.push", {"item": "a"}, client_id="c", seq=1)
         return accepted, await outcome
 

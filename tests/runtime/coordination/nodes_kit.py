@@ -12,6 +12,7 @@ import psycopg
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.core.messages import AgentMessage
 
 LEASE_S = 1.0
 
@@ -42,7 +43,7 @@ def until(check: Callable[[], Any], *, timeout: float = 30.0, what: str = "") ->
         time.sleep(0.01)
 
 
-def final_of(rt: Runtime, call_id: str) -> dict[str, Any] | None:
+def final_of(rt: Runtime, call_id: str) -> AgentMessage | None:
     found = [m for m in rt.outbox.all() if m["call_id"] == call_id and m["stage"] in FINAL]
     assert len(found) <= 1, found
     return found[0] if found else None

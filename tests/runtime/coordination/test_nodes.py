@@ -23,6 +23,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store.postgres import PostgresStore
 from lineup_sdk.errors import LineupError
@@ -270,7 +271,7 @@ def test_a_call_while_the_node_registers_again_is_store_unavailable_then_answere
     internal error; once registered again the same call_id is answered."""
     from lineup_runtime_lite import AsyncRuntime
 
-    async def go() -> tuple[LineupError, dict[str, Any]]:
+    async def go() -> tuple[LineupError, AgentMessage]:
         art = await AsyncRuntime.open(
             pg_url, trust=trust, apps_dir=tmp_path / "apps", node_id="n1", node_lease_s=1
         )
@@ -340,7 +341,7 @@ def test_a_node_whose_lease_was_taken_writes_nothing_and_registers_again(
     assert again["stage"] == "accepted"
 
 
-def _call_or_none(rt: Runtime, call_id: str, conv: str) -> dict[str, Any] | None:
+def _call_or_none(rt: Runtime, call_id: str, conv: str) -> AgentMessage | None:
     try:
         return rt.call(call_id, conv, "todo.add", {"title": "eggs"})
     except LineupError as exc:

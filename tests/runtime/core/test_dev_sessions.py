@@ -9,6 +9,7 @@ from typing import Any
 
 from lineup_build.dev import build_with_dev_key
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 
 NOTES = Path(__file__).parents[2] / "conformance" / "apps" / "notes"
 
@@ -88,7 +89,7 @@ def test_a_call_in_flight_on_the_old_build_ends_delivery_interrupted(
         rt.install(first.bundle, dev_build=True)
         assert rt.call("f1", "c1", "demo.fast", {})["stage"] == "accepted"
         rt.settle()
-        answers: list[dict[str, Any]] = []
+        answers: list[AgentMessage] = []
         caller = threading.Thread(
             target=lambda: answers.append(rt.call("s1", "c1", "demo.slow", {}))
         )
@@ -126,12 +127,12 @@ def _rows() -> tuple[Any, Any, Any]:
 
 
 def test_a_session_pinned_to_a_normal_install_never_moves_onto_the_dev_build() -> None:
-    # catches: `or session.version not in dev_builds` dropped in transitions.move_dev_sessions
-    from lineup_runtime_lite.core import transitions as t
+    # catches: `or session.version not in dev_builds` dropped in deliveries.move_dev_sessions
     from lineup_runtime_lite.core.decisions import MoveSession
+    from lineup_runtime_lite.core.deliveries import move_dev_sessions
 
     pinned, dev, _ = _rows()
-    decision = t.move_dev_sessions(
+    decision = move_dev_sessions(
         [pinned, dev], {}, {"1.0.0+dev.aaa", "1.0.0+dev.bbb"}, "1.0.0+dev.bbb", 5_000
     )
     assert decision is not None
@@ -139,17 +140,17 @@ def test_a_session_pinned_to_a_normal_install_never_moves_onto_the_dev_build() -
     assert moves == [MoveSession("ses_dev", "1.0.0+dev.aaa", "1.0.0+dev.bbb")]
     assert decision.kick == ("ses_dev",)
     # only a normal install left: nothing to decide at all
-    assert t.move_dev_sessions([pinned], {}, {"1.0.0+dev.bbb"}, "1.0.0+dev.bbb", 5_000) is None
+    assert move_dev_sessions([pinned], {}, {"1.0.0+dev.bbb"}, "1.0.0+dev.bbb", 5_000) is None
 
 
 def test_the_in_flight_delivery_ends_in_the_same_decision_as_the_move() -> None:
     # catches: the `changes.extend(_final(...))` of a delivered call dropped (the call then
     # ends only when the killed worker's loss is noticed, in another decision, or never)
-    from lineup_runtime_lite.core import transitions as t
     from lineup_runtime_lite.core.decisions import MoveSession, NewReceipt
+    from lineup_runtime_lite.core.deliveries import move_dev_sessions
 
     pinned, dev, delivered = _rows()
-    decision = t.move_dev_sessions(
+    decision = move_dev_sessions(
         [pinned, dev],
         {"ses_dev": [delivered], "ses_pinned": []},
         {"1.0.0+dev.aaa", "1.0.0+dev.bbb"},

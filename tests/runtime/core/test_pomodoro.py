@@ -9,6 +9,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.core.pomodoro import IMPLEMENTED_KEYS
 from lineup_sdk.catalog import CATALOG
 from tests.runtime.conftest import message
@@ -27,7 +28,7 @@ def stages(rt: Runtime, call_id: str) -> list[str]:
     return [m["stage"] for m in rt.outbox.all() if m["call_id"] == call_id]
 
 
-def start(rt: Runtime, cid: str = "s1", conv: str = "c1", **params: Any) -> dict[str, Any]:
+def start(rt: Runtime, cid: str = "s1", conv: str = "c1", **params: Any) -> AgentMessage:
     return rt.call(cid, conv, "pomodoro.start", params)
 
 

@@ -1,7 +1,7 @@
 """The test kit, the Hypothesis models (of the kit and of the runtime), the in-process
 fixture replay (the production runtime
 with an in-process worker) and the runtime itself run the production decision: change one
-transition's answer (`app_not_running`, in `transitions.accept_call`) and every one of
+transition's answer (`app_not_running`, in `calls.accept_call`) and every one of
 their checks fails (issue 23, "Tests that must exist"). Each suite runs in-process on a
 small example set."""
 
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from lineup_runtime_lite.api.runtime import Runtime
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core import calls
 from lineup_runtime_lite.core.decisions import Decision
 from lineup_runtime_lite.core.rows import Activation, RegistryEntry, Session
 from tests.conformance.conformance_kit import FIXTURES, bundles, replay_in_process
@@ -48,10 +48,10 @@ SMALL = settings(
 @pytest.fixture()
 def mutated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """`accept_call` answers `handler_failed` where it answered `app_not_running`."""
-    original = t.accept_call
+    original = calls.accept_call
 
     def accept_call(
-        ev: t.CallEvent,
+        ev: calls.CallEvent,
         tool: RegistryEntry,
         session: Session | None,
         act: Activation | None,
@@ -61,10 +61,10 @@ def mutated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if decision.answer is not None and decision.answer.get("error", {}).get("code") == (
             "app_not_running"
         ):
-            return t.answer_error(ev, tool, "handler_failed", "mutated", kw["now"])
+            return calls.answer_error(ev, tool, "handler_failed", "mutated", kw["now"])
         return decision
 
-    monkeypatch.setattr(t, "accept_call", accept_call)
+    monkeypatch.setattr(calls, "accept_call", accept_call)
     yield
 
 

@@ -17,7 +17,24 @@ import pytest
 
 from lineup_runtime_lite.api.clock import format_ts
 from lineup_runtime_lite.core import pomodoro
-from lineup_runtime_lite.core import transitions as t
+from lineup_runtime_lite.core.activations import (
+    advance_activation,
+    end_activation,
+    host_event_action,
+    intent_delivered,
+    supersede_ended,
+    worker_lost,
+)
+from lineup_runtime_lite.core.calls import (
+    CallEvent,
+    CallFacts,
+    NewIds,
+    accept_call,
+    decide_call,
+    needs_fresh_ids,
+    reject_call,
+    retried_call,
+)
 from lineup_runtime_lite.core.decisions import (
     ActivationUpdate,
     CallState,
@@ -34,7 +51,20 @@ from lineup_runtime_lite.core.decisions import (
     ReplaceSessionData,
     SupersedeIntents,
 )
-from lineup_runtime_lite.core.messages import Unchecked, error_body, make_message
+from lineup_runtime_lite.core.deliveries import (
+    answer_delivery,
+    commit_pending,
+    hold_replace,
+    interrupt_delivery,
+    next_delivery,
+)
+from lineup_runtime_lite.core.messages import (
+    AgentMessage,
+    ErrorBody,
+    Unchecked,
+    error_body,
+    make_message,
+)
 from lineup_runtime_lite.core.rows import (
     Activation,
     Call,
@@ -48,7 +78,7 @@ from lineup_sdk.errors import LineupError
 from tests.runtime.transition_kit import EPOCH, event, pomodoro_tools, tool
 
 NOW = EPOCH + 5_000
-IDS = t.NewIds("ses_new", "inst_new", "op_new")
+IDS = NewIds("ses_new", "inst_new", "op_new")
 SHOW = tool("notes.show", activation="foreground_required")
 ADD = tool("notes.add")
 COUNT = tool("notes.count", activation="activation_not_required")
@@ -70,19 +100,19 @@ def call(
 
 
 def accept(
-    ev: t.CallEvent, tool_: Any, session: Session | None, a: Activation | None, *, idle: bool = True
+    ev: CallEvent, tool_: Any, session: Session | None, a: Activation | None, *, idle: bool = True
 ) -> Decision:
-    return t.accept_call(
+    return accept_call(
         ev, tool_, session, a, app_version="1.0.0", idle=idle, ids=IDS, now=NOW, timeout_ms=60_000
     )
 
 
-def msg(call_id: str, stage: str, scope: str = "notes", **kw: Any) -> dict[str, Any]:
+def msg(call_id: str, stage: str, scope: str = "notes", **kw: Any) -> AgentMessage:
     return make_message(call_id, scope, stage, NOW, **kw)
 
 
 def row(
-    ev: t.CallEvent,
+    ev: CallEvent,
     tool_: Any,
     sid: str | None,
     act_id: str | None,
@@ -213,21 +243,19 @@ def test_retried_and_rejected_calls_write_nothing() -> None:
     existing = Call(
         "k1", EV.fingerprint, "c1", "notes", "notes.add", EV.params, None, None, None, "done"
     )
-    assert t.retried_call(existing, EV, "notes", NOW) == Decision(replay=True)
+    assert retried_call(existing, EV, "notes", NOW) == Decision(replay=True)
     other = event("k1", "c1", "notes.add", {"text": "y"})
-    d = t.retried_call(existing, other, "notes", NOW)
+    d = retried_call(existing, other, "notes", NOW)
     assert d.changes == () and not d.replay
     assert d.answer is not None and d.answer["error"]["code"] == "call_id_conflict"
     assert d.answer["id"] == "k1:error"
     body = error_body("unknown_method", "nope")
-    assert t.reject_call("k1", "x", body, NOW) == Decision(
-        answer=msg("k1", "error", "x", error=body)
-    )
+    assert reject_call("k1", "x", body, NOW) == Decision(answer=msg("k1", "error", "x", error=body))
 
 
 # -- activations ---------------------------------------------------------------------------
 def test_advance_app_ready_is_ready_once_the_worker_is_up() -> None:
-    d = t.advance_activation(act("starting", worker=False), call(), now=NOW, worker_up=True)
+    d = advance_activation(act("starting", worker=False), call(), now=NOW, worker_up=True)
     assert d == Decision(
         (
             ActivationUpdate("inst1", state="ready", ended_ms=NOW, worker_ready=True),
@@ -238,15 +266,15 @@ def test_advance_app_ready_is_ready_once_the_worker_is_up() -> None:
 
 
 def test_advance_foreground_waits_for_both_conditions() -> None:
-    up = t.advance_activation(
+    up = advance_activation(
         act("starting", fg_req=True, worker=False), call(), now=NOW, worker_up=True
     )
     assert up == Decision((ActivationUpdate("inst1", worker_ready=True),))
-    early = t.advance_activation(
+    early = advance_activation(
         act("starting", fg_req=True, worker=False), call(), now=NOW, confirmed=True
     )
     assert early == Decision((ActivationUpdate("inst1", foreground=True),))
-    both = t.advance_activation(
+    both = advance_activation(
         act("starting", fg_req=True, worker=True), call(), now=NOW, confirmed=True
     )
     assert both is not None
@@ -257,21 +285,17 @@ def test_advance_foreground_waits_for_both_conditions() -> None:
 
 
 def test_advance_changes_nothing_twice_or_after_the_end() -> None:
-    assert (
-        t.advance_activation(act("starting", fg_req=True), call(), now=NOW, worker_up=True) is None
-    )
+    assert advance_activation(act("starting", fg_req=True), call(), now=NOW, worker_up=True) is None
     for state in ("ready", "failed", "cancelled"):
-        assert (
-            t.advance_activation(act(state, worker=False), call(), now=NOW, worker_up=True) is None
-        )
+        assert advance_activation(act(state, worker=False), call(), now=NOW, worker_up=True) is None
 
 
 def test_advance_gives_no_ready_receipt_to_a_trigger_that_was_answered() -> None:
-    d = t.advance_activation(
+    d = advance_activation(
         act("starting", worker=False), call(state="done"), now=NOW, worker_up=True
     )
     assert d is not None and [type(c) for c in d.changes] == [ActivationUpdate]
-    d = t.advance_activation(act("starting", worker=False), None, now=NOW, worker_up=True)
+    d = advance_activation(act("starting", worker=False), None, now=NOW, worker_up=True)
     assert d is not None and d.kick == ("ses1",)
 
 
@@ -282,7 +306,7 @@ def test_advance_lets_the_runtime_handler_decide_on_ready() -> None:
         seen.append(c)
         return (CallState(c.call_id, "queued", "running"),)
 
-    d = t.advance_activation(
+    d = advance_activation(
         act("starting", worker=False), call(), now=NOW, worker_up=True, on_ready=on_ready
     )
     assert d is not None and d.changes[1:] == (CallState("t1", "queued", "running"),)
@@ -305,7 +329,7 @@ def test_end_activation_answers_the_trigger_twice_and_every_waiting_call_once(
 ) -> None:
     waiting = [call("t1"), call("w1", seq=2), call("w2", seq=3)]
     tools = {"notes.add": ADD}
-    d = t.end_activation(act("starting"), waiting, tools, state, "host_failed", now=NOW)
+    d = end_activation(act("starting"), waiting, tools, state, "host_failed", now=NOW)
     assert d == Decision(
         (
             ActivationUpdate("inst1", state=state, reason="host_failed", ended_ms=NOW),
@@ -323,7 +347,7 @@ def test_end_activation_long_running_runtime_tool_is_not_started_and_cause_is_ke
     lr_sdk = tool("notes.add", long_running=True)  # long-running but SDK-delivered: an error
     start = call("t1", "pomodoro.start")
     tools = {"pomodoro.start": START, "notes.add": lr_sdk}
-    d = t.end_activation(
+    d = end_activation(
         act("starting"),
         [start, call("w1", seq=2)],
         tools,
@@ -348,7 +372,7 @@ def test_end_activation_long_running_runtime_tool_is_not_started_and_cause_is_ke
 
 
 def test_end_activation_of_a_trigger_already_answered_gives_only_the_waiting_their_finals() -> None:
-    d = t.end_activation(
+    d = end_activation(
         act("starting"), [call("w1", seq=2)], {"notes.add": ADD}, "failed", "timeout", now=NOW
     )
     assert d is not None and d.changes[2:] == (
@@ -359,14 +383,14 @@ def test_end_activation_of_a_trigger_already_answered_gives_only_the_waiting_the
 @pytest.mark.parametrize("state", ["ready", "failed", "cancelled"])
 def test_end_activation_after_it_left_starting_writes_nothing(state: str) -> None:
     assert (
-        t.end_activation(act(state), [call()], {"notes.add": ADD}, "failed", "timeout", now=NOW)
+        end_activation(act(state), [call()], {"notes.add": ADD}, "failed", "timeout", now=NOW)
         is None
     )
 
 
 def test_worker_lost_reopens_then_fails_a_ready_activation() -> None:
     waiting = [call("w1", seq=2)]
-    d = t.worker_lost(act("ready"), waiting, {"notes.add": ADD}, now=NOW)
+    d = worker_lost(act("ready"), waiting, {"notes.add": ADD}, now=NOW)
     assert d == Decision(
         (
             ReopenActivation("inst1"),
@@ -377,14 +401,14 @@ def test_worker_lost_reopens_then_fails_a_ready_activation() -> None:
         stop=("inst1",),
     )
     for state in ("starting", "failed"):
-        assert t.worker_lost(act(state), waiting, {}, now=NOW) is None
+        assert worker_lost(act(state), waiting, {}, now=NOW) is None
 
 
 def test_worker_lost_tells_a_waiting_trigger_only_its_final() -> None:
     """The trigger was told `activation_ready` already: no `activation_failed` receipt
     after it, only the final error."""
     trigger = call("t1", seq=1)  # act()'s trigger, still queued
-    d = t.worker_lost(act("ready"), [trigger], {"notes.add": ADD}, now=NOW)
+    d = worker_lost(act("ready"), [trigger], {"notes.add": ADD}, now=NOW)
     assert d is not None
     stages = [c.message["stage"] for c in d.changes if isinstance(c, NewReceipt)]
     assert stages == ["error"]
@@ -419,37 +443,36 @@ def test_worker_lost_tells_a_waiting_trigger_only_its_final() -> None:
 )
 def test_host_event_action(a: Any, conv: str, scope: str, ev: str, expected: str | None) -> None:
     session = SESSION if a is not None else None
-    assert t.host_event_action(a, session, ev, conv, scope) == expected
+    assert host_event_action(a, session, ev, conv, scope) == expected
 
 
 def test_an_unknown_host_event_is_scenario_invalid() -> None:
     with pytest.raises(LineupError) as err:
-        t.host_event_action(act("starting"), SESSION, "exploded", "c1", "notes")
+        host_event_action(act("starting"), SESSION, "exploded", "c1", "notes")
     assert err.value.code == "scenario_invalid"
 
 
 # -- delivery ------------------------------------------------------------------------------
 def test_next_delivery() -> None:
     head = call()
-    assert t.next_delivery(None, ADD, NOW) is None
-    assert t.next_delivery((head, "starting"), ADD, NOW) is None
-    assert t.next_delivery((head, "ready"), ADD, NOW) == Decision(
+    assert next_delivery(None, ADD, NOW) is None
+    assert next_delivery((head, "starting"), ADD, NOW) is None
+    assert next_delivery((head, "ready"), ADD, NOW) == Decision(
         (CallState("t1", "queued", "delivered"),), deliver="t1"
     )
     for served in (None, START):
-        d = t.next_delivery((head, "ready"), served, NOW)
+        d = next_delivery((head, "ready"), served, NOW)
         text = "notes.add is not served by this app version"
         assert d == Decision(
             (NewReceipt(msg("t1", "error", error=error_body("handler_failed", text))),)
         )
 
 
-def _final_error(d: Decision) -> dict[str, Any]:
+def _final_error(d: Decision) -> ErrorBody:
     (change,) = d.changes
     assert isinstance(change, NewReceipt) and change.message["stage"] == "error"
     assert change.message["id"] == "t1:error"
-    err: dict[str, Any] = change.message["error"]
-    return err
+    return change.message["error"]
 
 
 @pytest.mark.parametrize(
@@ -469,74 +492,72 @@ def _final_error(d: Decision) -> dict[str, Any]:
 )
 def test_answer_delivery_maps_handler_codes(code: str, expected: str) -> None:
     reply = {"ok": False, "error": {"code": code, "message": "m" * 3000, "details": {"k": 1}}}
-    err = _final_error(t.answer_delivery(call(), ADD, now=NOW, reply=reply))
+    err = _final_error(answer_delivery(call(), ADD, now=NOW, reply=reply))
     assert err["code"] == expected
     assert err["message"] == "m" * 2000
     assert err["details"] == {"k": 1}
 
 
 def test_answer_delivery_outcomes() -> None:
-    ok = t.answer_delivery(call(), ADD, now=NOW, reply={"ok": True, "result": {"n": 1}})
+    ok = answer_delivery(call(), ADD, now=NOW, reply={"ok": True, "result": {"n": 1}})
     assert ok == Decision((NewReceipt(msg("t1", "result", result={"n": 1})),))
     problems = [{"path": "/n", "message": "bad"}]
     bad = _final_error(
-        t.answer_delivery(
+        answer_delivery(
             call(), ADD, now=NOW, reply={"ok": True, "result": 1}, result_problems=problems
         )
     )
     assert (bad["code"], bad["details"]) == ("handler_result_invalid", problems)
     assert (
-        _final_error(t.answer_delivery(call(), ADD, now=NOW, timed_out=True))["code"]
+        _final_error(answer_delivery(call(), ADD, now=NOW, timed_out=True))["code"]
         == "handler_timeout"
     )
-    assert (
-        "30 s" in _final_error(t.answer_delivery(call(), ADD, now=NOW, timed_out=True))["message"]
-    )
-    proto = t.answer_delivery(call(), ADD, now=NOW, worker_error=("protocol", "garbled"))
+    assert "30 s" in _final_error(answer_delivery(call(), ADD, now=NOW, timed_out=True))["message"]
+    proto = answer_delivery(call(), ADD, now=NOW, worker_error=("protocol", "garbled"))
     assert _final_error(proto)["code"] == "worker_protocol_error"
     assert _final_error(proto)["message"] == "notes.add: garbled"
-    crashed = t.answer_delivery(call(), ADD, now=NOW, worker_error=("crashed", "gone"))
+    crashed = answer_delivery(call(), ADD, now=NOW, worker_error=("crashed", "gone"))
     assert _final_error(crashed)["code"] == "delivery_interrupted"
     assert "details" not in _final_error(crashed)
     # a known cause of the worker's end is the error's details.reason (SPEC 7)
-    killed = t.answer_delivery(
+    killed = answer_delivery(
         call(), ADD, now=NOW, worker_error=("crashed", "killed"), worker_reason="memory_limit"
     )
     assert _final_error(killed)["details"] == {"reason": "memory_limit"}
     for reply in ({"ok": False}, {"ok": False, "error": "text"}):
         assert (
-            _final_error(t.answer_delivery(call(), ADD, now=NOW, reply=reply))["code"]
+            _final_error(answer_delivery(call(), ADD, now=NOW, reply=reply))["code"]
             == "handler_failed"
         )
-    assert _final_error(t.interrupt_delivery(call(), NOW))["code"] == "delivery_interrupted"
+    assert _final_error(interrupt_delivery(call(), NOW))["code"] == "delivery_interrupted"
 
 
 # -- session data --------------------------------------------------------------------------
 def test_hold_replace_holds_base_plus_one_in_place() -> None:
-    first = t.hold_replace(None, 3, "notes", "ses1", {"b": [2, 1], "a": None}, 3)
+    first = hold_replace(None, 3, "notes", "ses1", {"b": [2, 1], "a": None}, 3)
     assert first == PendingData("notes", "ses1", 3, b'{"a":null,"b":[2,1]}')
     assert first.revision == 4
     # a later write of the same delivery checks against the held snapshot, and is still 4
-    second = t.hold_replace(first, 0, "notes", "ses1", {"c": 1}, 4)
+    second = hold_replace(first, 0, "notes", "ses1", {"c": 1}, 4)
     assert second == PendingData("notes", "ses1", 3, b'{"c":1}') and second.revision == 4
     with pytest.raises(LineupError) as err:
-        t.hold_replace(first, 3, "notes", "ses1", {"c": 1}, 3)  # the committed one is stale
+        hold_replace(first, 3, "notes", "ses1", {"c": 1}, 3)  # the committed one is stale
     assert err.value.code == "session_data_revision_conflict"
     # the handler learns the revision it must read again: the held one, not the stored one
     assert err.value.message == "session data is at revision 4, not 3"
-    assert t.hold_replace(None, 0, "notes", "ses1", {}, 0).revision == 1
+    assert hold_replace(None, 0, "notes", "ses1", {}, 0).revision == 1
 
 
 def test_commit_pending_writes_base_plus_one_only_on_its_base() -> None:
     held = PendingData("notes", "ses1", 3, b'{"a":1}')
-    assert t.commit_pending(held, 3) == (ReplaceSessionData("notes", "ses1", 3, '{"a":1}'),)
-    assert t.commit_pending(held, 4) is None
-    assert t.commit_pending(held, 2) is None
+    assert commit_pending(held, 3) == (ReplaceSessionData("notes", "ses1", 3, '{"a":1}'),)
+    assert commit_pending(held, 4) is None
+    assert commit_pending(held, 2) is None
 
 
 def test_answer_delivery_carries_the_held_data_with_a_result_only() -> None:
     held = PendingData("notes", "ses1", 0, b'{"a":1}')
-    ok = t.answer_delivery(
+    ok = answer_delivery(
         call(), ADD, now=NOW, reply={"ok": True, "result": 1}, pending=held, committed=0
     )
     write, receipt = ok.changes
@@ -551,10 +572,10 @@ def test_answer_delivery_carries_the_held_data_with_a_result_only() -> None:
         {"worker_error": ("crashed", "gone")},
         {"worker_error": ("protocol", "bad")},
     ):
-        d = t.answer_delivery(call(), ADD, now=NOW, pending=held, committed=0, **outcome)
+        d = answer_delivery(call(), ADD, now=NOW, pending=held, committed=0, **outcome)
         _final_error(d)  # its one change is the error receipt: no session data
     # the stored revision moved off the delivery's base: it fails and applies nothing
-    moved = t.answer_delivery(
+    moved = answer_delivery(
         call(), ADD, now=NOW, reply={"ok": True, "result": 1}, pending=held, committed=1
     )
     assert _final_error(moved)["code"] == "handler_failed"
@@ -579,7 +600,7 @@ def test_answer_delivery_carries_the_held_data_with_a_result_only() -> None:
 )
 def test_hold_replace_refusals(current: int, data: Any, expected: Any, code: str) -> None:
     with pytest.raises(LineupError) as err:
-        t.hold_replace(None, current, "notes", "ses1", data, expected)
+        hold_replace(None, current, "notes", "ses1", data, expected)
     assert err.value.code == code
 
 
@@ -589,9 +610,9 @@ def test_supersede_ended_and_intent_delivered() -> None:
         Intent(i, f"i{i}", "{}", state)
         for i, state in enumerate(["starting", "failed", "ready", None, "cancelled"])
     ]
-    assert t.supersede_ended(heads) == Decision((SupersedeIntents("i1"), SupersedeIntents("i4")))
-    assert t.supersede_ended([h for h in heads if h.instance in ("i0", "i2", "i3")]) is None
-    assert t.intent_delivered(heads[2]).changes[0].id == 2  # type: ignore[union-attr]
+    assert supersede_ended(heads) == Decision((SupersedeIntents("i1"), SupersedeIntents("i4")))
+    assert supersede_ended([h for h in heads if h.instance in ("i0", "i2", "i3")]) is None
+    assert intent_delivered(heads[2]).changes[0].id == 2  # type: ignore[union-attr]
 
 
 # -- Pomodoro ------------------------------------------------------------------------------
@@ -671,7 +692,7 @@ def test_pomodoro_end_focus(state: str) -> None:
 IEV = event("i1", "c1", "pomodoro.interrupt")
 
 
-def _interrupt_answer(status: str) -> dict[str, Any]:
+def _interrupt_answer(status: str) -> AgentMessage:
     return msg("i1", "result", "pomodoro", result={"status": status})
 
 
@@ -684,7 +705,7 @@ def test_pomodoro_interrupt_cancels_a_starting_one() -> None:
         IEV, INTERRUPT, starting=(act("starting"), [start_call], tools), focusing=OP, now=NOW
     )
     m = _interrupt_answer("cancelled_starting")
-    ended = t.end_activation(
+    ended = end_activation(
         act("starting"), [start_call], tools, "cancelled", "interrupted", now=NOW
     )
     assert ended is not None
@@ -723,76 +744,72 @@ def test_pomodoro_interrupt_a_focus_or_nothing() -> None:
 
 
 # -- decide_call: the one acceptance decision ----------------------------------------------
-def decide(facts: t.CallFacts, ev: t.CallEvent = EV) -> Decision:
-    return t.decide_call(ev, facts, ids=IDS, now=NOW, timeout_ms=60_000)
+def decide(facts: CallFacts, ev: CallEvent = EV) -> Decision:
+    return decide_call(ev, facts, ids=IDS, now=NOW, timeout_ms=60_000)
 
 
 def test_decide_call_replays_a_retried_call_and_refuses_a_conflicting_one() -> None:
     stored = call("k1", "notes.add")
     same = dataclasses.replace(stored, fingerprint=EV.fingerprint)
-    assert decide(t.CallFacts(same, ADD)) == Decision(replay=True)
-    conflict = decide(t.CallFacts(stored, ADD))
+    assert decide(CallFacts(same, ADD)) == Decision(replay=True)
+    conflict = decide(CallFacts(stored, ADD))
     assert conflict.answer is not None and conflict.changes == ()
     assert conflict.answer["error"]["code"] == "call_id_conflict"
 
 
 def test_decide_call_answers_unknown_method_and_invalid_params_persisting_nothing() -> None:
-    unknown = decide(t.CallFacts(None, None), event("k1", "c1", "nope.run"))
+    unknown = decide(CallFacts(None, None), event("k1", "c1", "nope.run"))
     assert unknown.changes == () and unknown.answer is not None
     assert unknown.answer["app_scope"] == "nope"
     assert unknown.answer["error"]["code"] == "unknown_method"
     problem = {"path": "/text", "message": "required", "expected": "", "value": None}
-    invalid = decide(t.CallFacts(None, ADD, [problem]))
+    invalid = decide(CallFacts(None, ADD, [problem]))
     assert invalid.changes == () and invalid.answer is not None
     assert invalid.answer["error"]["code"] == "invalid_params"
     assert invalid.answer["error"]["details"] == [problem]
-    late = decide(t.CallFacts(None, ADD, Unchecked(0.5)))
+    late = decide(CallFacts(None, ADD, Unchecked(0.5)))
     assert late.answer is not None and late.answer["error"]["code"] == "invalid_params"
     assert late.answer["error"]["details"] == {"reason": "validation_budget", "budget_s": 0.5}
 
 
 def test_decide_call_routes_a_screened_call_through_accept_call() -> None:
-    facts = t.CallFacts(None, ADD, [], SESSION, act(), idle=True)
+    facts = CallFacts(None, ADD, [], SESSION, act(), idle=True)
     assert decide(facts) == accept(EV, ADD, SESSION, act(), idle=True)
-    fresh = t.CallFacts(None, ADD, None, None, None, app_version="1.0.0")
+    fresh = CallFacts(None, ADD, None, None, None, app_version="1.0.0")
     assert decide(fresh) == accept(EV, ADD, None, None)
-    count = t.CallFacts(None, COUNT, None, None, None, app_version="1.0.0")
+    count = CallFacts(None, COUNT, None, None, None, app_version="1.0.0")
     ev = event("k1", "c1", "notes.count")
     assert decide(count, ev).answer["error"]["code"] == "app_not_running"  # type: ignore[index]
 
 
 def test_only_a_call_that_may_create_a_session_or_activation_needs_fresh_ids() -> None:
-    assert t.needs_fresh_ids(ADD, None) and t.needs_fresh_ids(ADD, act("starting"))
-    assert not t.needs_fresh_ids(ADD, act()) and not t.needs_fresh_ids(COUNT, act())
-    assert t.needs_fresh_ids(SHOW, act())
+    assert needs_fresh_ids(ADD, None) and needs_fresh_ids(ADD, act("starting"))
+    assert not needs_fresh_ids(ADD, act()) and not needs_fresh_ids(COUNT, act())
+    assert needs_fresh_ids(SHOW, act())
 
 
 # -- purity --------------------------------------------------------------------------------
 CASES: list[tuple[str, Callable[[], Any]]] = [
     ("accept_call", lambda: accept(EV_SHOW, SHOW, None, None)),
     ("accept_join", lambda: accept(EV_SHOW, SHOW, SESSION, act("starting"))),
-    ("decide_call", lambda: decide(t.CallFacts(None, SHOW, [], None, None, app_version="1"))),
+    ("decide_call", lambda: decide(CallFacts(None, SHOW, [], None, None, app_version="1"))),
     (
         "advance",
-        lambda: t.advance_activation(
-            act("starting", worker=False), call(), now=NOW, worker_up=True
-        ),
+        lambda: advance_activation(act("starting", worker=False), call(), now=NOW, worker_up=True),
     ),
     (
         "end",
-        lambda: t.end_activation(
+        lambda: end_activation(
             act("starting"), [call()], {"notes.add": ADD}, "failed", "timeout", now=NOW
         ),
     ),
-    ("worker_lost", lambda: t.worker_lost(act(), [call()], {"notes.add": ADD}, now=NOW)),
-    ("next_delivery", lambda: t.next_delivery((call(), "ready"), ADD, NOW)),
+    ("worker_lost", lambda: worker_lost(act(), [call()], {"notes.add": ADD}, now=NOW)),
+    ("next_delivery", lambda: next_delivery((call(), "ready"), ADD, NOW)),
     (
         "answer",
-        lambda: t.answer_delivery(
-            call(), ADD, now=NOW, reply={"ok": False, "error": {"code": "x"}}
-        ),
+        lambda: answer_delivery(call(), ADD, now=NOW, reply={"ok": False, "error": {"code": "x"}}),
     ),
-    ("replace", lambda: t.hold_replace(None, 0, "notes", "ses1", {"a": 1}, 0)),
+    ("replace", lambda: hold_replace(None, 0, "notes", "ses1", {"a": 1}, 0)),
     (
         "start",
         lambda: pomodoro.start(

@@ -95,7 +95,7 @@ class Machine(RuleBasedStateMachine):
             if c.act != act.id or c.status != "queued":
                 continue
             # a trigger already told `activation_ready` (its worker was lost since) gets no
-            # second progress receipt, only its final (transitions.worker_lost)
+            # second progress receipt, only its final (activations.worker_lost)
             if cid == act.trigger and "activation_ready" not in c.stages:
                 c.stages.append(
                     "activation_failed" if state == "failed" else "activation_cancelled"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import pwd
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import message
 
@@ -43,7 +44,7 @@ def _open(db: Path, apps: Path, trust: TrustStore) -> Runtime:
     )
 
 
-def _echo(rt: Runtime, call_id: str) -> dict[str, Any]:
+def _echo(rt: Runtime, call_id: str) -> AgentMessage:
     rt.call(call_id, f"conv-{call_id}", "probe.echo", {"text": "x"})
     rt.settle()
     found = [m for m in rt.outbox.all() if m["call_id"] == call_id and m["kind"] != "receipt"]
@@ -51,14 +52,14 @@ def _echo(rt: Runtime, call_id: str) -> dict[str, Any]:
     return found[0]
 
 
-def _tampered(final: dict[str, Any]) -> None:
+def _tampered(final: Mapping[str, Any]) -> None:
     assert final["kind"] == "error", final
     assert final["error"]["details"] == {"reason": "worker_failed", "cause": "install_tampered"}
 
 
 def _check_app(rt: Runtime, scope: str, version: str) -> LineupError:
     with pytest.raises(LineupError) as exc:
-        rt._run(rt._art._check_app(scope, version))
+        rt._run(rt._art._apps.check_app(scope, version))
     assert exc.value.code == "install_tampered"
     return exc.value
 

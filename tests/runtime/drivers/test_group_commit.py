@@ -15,6 +15,7 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, Runtime
 from lineup_runtime_lite.core.decisions import Decision, NewIntent, SupersedeIntents
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.drivers.commit import MAX_BATCH, GroupCommit
 from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import LostRace, Store, faults
@@ -231,7 +232,7 @@ def test_guards_make_a_stale_decision_lose(tmp_path: Path) -> None:
 def test_concurrent_calls_of_many_sessions_share_commits(
     trust: TrustStore, probe_bundle: Path, tmp_path: Path
 ) -> None:
-    async def go() -> tuple[int, int, list[dict[str, Any]]]:
+    async def go() -> tuple[int, int, list[AgentMessage]]:
         art = await AsyncRuntime.open(tmp_path / "rt.db", trust=trust)
         try:
             await art.install(probe_bundle)
@@ -307,7 +308,13 @@ def test_a_call_has_one_final_whichever_stage() -> None:
     store = Store(":memory:")
     try:
         row = NewCall("a1", "fp", "c1", "notes", "notes.add", "{}", None, None, None, "queued", 0)
-        error = make_message("a1", "notes", "error", 0, error={"code": "delivery_interrupted"})
+        error = make_message(
+            "a1",
+            "notes",
+            "error",
+            0,
+            error={"code": "delivery_interrupted", "message": "interrupted"},
+        )
         late = make_message("a1", "notes", "result", 1, result=1)
         both = [lambda tx: (tx.apply(row), tx.apply(NewReceipt(error)))]
         assert store.batch(both) == [(None, None)]

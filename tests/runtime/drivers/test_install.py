@@ -76,7 +76,7 @@ def test_tampered_install_is_refused_at_load(probe: Runtime) -> None:
     err = message(probe, "t:error")
     assert err["error"]["details"] == {"reason": "worker_failed", "cause": "install_tampered"}
     with pytest.raises(LineupError) as exc:
-        probe._run(probe._art._check_app("probe", "1.0.0"))
+        probe._run(probe._art._apps.check_app("probe", "1.0.0"))
     assert exc.value.code == "install_tampered"
 
 
@@ -94,7 +94,7 @@ def test_revoked_key_is_refused_at_load(rt_key: SigningKey, probe_bundle: Path) 
             "cause": "key_revoked",
         }
         with pytest.raises(LineupError) as exc:
-            rt._run(rt._art._check_app("probe", "1.0.0"))
+            rt._run(rt._art._apps.check_app("probe", "1.0.0"))
         assert exc.value.code == "key_revoked"
 
 

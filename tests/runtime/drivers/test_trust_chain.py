@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 from lineup_build.signing import SigningKey, key_from_seed
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.internals import engine_of
 from tests.runtime.conftest import APPS, build_app
 
@@ -37,13 +38,13 @@ def _trust(rt_key: SigningKey) -> TrustStore:
     )
 
 
-def _final(rt: Runtime, call_id: str) -> dict[str, Any]:
+def _final(rt: Runtime, call_id: str) -> AgentMessage:
     found = [m for m in rt.outbox.all() if m["call_id"] == call_id and m["kind"] != "receipt"]
     assert len(found) == 1, found
     return found[0]
 
 
-def _add(rt: Runtime, call_id: str, method: str = "todo.add") -> dict[str, Any]:
+def _add(rt: Runtime, call_id: str, method: str = "todo.add") -> AgentMessage:
     params = {"title": "milk"} if method == "todo.add" else {"text": "x"}
     first = rt.call(call_id, f"conv-{call_id}", method, params)
     if first["kind"] != "receipt":  # answered at once (an unknown method)
@@ -52,13 +53,13 @@ def _add(rt: Runtime, call_id: str, method: str = "todo.add") -> dict[str, Any]:
     return _final(rt, call_id)
 
 
-def _refused(final: dict[str, Any]) -> None:
+def _refused(final: Mapping[str, Any]) -> None:
     assert final["kind"] == "error", final
     assert final["error"]["code"] == "activation_failed", final
     assert final["error"]["details"]["reason"] == "app_untrusted", final
 
 
-def _unlisted(rt: Runtime, final: dict[str, Any], scope: str = "todo") -> None:
+def _unlisted(rt: Runtime, final: Mapping[str, Any], scope: str = "todo") -> None:
     """A version whose record is not what its signer signed lists no tools: the Agent
     never reads its descriptions or schemas, a call to it is an unknown method, and
     `apps()` says why (SPEC 16.1)."""
@@ -264,7 +265,7 @@ def test_the_verification_runs_once_per_process_off_the_loop_and_again_for_a_new
 ) -> None:
     import threading
 
-    import lineup_runtime_lite.api.async_runtime as art
+    import lineup_runtime_lite.api.trusted_apps as art
     from lineup_runtime_lite.drivers import install
 
     trust = _trust(rt_key)
@@ -283,7 +284,7 @@ def test_the_verification_runs_once_per_process_off_the_loop_and_again_for_a_new
         _frozen(rt)  # the Registry verified the version at open: the workers meet the rest
         assert _add(rt, "one")["kind"] == "result"
         assert _add(rt, "two")["kind"] == "result"  # another worker: the folder check only
-        assert len(threads) == 1 and threads[0] != rt._art._thread_id, threads
+        assert len(threads) == 1 and threads[0] != rt._art._deadlines.thread_id, threads
         _set(pg_url, "todo", key_id=OTHER.key_id)  # the row changed after the verification
         _refused(_add(rt, "edited"))
         assert len(threads) == 1  # the cached verification, the row compared again

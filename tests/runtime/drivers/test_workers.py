@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ def rt(store_rt: Runtime) -> Runtime:
     return store_rt
 
 
-def code(msg: dict[str, Any]) -> str:
+def code(msg: Mapping[str, Any]) -> str:
     assert msg["kind"] == "error", msg
     return str(msg["error"]["code"])
 

@@ -4,10 +4,12 @@ AgentMessage, its result or error code, the app's worker and its log."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.internals import engine_of
 from tests.sandbox_kit import poll
 
@@ -17,7 +19,7 @@ SCOPE, VERSION = "hostile", "1.0.0"
 _ids = itertools.count(1)
 
 
-def final(rt: Runtime, conversation: str, method: str, params: Any) -> dict[str, Any]:
+def final(rt: Runtime, conversation: str, method: str, params: Any) -> AgentMessage:
     """Call `method` and return its final AgentMessage (activating the session if needed)."""
     call_id = f"c{next(_ids)}"
     msg = rt.call(call_id, conversation, method, params)
@@ -35,7 +37,7 @@ def result(rt: Runtime, conversation: str, method: str, params: Any | None = Non
     return msg["result"]
 
 
-def error_code(msg: dict[str, Any]) -> str:
+def error_code(msg: Mapping[str, Any]) -> str:
     assert msg["kind"] == "error", msg
     return str(msg["error"]["code"])
 

@@ -753,7 +753,7 @@ def test_a_planted_file_in_an_installed_app_fails_the_next_activation(
     assert error_code(msg) == "activation_failed"
     assert msg["error"]["details"] == {"reason": "worker_failed", "cause": "install_tampered"}
     with pytest.raises(LineupError) as exc:
-        rt._run(rt._art._check_app("probe", VERSION))
+        rt._run(rt._art._apps.check_app("probe", VERSION))
     assert exc.value.code == "install_tampered"
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_sdk.sandbox import probe, simulate_unavailable
 from tests.sandbox_kit import pid_alive, poll
 
@@ -53,7 +54,7 @@ def open_runtime(file_runtime: Callable[..., Runtime]) -> Callable[..., Runtime]
     return file_runtime
 
 
-def final(rt: Runtime, method: str, params: Any, conversation: str = "conv") -> dict[str, Any]:
+def final(rt: Runtime, method: str, params: Any, conversation: str = "conv") -> AgentMessage:
     call_id = f"k{next(_ids)}"
     msg = rt.call(call_id, conversation, method, params)
     if msg["stage"] == "accepted":

@@ -14,7 +14,7 @@ import concurrent.futures
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ def open_hostile(
         rt.close()
 
 
-def reason(msg: dict[str, Any]) -> Any:
+def reason(msg: Mapping[str, Any]) -> Any:
     return (msg.get("error") or {}).get("details", {}).get("reason")
 
 

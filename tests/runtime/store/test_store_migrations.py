@@ -17,8 +17,9 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.api.clock import format_ts
-from lineup_runtime_lite.internals import MIGRATIONS, engine_of
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import SCHEMA_VERSION, Store
+from lineup_runtime_lite.store.schema import MIGRATIONS
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.runtime.conftest import FIXTURES
@@ -160,7 +161,7 @@ def test_a_failed_migration_step_leaves_the_database_at_its_old_version(
     old_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = {**MIGRATIONS, SCHEMA_VERSION: (*MIGRATIONS[SCHEMA_VERSION], "SELECT nope")}
-    monkeypatch.setattr("lineup_runtime_lite.store.sqlite._MIGRATIONS", broken)
+    monkeypatch.setattr("lineup_runtime_lite.store.sqlite.MIGRATIONS", broken)
     with pytest.raises(LineupError) as exc:
         Store(old_db)
     assert exc.value.code == "store_unavailable"

@@ -5,6 +5,7 @@ app's calls complete while an exponential schema is being validated."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from lineup_build.schema_cost import schema_cost
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, HostSimulator, Runtime
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.validation.checks import Unchecked, check_value
 from lineup_runtime_lite.validation.pool import ValidatorPool
 from tests.runtime.conftest import build_source_app
@@ -36,7 +38,7 @@ def _final(record: dict[str, Any] | None) -> dict[str, Any]:
     return final
 
 
-def _finals_order(outbox: list[dict[str, Any]]) -> list[str]:
+def _finals_order(outbox: Sequence[Mapping[str, Any]]) -> list[str]:
     return [m["call_id"] for m in outbox if m["kind"] in ("result", "error")]
 
 
@@ -94,7 +96,7 @@ def test_an_exponential_result_schema_answers_validation_budget_while_another_ap
 def test_an_exponential_input_schema_answers_validation_budget_while_another_app_completes(
     trust: TrustStore, slow_bundle: Path, fast_bundle: Path
 ) -> None:
-    async def go() -> tuple[dict[str, Any], dict[str, Any], bool]:
+    async def go() -> tuple[AgentMessage, dict[str, Any], bool]:
         art = await AsyncRuntime.open(
             ":memory:",
             trust=trust,

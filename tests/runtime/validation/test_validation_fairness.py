@@ -17,6 +17,7 @@ import pytest
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, HostSimulator
+from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.validation.checks import Unchecked, acheck_value, validator_for
 from lineup_runtime_lite.validation.pool import ValidatorPool
@@ -97,7 +98,7 @@ async def _busy_pids(pool: ValidatorPool, n: int) -> list[int]:
 def test_another_apps_value_is_validated_within_a_budget_of_a_flood_with_a_validator_killed(
     trust: TrustStore, slow_bundle: Path, other_bundle: Path
 ) -> None:
-    async def go() -> tuple[float, dict[str, Any], list[dict[str, Any]], int, int]:
+    async def go() -> tuple[float, AgentMessage, list[AgentMessage], int, int]:
         art = await AsyncRuntime.open(
             ":memory:",
             trust=trust,
