@@ -41,6 +41,7 @@ sys.path[:0] = [str(ROOT), str(Path(__file__).parent)]
 
 from concurrency_driver import build_bundle, trust_store  # noqa: E402
 
+from lineup_runtime_lite.internals import engine_of  # noqa: E402
 from tests.history_kit import add_history  # noqa: E402
 
 
@@ -104,7 +105,7 @@ async def _ticks_and_calls(
         blocks = []
         for _ in range(ticks):
             started = time.perf_counter()
-            await art._engine.tick()  # nothing is due: the loop is blocked for all of it
+            await engine_of(art).tick()  # nothing is due: the loop is blocked for all of it
             blocks.append(time.perf_counter() - started)
         warm = await art.call(f"{tag}-warm", "conv", "bench.ping", {"n": 0})  # a worker starts
         if warm["stage"] == "accepted":
@@ -121,13 +122,13 @@ async def _ticks_and_calls(
 
 def migration(path: Path, scratch: Path) -> float:
     """Seconds of the open that moves a copy of `path` from schema 3 to 4."""
-    from lineup_runtime_lite.store.schema import _V4_INDEXES
+    from lineup_runtime_lite.internals import V4_INDEXES
     from lineup_runtime_lite.store.sqlite import Store
 
     copy = scratch / "v3.db"
     shutil.copyfile(path, copy)
     con = sqlite3.connect(copy, isolation_level=None)
-    for stmt in _V4_INDEXES:
+    for stmt in V4_INDEXES:
         con.execute(f"DROP INDEX {stmt.split(' ON ')[0].split()[-1]}")
     con.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
     con.execute("VACUUM")

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_sandbox import _bundle  # noqa: E402
+from lineup_runtime_lite.internals import engine_of  # noqa: E402
 
 MODES = ("app", "session")
 
@@ -87,7 +88,7 @@ def one_round(bundle: Path, trust: Any, mode: str, sessions: int, tmp: Path) -> 
         for i in range(sessions - 2):
             _final(rt, f"open{i}", f"c{i}", i)
         convs = ["c-warm", "c-first", *(f"c{i}" for i in range(sessions - 2))]
-        workers = [w for w in rt._core.workers.values() if w.pid]
+        workers = [w for w in engine_of(rt).workers.values() if w.pid]
         rss_kib = sum(_rss_kib(p) for w in workers for p in _tree(w.pid))
         calls, batches = 0, 5
         t0 = time.perf_counter()

@@ -17,7 +17,7 @@ says how much the disk costs.
 Reports throughput, p50/p99 of `Runtime.call` and of the time to the final answer, peak
 memory of the runtime and its workers (its child processes), a raw SQLite commit floor
 measured in the same run, and the fault suite's invariant check over the database file.
-Only the public API is used (no `rt._core`): calls, `settle()`, `call_record()`, the
+Only the public API is used (nothing from `lineup_runtime_lite.internals`): calls, `settle()`, `call_record()`, the
 outbox and session data; the invariant check reads the closed file.
 
 Run: python benchmarks/bench_load.py [--conversations 200] [--calls 50] [--mode closed|open]

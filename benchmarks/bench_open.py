@@ -30,7 +30,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from lineup_runtime_lite.store.sqlite import _FULL_CHECK_ENV, Store
+from lineup_runtime_lite.internals import FULL_CHECK_ENV
+from lineup_runtime_lite.store.sqlite import Store
 
 BODY = 2000  # bytes of each outbox body and receipt body
 
@@ -64,9 +65,9 @@ def build(path: Path, mb: int) -> float:
 
 def time_open(path: Path, *, full: bool) -> float:
     if full:
-        os.environ[_FULL_CHECK_ENV] = "1"
+        os.environ[FULL_CHECK_ENV] = "1"
     else:
-        os.environ.pop(_FULL_CHECK_ENV, None)
+        os.environ.pop(FULL_CHECK_ENV, None)
     started = time.perf_counter()
     store = Store(path)
     took = time.perf_counter() - started
@@ -95,7 +96,7 @@ def main() -> None:
         for _ in range(args.runs):
             before.append(time_open(path, full=True))
             after.append(time_open(path, full=False))
-        os.environ.pop(_FULL_CHECK_ENV, None)
+        os.environ.pop(FULL_CHECK_ENV, None)
         for name, xs in (("before (quick_check)", before), ("after (clean close)", after)):
             print(
                 f"{name:22} median {statistics.median(xs) * 1000:9.1f} ms"

@@ -34,7 +34,7 @@ from lineup_build.signing import key_from_seed  # noqa: E402
 from lineup_build.trust import TrustedKey, TrustStore  # noqa: E402
 from lineup_runtime_lite import AsyncRuntime, HostSimulator  # noqa: E402
 from tests.runtime.conftest import build_source_app  # noqa: E402
-from tests.runtime.validation.test_validation_cost import FAST, SLOW  # noqa: E402
+from tests.runtime.validation.validation_cost_kit import FAST, SLOW  # noqa: E402
 
 
 def _p(values: list[float], q: float) -> float:

@@ -1,5 +1,6 @@
-"""Shared fixtures: a fixed signing key, a clean environment, and MiniApp projects on disk;
-the run's hooks under pytest-xdist (slow files first, the fault tally added up)."""
+"""Shared fixtures: a fixed signing key, a clean environment, MiniApp projects on disk, and
+the store engine the `store` tests run on (`LINEUP_TEST_STORE`, tests/store_kit.py); the
+run's hooks under pytest-xdist (slow files first, the fault tally added up)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import lineup_sdk
 from lineup_build.signing import SigningKey, key_from_seed
 from tests.faults import tally
 from tests.pg_kit import PgServer, fresh_database, server_or_skip
+from tests.store_kit import VARIABLE, chosen_engine
 
 # Reproducible CI: every Hypothesis test tries the same examples each run (derandomized)
 # unless a run asks for random ones with LINEUP_HYPOTHESIS=random.
@@ -52,12 +54,43 @@ tools = define_agent_tools(app_scope="demo")  # <-registry
 """
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """`LINEUP_TEST_STORE` names an engine, or the run stops here with a usage error."""
+    chosen_engine()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"store tests on: {chosen_engine()} ({VARIABLE})"
+
+
+def store_marking_problems(items: list[pytest.Item]) -> list[str]:
+    """Tests whose `store` marker and use of the `store_engine` fixture disagree."""
+    problems = []
+    for item in items:
+        marked = item.get_closest_marker("store") is not None
+        follows = "store_engine" in getattr(item, "fixturenames", ())
+        if marked and not follows:
+            problems.append(f"{item.nodeid}: marked store, but opens no store on store_engine")
+        elif follows and not marked:
+            problems.append(f"{item.nodeid}: runs on store_engine, but is not marked store")
+    return problems
+
+
 # -- the run under pytest-xdist (`-n 2 --dist loadfile` in pyproject.toml; `-n 0` is serial) --
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In an xdist worker, the files holding `slow` tests come first (each file keeping its
+    """A test is marked `store` exactly when it runs on the chosen store engine (else the
+    PostgreSQL pass, `-m store`, would miss it or run it twice): a usage error names each
+    one that is not.
+
+    In an xdist worker, the files holding `slow` tests come first (each file keeping its
     place among them, and its tests their order): `--dist loadfile` with
     `--no-loadscope-reorder` hands files out in this order, so the long ones start at once
     instead of landing last on one worker while the other idles. Serially, nothing moves."""
+    problems = store_marking_problems(items)
+    if problems:
+        raise pytest.UsageError(
+            "\n".join(["the store marker and store_engine disagree:", *problems])
+        )
     if not hasattr(config, "workerinput"):
         return
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
@@ -227,10 +260,18 @@ def pg_url(pg_server: PgServer) -> str:
     return fresh_database(pg_server)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """What `Runtime.open` is given, on each engine: an SQLite file, or a fresh PostgreSQL
-    database (the store conformance runs every test so marked on both)."""
-    if request.param == "sqlite":
+@pytest.fixture(scope="session")
+def store_engine() -> str:
+    """The engine the `store` tests run on: `sqlite` or `postgresql`, as `LINEUP_TEST_STORE`
+    names it (tests/store_kit.py). Every fixture that opens a store for a `store` test
+    derives its target from this one."""
+    return chosen_engine()
+
+
+@pytest.fixture
+def db_target(store_engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What `Runtime.open` is given on the chosen engine: an SQLite file, or a fresh
+    PostgreSQL database on the session's server."""
+    if store_engine == "sqlite":
         return str(tmp_path / "runtime.db")
     return str(request.getfixturevalue("pg_url"))

@@ -21,7 +21,6 @@ from lineup_runtime_lite.api.arguments import check_ids, check_limit, usable_id
 from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface
 from lineup_runtime_lite.api.async_runtime import AsyncRuntime
 from lineup_runtime_lite.api.clock import Clock
-from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.api.options import RuntimeOptions
 from lineup_runtime_lite.core.messages import ActionAccepted, ActionOutcome, AgentMessage
 from lineup_runtime_lite.drivers.install import InstallResult
@@ -339,11 +338,6 @@ class Runtime:
         if hasattr(self, "_art"):  # not before the runtime is open (nor when open failed)
             self.tick()
             self.settle()
-
-    @property
-    def _core(self) -> Engine:
-        """The engine (tests and in-tree tools only)."""
-        return self._art._engine
 
     @property
     def _timer(self) -> asyncio.TimerHandle | None:

@@ -28,7 +28,7 @@ from lineup_build.init import init_project
 from lineup_build.model import Tool, UiAction
 from lineup_build.signing import SigningKey
 from lineup_build.sources import load_manifest
-from lineup_runtime_lite.serve._mapping import RESULT_TOOL, tool_name
+from lineup_runtime_lite.internals import RESULT_TOOL, tool_name
 from tests.build.diff_app import base_manifest, tool, typed
 from tests.cli_kit import run_cli
 

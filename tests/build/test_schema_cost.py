@@ -18,15 +18,7 @@ from lineup_build.schema_cost import (
 from lineup_build.verify import verify_bundle
 from lineup_sdk.errors import LineupError
 from tests.build import bundle_kit as kit
-
-
-def chain(levels: int, kind: str = "anyOf") -> dict[str, Any]:
-    """`levels` nested `kind`s of one `$ref` twice: 2^levels applications per value."""
-    defs: dict[str, Any] = {f"a{levels}": {"type": "integer"}}
-    for i in range(levels - 1, -1, -1):
-        ref = {"$ref": f"#/$defs/a{i + 1}"}
-        defs[f"a{i}"] = {kind: [ref, dict(ref)]}
-    return {"$defs": defs, "$ref": "#/$defs/a0"}
+from tests.build.schema_cost_kit import chain, too_complex_bundle
 
 
 def deep(levels: int) -> dict[str, Any]:
@@ -108,14 +100,6 @@ def test_build_refuses_schema_too_complex_with_a_hint(tmp_path: Path) -> None:
     assert not result.ok
     found = [d for d in result.diagnostics if d.code == "schema_too_complex"]
     assert len(found) == 1 and found[0].hint and "$ref" in found[0].hint
-
-
-def too_complex_bundle(path: Path) -> Path:
-    """A signed bundle whose result schema is past the static bound: made by hand, since
-    `lineup build` refuses it (an old bundle, or another tool's)."""
-    tool = kit.sdk_tool(result_schema=chain(20))
-    path.write_bytes(kit.good_bundle(manifest=kit.make_manifest(tools=[tool])))
-    return path
 
 
 def test_verify_refuses_a_bundle_past_the_static_bound(tmp_path: Path) -> None:

@@ -258,7 +258,7 @@ def test_an_included_file_at_the_document_path_is_refused() -> None:
 def test_inspect_shows_the_document_and_its_csp(
     todo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.build.test_verify_cli import run
+    from tests.cli_kit import run_cli
 
     root = tmp_path / "todo"
     shutil.copytree(todo, root, ignore=shutil.ignore_patterns("dist", ".lineup"))
@@ -268,7 +268,7 @@ def test_inspect_shows_the_document_and_its_csp(
     )
     built = build_project(root, signing_key=KEY, out_dir=tmp_path / "dist", epoch=EPOCH)
     assert built.ok and built.bundle and built.model and built.model.surface
-    status, out, _ = run(["inspect", str(built.bundle), "--json"], capsys)
+    status, out, _ = run_cli(["inspect", str(built.bundle), "--json"], capsys)
     assert status == 0
     doc = json.loads(out)
     assert doc["surface"] == {
@@ -277,7 +277,7 @@ def test_inspect_shows_the_document_and_its_csp(
         "size": built.model.surface.size,
         "csp": {"resource_domains": ["https://cdn.example"]},
     }
-    status, out, _ = run(["inspect", str(built.bundle)], capsys)
+    status, out, _ = run_cli(["inspect", str(built.bundle)], capsys)
     assert status == 0
     for text in (SURFACE_DOCUMENT, built.model.surface.sha256, "https://cdn.example"):
         assert text in out

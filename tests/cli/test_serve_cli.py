@@ -405,7 +405,7 @@ def test_a_stdin_line_over_the_limit_is_a_parse_error_and_the_server_goes_on(
 ) -> None:
     import threading
 
-    from lineup_runtime_lite.serve._transports import MAX_LINE
+    from lineup_runtime_lite.internals import MAX_LINE
 
     proc = subprocess.Popen(
         [*LINEUP, "serve", "todo", "--db", str(tmp_path / "rt.db")],

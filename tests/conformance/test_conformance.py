@@ -4,53 +4,30 @@ Another Host can replay the same files; the README gives the format."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lineup_build.build import build_project
-from lineup_build.init import init_project
-from lineup_build.signing import SigningKey, key_from_seed
-from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite.sim.format import load_scenario
 from lineup_runtime_lite.sim.simulation import Simulation
+from tests.conformance.conformance_kit import FIXTURES, KEY, _trust, bundles
 
-HERE = Path(__file__).parent
-FIXTURES = sorted((HERE / "fixtures").glob("*.json"))
-KEY = key_from_seed(bytes(range(100, 132)))
-
-
-@pytest.fixture(scope="module")
-def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    root = tmp_path_factory.mktemp("conformance")
-    init_project(root / "pomodoro", template="pomodoro")
-    shutil.copytree(HERE / "apps" / "notes", root / "notes")
-    shutil.copytree(HERE / "apps" / "tasks", root / "tasks")  # UI Actions (SPEC 17)
-    for name in ("pomodoro", "notes", "tasks"):
-        result = build_project(root / name, signing_key=KEY)
-        assert result.ok and result.bundle is not None, [d.to_dict() for d in result.diagnostics]
-        out[name] = result.bundle
-    return out
-
-
-def _trust(key: SigningKey) -> TrustStore:
-    return TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, ("*",), "conformance")])
+__all__ = ["bundles"]
 
 
 @pytest.fixture()
-def sim_factory(tmp_path: Path, bundles: dict[str, Path]) -> Iterator[Any]:
+def sim_factory(db_target: str, store_engine: str, bundles: dict[str, Path]) -> Iterator[Any]:
+    """Simulations on the chosen store engine: an SQLite file, or a private schema of a
+    fresh PostgreSQL database."""
     sims: list[Simulation] = []
 
-    def make(app: str, policy: str, db: str | None = None) -> Simulation:
+    def make(app: str, policy: str) -> Simulation:
         from lineup_runtime_lite.store.postgres import private_schema
 
-        target = db or tmp_path / "rt.db"
-        schema = private_schema("test") if db else None
-        sim = Simulation(target, _trust(KEY), bundles[app], app, policy, db_schema=schema)
+        schema = private_schema("test") if store_engine == "postgresql" else None
+        sim = Simulation(db_target, _trust(KEY), bundles[app], app, policy, db_schema=schema)
         sim.start()
         sims.append(sim)
         return sim
@@ -60,6 +37,7 @@ def sim_factory(tmp_path: Path, bundles: dict[str, Path]) -> Iterator[Any]:
         sim.close()
 
 
+@pytest.mark.store
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
 def test_fixture(path: Path, sim_factory: Any) -> None:
     scenario = load_scenario(path)  # the scenario model: fixtures are JSON, scenarios TOML
@@ -71,8 +49,9 @@ def test_fixture(path: Path, sim_factory: Any) -> None:
     assert not failed, f"{path.name}: " + "; ".join(failed)
 
 
-#: SPEC 17's fixtures: replayed on both engines here, and from a Surface frame in Chromium
-#: against `lineup dev` (tests/web/test_fixtures_in_browser.py).
+#: SPEC 17's fixtures: replayed on both engines by `test_fixture` (the store tests' two CI
+#: passes), and from a Surface frame in Chromium against `lineup dev`
+#: (tests/web/test_fixtures_in_browser.py).
 UI_ACTION_FIXTURES = [p for p in FIXTURES if p.stem.startswith("tis2_06_")]
 
 
@@ -87,14 +66,3 @@ def test_the_ui_action_fixtures_are_the_required_ones() -> None:
         "tis2_06_tool_interrupted_by_crash",
         "tis2_06_action_while_starting",
     }
-
-
-@pytest.mark.parametrize("path", UI_ACTION_FIXTURES, ids=[p.stem for p in UI_ACTION_FIXTURES])
-def test_ui_action_fixture_on_postgresql(path: Path, sim_factory: Any, pg_url: str) -> None:
-    scenario = load_scenario(path)
-    header = scenario.header
-    assert header.app and header.host
-    sim: Simulation = sim_factory(header.app, header.host, pg_url)
-    reports = sim.play(scenario)
-    failed = [f"step {r.index} ({r.description}): {r.problem}" for r in reports if not r.ok]
-    assert not failed, f"{path.name}: " + "; ".join(failed)

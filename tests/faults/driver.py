@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 
 MIN = 60_000
@@ -28,7 +29,7 @@ def emit(**fields: Any) -> None:
 
 def latest_instance(rt: Runtime, conversation: str, scope: str) -> str | None:
     row = rt._call_sync(
-        lambda: rt._core.store.one(
+        lambda: engine_of(rt).store.one(
             "SELECT a.activation_id FROM activations a JOIN app_sessions s "
             "ON s.app_session_id = a.app_session_id WHERE s.conversation_id=? AND s.scope=? "
             "ORDER BY a.created_ms DESC, a.rowid DESC LIMIT 1",

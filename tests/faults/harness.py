@@ -19,6 +19,7 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.core.messages import AgentMessage
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants, tally
@@ -60,7 +61,7 @@ def wait_for(rt: Runtime, sql: str, args: tuple[Any, ...] = (), *, timeout: floa
     import time
 
     end = time.monotonic() + timeout
-    while rt._call_sync(lambda: rt._core.store.one(sql, args)) is None:
+    while rt._call_sync(lambda: engine_of(rt).store.one(sql, args)) is None:
         assert time.monotonic() < end, f"never true: {sql} {args}"
         time.sleep(0.005)
 
@@ -69,7 +70,7 @@ def latest_instance(rt: Runtime, conversation: str, scope: str) -> str | None:
     """The newest activation of a conversation's App session (the Host knows its instances
     even when this runtime process never sent the intent)."""
     row = rt._call_sync(
-        lambda: rt._core.store.one(
+        lambda: engine_of(rt).store.one(
             "SELECT a.activation_id FROM activations a JOIN app_sessions s "
             "ON s.app_session_id = a.app_session_id WHERE s.conversation_id=? AND s.scope=? "
             "ORDER BY a.created_ms DESC, a.rowid DESC LIMIT 1",
@@ -262,11 +263,13 @@ def _env(request: pytest.FixtureRequest, tmp_path: Path, trust: TrustStore, targ
     return Env(tmp_path / "rt.db", trust_file, trust, bundles, target, apps)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def env(request: pytest.FixtureRequest, tmp_path: Path, trust: TrustStore) -> Iterator[Env]:
-    """The crash harness on each engine: an SQLite file, and a fresh PostgreSQL database
-    (SPEC 15: the fault suite on both)."""
-    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else ""
+@pytest.fixture
+def env(
+    store_engine: str, request: pytest.FixtureRequest, tmp_path: Path, trust: TrustStore
+) -> Iterator[Env]:
+    """The crash harness on the chosen store engine: an SQLite file, or a fresh PostgreSQL
+    database (SPEC 15: the fault suite on both, one CI pass each)."""
+    url = request.getfixturevalue("pg_url") if store_engine == "postgresql" else ""
     yield _env(request, tmp_path, trust, url)
 
 

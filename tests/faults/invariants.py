@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 
 __all__ = ["Stats", "assert_unchanged", "check", "check_db", "read_db"]
 
@@ -106,7 +107,7 @@ def read_db(con: sqlite3.Connection) -> dict[str, Any]:
 
 def check(rt: Runtime, *, settled: bool = True, host_down: bool = False) -> Stats:
     """Check an open runtime. `settled`: after `rt.settle()` nothing may be in flight."""
-    store = rt._core.store
+    store = engine_of(rt).store
     if getattr(store, "engine", "sqlite") == "postgresql":
         tables: dict[str, Any] = rt._call_sync(lambda: read_pg(store))
     else:

@@ -11,6 +11,7 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages
@@ -29,6 +30,7 @@ def activation_states(rt: Runtime) -> list[str]:
     return [r[3] for r in rt.store_dump()["activations"]]
 
 
+@pytest.mark.store
 def test_F05_crash_after_starting_committed_before_the_host_or_worker_was_asked(
     env: Env,
 ) -> None:
@@ -45,6 +47,7 @@ def test_F05_crash_after_starting_committed_before_the_host_or_worker_was_asked(
         invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F06_ready_but_crashed_before_ready_committed(env: Env) -> None:
     # the foreground confirmation commits first, then `ready`: crash at the second commit
     run = env.drive(
@@ -67,6 +70,7 @@ def test_F06_ready_but_crashed_before_ready_committed(env: Env) -> None:
         invariants.assert_unchanged(before, rt.store_dump())
 
 
+@pytest.mark.store
 def test_F07_queued_calls_survive_restart(env: Env) -> None:
     run = env.drive([FG, {"settle": True}, *QUEUE, {"exit": True}])
     env.crashed_at(run, "exit")
@@ -81,6 +85,7 @@ def test_F07_queued_calls_survive_restart(env: Env) -> None:
         invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F08_activation_fails_each_queued_call_gets_one_error(probe: Runtime) -> None:
     probe.call("f1", "c1", "probe.fg", {})
     probe.settle()
@@ -96,6 +101,7 @@ def test_F08_activation_fails_each_queued_call_gets_one_error(probe: Runtime) ->
     invariants.check(probe)
 
 
+@pytest.mark.store
 def test_F08_activation_times_out_while_the_runtime_is_down(env: Env) -> None:
     run = env.drive([FG, {"settle": True}, *QUEUE])
     assert run.done
@@ -128,6 +134,7 @@ def race(*fns: object) -> list[object]:
     return out
 
 
+@pytest.mark.store
 def test_F09_cancel_races_ready(probe: Runtime) -> None:
     rt = probe
     rt.call("warm", "w", "probe.echo", {"text": "worker up"})
@@ -193,7 +200,7 @@ def test_F23_a_poison_app_fails_its_activation_and_nothing_else(
                 "reason": "worker_failed",
                 "cause": "RuntimeError: this worker cannot start",
             }
-        log = (rt._core.logs_dir / "probe-1.0.0.log").read_text()
+        log = (engine_of(rt).logs_dir / "probe-1.0.0.log").read_text()
         assert log.count("cannot import") == WORKER_START_TRIES  # N tries, then it gave up
         assert final(rt, "t1")["result"]["count"] == 1
         assert host_event(rt, "foreground_confirmed", "c2", "pomodoro")

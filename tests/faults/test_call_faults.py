@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.faults import FaultInjected
 from lineup_sdk.errors import LineupError
@@ -26,6 +27,7 @@ def _disarm() -> Iterator[None]:
     faults.disarm()
 
 
+@pytest.mark.store
 def test_F01_crash_before_the_acceptance_commit_stores_nothing(env: Env) -> None:
     for point in ("commit.before", "commit.after_write"):
         run = env.drive([{"arm": [point, "crash", 0]}, {"call": ["f1", "c1", "probe.fg", {}]}])
@@ -44,6 +46,7 @@ def test_F01_crash_before_the_acceptance_commit_stores_nothing(env: Env) -> None
         invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F02_commit_succeeded_but_the_reply_was_lost(env: Env) -> None:
     run = env.drive(
         [{"arm": ["commit.after", "crash", 0]}, {"call": ["e1", "c1", "probe.echo", {"text": "x"}]}]
@@ -62,6 +65,7 @@ def test_F02_commit_succeeded_but_the_reply_was_lost(env: Env) -> None:
         invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F02_in_process_lost_reply_on_a_ready_session(probe: Runtime) -> None:
     ready(probe)
     faults.arm("commit.after")  # the call commits as `delivered`, then the step fails
@@ -91,6 +95,7 @@ def concurrently(n: int, fn: Any) -> list[Any]:
     return out
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("method", "params", "warm"),
     [
@@ -121,6 +126,7 @@ def test_F03_the_same_call_id_sent_concurrently(
     invariants.check(probe)
 
 
+@pytest.mark.store
 def test_F04_conflicting_or_invalid_params_write_nothing(probe: Runtime) -> None:
     ready(probe)
     probe.call("c1", "conv", "probe.append", {"item": "a"})
@@ -144,6 +150,7 @@ def test_F04_conflicting_or_invalid_params_write_nothing(probe: Runtime) -> None
 
 
 # -- F21: the COMMIT itself fails ---------------------------------------------------------
+@pytest.mark.store
 def test_F21_failed_commit_rolls_back_every_kind_of_transaction(pomo: Runtime, clock: Any) -> None:
     rt = pomo
     start = lambda: rt.call("s1", "c1", "pomodoro.start", {"minutes": 5})  # noqa: E731
@@ -179,7 +186,7 @@ def test_F21_disk_full_at_commit(sqlite_env: Env) -> None:
         rt.call("w", "c1", "probe.echo", {"text": "up"})
         rt.settle()
         rt.settle()
-        db = rt._core.store.db
+        db = engine_of(rt).store.db
         rt._call_sync(lambda: db.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
         pages = rt._call_sync(lambda: db.execute("PRAGMA page_count").fetchone()[0])
         rt._call_sync(lambda: db.execute(f"PRAGMA max_page_count={pages}"))
@@ -201,7 +208,7 @@ def test_F21_busy_database_at_begin(sqlite_env: Env) -> None:
     with env.open() as rt:
         rt.call("s0", "c0", "pomodoro.start", {})
         rt.settle()
-        rt._call_sync(lambda: rt._core.store.db.execute("PRAGMA busy_timeout=50"))
+        rt._call_sync(lambda: engine_of(rt).store.db.execute("PRAGMA busy_timeout=50"))
         other = sqlite3.connect(env.db)
         other.execute("BEGIN IMMEDIATE")  # another writer holds the database
         before = rt.store_dump()
@@ -217,6 +224,7 @@ def test_F21_busy_database_at_begin(sqlite_env: Env) -> None:
 
 
 # -- F24 ----------------------------------------------------------------------------------
+@pytest.mark.store
 def test_F24_a_second_runtime_on_the_same_database_is_refused(env: Env) -> None:
     with env.open():
         with pytest.raises(LineupError) as err:

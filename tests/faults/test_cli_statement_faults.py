@@ -34,9 +34,9 @@ def _spread(n: int, points: int) -> list[int]:
     return sorted({1 + round(i * (n - 1) / (points - 1)) for i in range(points)})
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+@pytest.mark.store
 def test_lineup_run_and_test_answer_injected_database_errors_with_stable_codes(
-    engine: str,
+    store_engine: str,
     request: pytest.FixtureRequest,
     tmp_path: Path,
     trust: TrustStore,
@@ -47,6 +47,7 @@ def test_lineup_run_and_test_answer_injected_database_errors_with_stable_codes(
     trust_file = tmp_path / "trust.toml"
     trust.save(trust_file)
     scenario = Path(__file__).resolve().parents[2] / "templates/pomodoro/scenarios/happy.toml"
+    engine = store_engine
     url = str(request.getfixturevalue("pg_url")) if engine == "postgresql" else ""
     runs = iter(range(10**6))
     project = tmp_path / "focus"

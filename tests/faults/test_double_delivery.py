@@ -33,6 +33,7 @@ from lineup_runtime_lite.drivers.delivery import DeliveryDriver
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.faults.statements import KINDS, Injector, injecting
+from tests.store_kit import chosen_engine
 
 #: Where the answer's batch fails: its BEGIN, the lease guard, `txid_current()` (SQLite:
 #: its BEGIN IMMEDIATE and the first write of its step).
@@ -91,9 +92,10 @@ def _finals(rt: Runtime, call_id: str) -> list[tuple[Any, ...]]:
     ]
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
-def engine(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+@pytest.fixture
+def engine(store_engine: str) -> str:
+    """The chosen store engine; the PostgreSQL-only tests below name theirs."""
+    return store_engine
 
 
 @pytest.fixture
@@ -191,9 +193,8 @@ def _check_once(
     invariants.check(rt)
 
 
-@pytest.mark.parametrize(
-    ("engine", "at"), [(engine, at) for engine, ats in AT.items() for at in ats]
-)
+@pytest.mark.store
+@pytest.mark.parametrize("at", AT[chosen_engine()])  # where the chosen engine's batch fails
 def test_an_answer_whose_batch_fails_applies_nothing_and_is_sent_once(
     opened: tuple[Runtime, Injector],
     engine: str,
@@ -261,6 +262,7 @@ def test_a_run_again_that_decides_queued_sends_nothing_at_once(
     _check_once(rt, ["q1"], ["i1"], sends)
 
 
+@pytest.mark.store
 def test_a_failed_acceptance_batch_applies_nothing_and_its_retry_applies_once(
     opened: tuple[Runtime, Injector], engine: str, sends: list[tuple[str, str | None]]
 ) -> None:

@@ -268,6 +268,7 @@ def test_every_fault_point_has_a_raise_and_a_crash_scenario() -> None:
     assert set(CRASH) == set(faults.POINTS), "a fault point without a crash scenario"
 
 
+@pytest.mark.store
 @pytest.mark.parametrize("point", faults.POINTS)
 def test_raise_at_point(env: Env, point: str) -> None:
     before = faults.fired()[point]
@@ -279,6 +280,7 @@ def test_raise_at_point(env: Env, point: str) -> None:
         invariants.check(rt)
 
 
+@pytest.mark.store
 @pytest.mark.parametrize("point", faults.POINTS)
 def test_crash_at_point(env: Env, point: str) -> None:
     if point == "recover.step":

@@ -64,6 +64,7 @@ def accepted_queued(run: Any) -> None:
     assert calls["q2"]["activation"] == "queued"
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("point", "after", "finals", "items"),
     [

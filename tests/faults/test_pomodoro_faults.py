@@ -35,6 +35,7 @@ def one_result(rt: Runtime, call_id: str = "s1", conv: str = "c1") -> dict[str, 
     return result
 
 
+@pytest.mark.store
 def test_F10_crash_while_focusing_then_restart_before_the_deadline(env: Env) -> None:
     run = env.drive([START, {"settle": True}, CONFIRM, {"advance": 10 * MIN}, {"exit": True}])
     env.crashed_at(run, "exit")
@@ -56,6 +57,7 @@ def test_F10_crash_while_focusing_then_restart_before_the_deadline(env: Env) -> 
         assert len(rt.im_records("c1")) == 1
 
 
+@pytest.mark.store
 def test_F11_downtime_spans_the_deadline(env: Env) -> None:
     run = env.drive([START, {"settle": True}, CONFIRM, {"advance": 5 * MIN}])
     assert run.done
@@ -70,6 +72,7 @@ def test_F11_downtime_spans_the_deadline(env: Env) -> None:
             invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F12_interrupt_wins_when_the_deadline_commit_failed(
     pomo: Runtime, clock: VirtualClock
 ) -> None:
@@ -89,6 +92,7 @@ def test_F12_interrupt_wins_when_the_deadline_commit_failed(
     invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F12_deadline_wins_then_interrupt_finds_nothing(pomo: Runtime, clock: VirtualClock) -> None:
     rt = pomo
     rt.call("s1", "c1", "pomodoro.start", {"minutes": 25})
@@ -100,6 +104,7 @@ def test_F12_deadline_wins_then_interrupt_finds_nothing(pomo: Runtime, clock: Vi
     invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F12_interrupts_race_the_deadline(pomo: Runtime, clock: VirtualClock) -> None:
     rt = pomo
     convs = [f"c{n}" for n in range(10)]
@@ -135,6 +140,7 @@ def test_F12_interrupts_race_the_deadline(pomo: Runtime, clock: VirtualClock) ->
     invariants.check(rt)
 
 
+@pytest.mark.store
 @pytest.mark.parametrize("point", ["commit.before", "commit.after_write"])
 def test_F13_crash_between_accepted_and_started(env: Env, point: str) -> None:
     # the confirmation, `ready` and `started` are one decision: crash at (or inside) its
@@ -158,6 +164,7 @@ def test_F13_crash_between_accepted_and_started(env: Env, point: str) -> None:
         invariants.check(rt)
 
 
+@pytest.mark.store
 def test_F13_crash_between_accepted_and_started_then_the_activation_timed_out(env: Env) -> None:
     run = env.drive([START, {"settle": True}, {"arm": ["commit.before", "crash", 0]}, CONFIRM])
     env.crashed_at(run, "commit.before")

@@ -12,6 +12,8 @@ from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
 from tests.faults.harness import Env, final, stages
 
+pytestmark = pytest.mark.store
+
 MIN = 60_000
 
 

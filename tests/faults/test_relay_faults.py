@@ -11,10 +11,13 @@ import pytest
 
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.drivers import STEP_TRIES
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from lineup_runtime_lite.store.faults import FaultInjected
 from tests.faults import invariants
 from tests.faults.harness import Env, final, host_event, stages
+
+pytestmark = pytest.mark.store
 
 
 @pytest.fixture(autouse=True)
@@ -240,7 +243,7 @@ def test_F16_an_older_databases_intent_of_an_ended_activation_is_superseded_by_t
     }
 
     def as_schema_1() -> None:
-        with rt._core.store.transaction() as db:
+        with engine_of(rt).store.transaction() as db:
             db.execute("UPDATE host_intents SET superseded=0")
 
     rt._call_sync(as_schema_1)

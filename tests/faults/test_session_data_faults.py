@@ -13,6 +13,7 @@ from lineup_runtime_lite import Runtime
 from lineup_runtime_lite.core.decisions import ReplaceSessionData
 from lineup_runtime_lite.core.deliveries import commit_pending, hold_replace
 from lineup_runtime_lite.core.messages import AgentMessage
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import LostRace, faults
 from lineup_sdk._session import SessionDataSubscriber
 from lineup_sdk.context import Snapshot
@@ -20,6 +21,8 @@ from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.faults.harness import Env, final
 from tests.runtime.conftest import ready
+
+pytestmark = pytest.mark.store
 
 PROBE_UP: list[dict[str, Any]] = [
     {"call": ["w", "c1", "probe.echo", {"text": "up"}]},
@@ -66,7 +69,7 @@ def test_F17_two_replaces_with_the_same_expected_revision(probe: Runtime) -> Non
 def test_F17_the_store_refuses_the_second_replace(probe: Runtime) -> None:
     ready(probe)
     sid = probe.store_dump()["app_sessions"][0][0]
-    store = probe._core.store
+    store = engine_of(probe).store
 
     def both() -> list[str]:
         outcomes = []

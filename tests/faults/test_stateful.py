@@ -9,6 +9,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -28,6 +29,8 @@ from tests.faults import invariants
 from tests.faults.harness import host_event
 from tests.faults.profile import hypothesis_profile
 from tests.runtime.conftest import ready
+
+pytestmark = pytest.mark.store
 
 _examples = itertools.count()
 

@@ -178,8 +178,9 @@ def _sweep(
     return escaped, counts
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture
 def ctx(
+    store_engine: str,
     request: pytest.FixtureRequest,
     tmp_path: Path,
     trust: TrustStore,
@@ -187,7 +188,7 @@ def ctx(
     todo_bundle: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Ctx]:
-    engine = request.param
+    engine = store_engine
     injector = request.getfixturevalue("injector_" + engine)
     if engine == "postgresql":
         target = other = str(request.getfixturevalue("pg_url"))
@@ -227,6 +228,7 @@ def injector_postgresql(monkeypatch: pytest.MonkeyPatch) -> Iterator[Injector]:
         yield injector
 
 
+@pytest.mark.store
 def test_no_database_error_escapes_any_entry_raw(
     ctx: Ctx, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -319,6 +321,7 @@ def test_async_runtime_entries_answer_stable_codes(
     assert escaped == [], "\n".join(escaped)
 
 
+@pytest.mark.store
 def test_a_writing_call_with_an_error_at_any_statement_applies_all_or_nothing(
     ctx: Ctx, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.context import Snapshot
 from tests.faults import invariants
 from tests.faults.harness import final, host_event, stages, wait_for
+
+pytestmark = pytest.mark.store
 
 FLAKY = ("flaky", "1.0.0")
 
@@ -79,7 +82,7 @@ def test_worker_fault_is_contained(
     mixed: Runtime, tmp_path: Path, method: str, code: str, bystander_code: str | None
 ) -> None:
     rt = mixed
-    worker = rt._core.workers[FLAKY]
+    worker = engine_of(rt).workers[FLAKY]
     pid = worker.pid
     release = tmp_path / "release"
     join = in_flight(rt, "b1", "bystander", "flaky.wait", {"path": str(release)})
@@ -92,7 +95,7 @@ def test_worker_fault_is_contained(
     bystander = join()
     if bystander_code is None:
         assert bystander["result"] == "released"
-        assert rt._core.workers[FLAKY].pid == pid  # still the same worker
+        assert engine_of(rt).workers[FLAKY].pid == pid  # still the same worker
     else:  # a dead worker fails every other delivery it had in flight
         assert bystander["error"]["code"] == bystander_code
         assert worker.dead

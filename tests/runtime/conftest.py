@@ -17,6 +17,9 @@ from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.core.messages import AgentMessage
 
 APPS = Path(__file__).parent / "apps"
+#: Stores written by earlier commits' code (`fixtures/make_<commit>_db.py`): the migration
+#: tests open them.
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="session")
@@ -97,6 +100,28 @@ def rt(trust: TrustStore, clock: VirtualClock, host: HostSimulator) -> Iterator[
 
 
 @pytest.fixture()
+def store_rt(
+    store_engine: str,
+    request: pytest.FixtureRequest,
+    trust: TrustStore,
+    clock: VirtualClock,
+    host: HostSimulator,
+) -> Iterator[Runtime]:
+    """`rt` on the chosen store engine (SQLite `:memory:`, or a fresh PostgreSQL database
+    with its apps folder under `tmp_path`), for the `store` tests: a module of them overrides
+    `rt` with it, so its `probe` and `pomo` run there too."""
+    if store_engine == "sqlite":
+        runtime = Runtime.open(":memory:", trust=trust, clock=clock, host=host)
+    else:
+        url, apps = request.getfixturevalue("pg_url"), request.getfixturevalue("tmp_path")
+        runtime = Runtime.open(url, trust=trust, clock=clock, host=host, apps_dir=apps / "apps")
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+@pytest.fixture()
 def probe(rt: Runtime, probe_bundle: Path) -> Runtime:
     rt.install(probe_bundle)
     return rt
@@ -170,3 +195,14 @@ def file_runtime(tmp_path: Path, trust_file: Path) -> Iterator[Any]:
     yield go
     for rt in opened:
         rt.close()
+
+
+@pytest.fixture(scope="session")
+def bulk_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
+    return build_app(APPS / "bulk", tmp_path_factory.mktemp("bulk") / "bulk", rt_key)
+
+
+@pytest.fixture()
+def bulk(rt: Runtime, bulk_bundle: Path) -> Runtime:
+    rt.install(bulk_bundle)
+    return rt

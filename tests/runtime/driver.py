@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 
 
 def main() -> None:
@@ -19,7 +20,7 @@ def main() -> None:
     for i in range(int(start), int(start) + int(count)):
         conv = f"conv{i % 3}"
         msg = rt.call(f"c{i}", conv, "probe.append", {"item": f"i{i}"})
-        pids = [w.pid for w in rt._core.workers.values() if w.pid]
+        pids = [w.pid for w in engine_of(rt).workers.values() if w.pid]
         print(json.dumps({"call_id": f"c{i}", "stage": msg["stage"], "workers": pids}), flush=True)
         if i == int(start):
             rt.settle()  # later calls find a running worker (and a ready session)

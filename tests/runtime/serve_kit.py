@@ -196,3 +196,22 @@ def socket_closed(s: socket.socket) -> bool:
     except OSError:
         return True
     return data == b"" or socket_closed(s)
+
+
+class Progress:
+    """A progress callback that keeps every notification."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, float | None, str | None]] = []
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.seen.append((progress, total, message))
+
+    @property
+    def messages(self) -> list[str]:
+        return [m or "" for _, _, m in self.seen]
+
+    @property
+    def stages(self) -> list[str]:
+        """The receipts relayed, without the repeated "still waiting" notifications."""
+        return [m for m in self.messages if not m.startswith(("waiting: ", "focusing: "))]

@@ -86,12 +86,14 @@ def test_ci_runs_exactly_the_newcomer_commands() -> None:
     assert "python -m pytest" in test_command
     assert _ci_newcomer_commands() == readme
     script = CI_RUN.read_text(encoding="utf-8")
-    # both commands are executed, the main job in a scratch copy and the test command last
+    # both commands are executed, the main job in a scratch copy, then the test command, and
+    # after it only the store tests' PostgreSQL pass (tests/store_kit.py)
     assert re.search(r'bash -e -o pipefail -c "\$main_job"', script), script
-    assert (
-        re.findall(r"^.*\S.*$", script, re.M)[-1].strip()
-        == 'bash -e -o pipefail -c "$test_command"'
-    )
+    lines = [x.strip() for x in re.findall(r"^.*\S.*$", script, re.M)]
+    lines = [x for x in lines if not x.startswith("#")]
+    assert lines[-1] == "LINEUP_TEST_STORE=postgresql python -m pytest -q -m store"
+    after = lines[lines.index('bash -e -o pipefail -c "$test_command"') + 1 : -1]
+    assert all(x.startswith("echo ") or x == ". .venv/bin/activate" for x in after), after
     assert "set -euo pipefail" in script
 
 

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+
+from tests.web.dev_host_kit import _mcp_call, _run
 
 SCREENSHOT = Path(__file__).parents[2] / "docs" / "images" / "dev-host.png"
 
@@ -27,14 +28,6 @@ def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
     except urllib.error.HTTPError as exc:
         with exc:
             return exc.code, exc.read().decode()
-
-
-def _run(fn: Callable[..., Any], *args: Any) -> Any:
-    """An async client in a thread of its own (sync Playwright owns this thread's loop)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(anyio.run, fn, *args).result(timeout=60)
 
 
 def test_host_page_needs_its_token_and_refuses_foreign_origins(
@@ -75,23 +68,6 @@ def test_host_page_needs_its_token_and_refuses_foreign_origins(
         urllib.request.urlopen(req, timeout=10)
     with refused.value:
         assert refused.value.code == 404
-
-
-async def _mcp_call(url: str, token: str, name: str, args: dict[str, Any]) -> Any:
-    import httpx2
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-
-    client = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=60)
-    )
-    async with (
-        client,
-        streamable_http_client(url, http_client=client) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        return await session.call_tool(name, args)
 
 
 def test_mcp_call_updates_the_todo_surface_live_with_no_click(

@@ -109,7 +109,7 @@ def test_a_rejected_call_and_an_ignored_host_event_are_in_the_timeline_explained
     assert parts[:5] == ["at", "origin", "who", "what", "detail"]
     assert rejected.locator(".what").inner_text() == "rejected"
     # a call from a real MCP client refused the same way reaches the timeline too
-    from tests.web.test_dev_host import _mcp_call, _run
+    from tests.web.dev_host_kit import _mcp_call, _run
 
     urls, token = dev.server.urls, dev.server.host.host_token
     refused = _run(_mcp_call, urls.mcp_url, token, "todo-add", {"title": ""})

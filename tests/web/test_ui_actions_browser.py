@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from tests.web.test_dev_host import _mcp_call, _run
+from tests.web.dev_host_kit import _mcp_call, _run
 
 #: A bound on each wait in the page, so a broken SDK fails a test instead of hanging it.
 WITHIN = """

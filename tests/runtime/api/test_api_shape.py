@@ -17,8 +17,8 @@ import pytest
 import lineup_runtime_lite.api.runtime as sync_module
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, Outbox, Runtime, Surface, VirtualClock
-from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface, _AsyncHostPort
-from lineup_runtime_lite.api.runtime import _HostPort
+from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface
+from lineup_runtime_lite.internals import AsyncHostPort, HostPort
 from lineup_sdk.errors import LineupError
 
 #: The old async spellings, deprecated for one release.
@@ -37,7 +37,7 @@ SYNC_ONLY = {"acall"}
 PAIRS = [
     (Runtime, AsyncRuntime, SYNC_ONLY, DEPRECATED),
     (Outbox, AsyncOutbox, set(), set()),
-    (_HostPort, _AsyncHostPort, set(), set()),
+    (HostPort, AsyncHostPort, set(), set()),
     # `Surface.asubmit`: `submit()` awaited from another event loop (the dev Host's bridge)
     (Surface, AsyncSurface, {"asubmit"}, set()),
 ]

@@ -13,6 +13,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
 
 MIN = 60_000
@@ -93,7 +94,7 @@ def test_an_asyncio_caller_pays_no_thread_hop(
             loop = asyncio.get_running_loop()
             real_exec, real_threadsafe = loop.run_in_executor, loop.call_soon_threadsafe
             threads: set[int] = set()
-            engine_call = art._engine.call
+            engine_call = engine_of(art).call
 
             async def spy(*a: Any, **k: Any) -> Any:
                 threads.add(threading.get_ident())
@@ -107,7 +108,7 @@ def test_an_asyncio_caller_pays_no_thread_hop(
                 hops.append("call_soon_threadsafe")
                 return real_threadsafe(*a, **k)
 
-            monkeypatch.setattr(art._engine, "call", spy)
+            monkeypatch.setattr(engine_of(art), "call", spy)
             monkeypatch.setattr(loop, "run_in_executor", no_exec)
             monkeypatch.setattr(loop, "call_soon_threadsafe", no_threadsafe)
             for i in range(20):
@@ -204,7 +205,7 @@ def test_waiters_told_to_retry_leave_no_unretrieved_exception(trust: TrustStore)
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(lambda _loop, ctx: logged.append(str(ctx.get("message"))))
         try:
-            engine = art._engine
+            engine = engine_of(art)
             gone = engine._wait_final("gone")
             waiting = engine._wait_final("waiting")
             engine.fail_waiters("stopped")

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.core.messages import AgentMessage, fingerprint
@@ -29,18 +28,6 @@ from lineup_runtime_lite.validation.params import (
 from lineup_sdk.codes import CODES
 from lineup_sdk.errors import LineupError
 from tests.faults.profile import hypothesis_profile
-from tests.runtime.conftest import APPS, build_app
-
-
-@pytest.fixture(scope="session")
-def bulk_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
-    return build_app(APPS / "bulk", tmp_path_factory.mktemp("bulk") / "bulk", rt_key)
-
-
-@pytest.fixture()
-def bulk(rt: Runtime, bulk_bundle: Path) -> Runtime:
-    rt.install(bulk_bundle)
-    return rt
 
 
 def rejected(rt: Runtime, *args: Any) -> AgentMessage:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import ready
@@ -125,12 +126,12 @@ def test_settle_waits_for_a_listener_that_unsubscribed_itself(probe: Runtime) ->
     unsubscribe.append(surface.subscribe(listener))
     write(probe, "conv", 0)
     assert unsubscribed.wait(timeout=30)
-    assert len(probe._core.subs) == 0  # removed, while its listener still runs
-    assert len(probe._core.subs.pending()) == 1  # and still waited for
+    assert len(engine_of(probe).subs) == 0  # removed, while its listener still runs
+    assert len(engine_of(probe).subs.pending()) == 1  # and still waited for
     proceed.set()
     probe.settle()
     assert got == [1]
-    assert probe._core.subs.pending() == []
+    assert engine_of(probe).subs.pending() == []
 
 
 def test_a_failing_listener_keeps_its_later_frames(probe: Runtime) -> None:
@@ -152,15 +153,15 @@ def test_a_failing_listener_keeps_its_later_frames(probe: Runtime) -> None:
 def test_subscriptions_are_released(probe: Runtime) -> None:
     ready(probe)
     unsubs = [probe.surface("conv", "probe").subscribe(lambda k, s: None) for _ in range(5)]
-    assert len(probe._core.subs) == 5
+    assert len(engine_of(probe).subs) == 5
     for unsub in unsubs:
         unsub()
-    assert len(probe._core.subs) == 0
-    assert probe._core.subs._subs == {}  # no empty entry per conversation left behind
+    assert len(engine_of(probe).subs) == 0
+    assert engine_of(probe).subs._subs == {}  # no empty entry per conversation left behind
 
 
 def test_a_listener_must_be_callable(probe: Runtime) -> None:
     with pytest.raises(LineupError) as exc:
         probe.surface("conv", "probe").subscribe("not a function")  # type: ignore[arg-type]
     assert exc.value.code == "usage_invalid"
-    assert len(probe._core.subs) == 0
+    assert len(engine_of(probe).subs) == 0

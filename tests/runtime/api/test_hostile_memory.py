@@ -13,8 +13,8 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.validation.params import DEFAULT_MAX_PARAMS_BYTES, Envelope, check_envelope
-from tests.runtime.api.test_hostile_calls import bulk, bulk_bundle  # noqa: F401 (fixtures)
 
 CONVERSATIONS = 100_000
 
@@ -26,7 +26,7 @@ def rss_bytes() -> int:
 
 def db_bytes(rt: Runtime) -> int:
     def size() -> int:
-        db = rt._core.store.db
+        db = engine_of(rt).store.db
         return int(db.execute("PRAGMA page_count").fetchone()[0]) * int(
             db.execute("PRAGMA page_size").fetchone()[0]
         )
@@ -35,7 +35,7 @@ def db_bytes(rt: Runtime) -> int:
 
 
 def state_sizes(rt: Runtime) -> dict[str, int]:
-    return rt._core.held()
+    return engine_of(rt).held()
 
 
 EMPTY = dict.fromkeys(
@@ -56,7 +56,7 @@ EMPTY = dict.fromkeys(
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
-def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> None:  # noqa: F811
+def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> None:
     rt = bulk
     # conversations that each ran a delivery on a ready session of their own
     for i in range(200):
@@ -67,7 +67,7 @@ def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> Non
     assert state_sizes(rt) == EMPTY  # pumps ended, waiters answered: nothing held per session
 
     async def many(n: int, prefix: str) -> None:
-        core = rt._core
+        core = engine_of(rt)
         for i in range(n):
             env = check_envelope(
                 f"{prefix}{i}",
@@ -98,7 +98,7 @@ def test_100000_one_call_conversations_keep_memory_bounded(bulk: Runtime) -> Non
 def test_settle_returns_promptly_after_a_failed_activation(
     trust: TrustStore,
     clock: VirtualClock,
-    bulk_bundle: Path,  # noqa: F811
+    bulk_bundle: Path,
 ) -> None:
     # its worker never reports its methods: each start would wait out the 30 s handshake
     with Runtime.open(

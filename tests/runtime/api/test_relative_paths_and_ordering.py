@@ -19,10 +19,10 @@ import pytest
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import SCHEMA_VERSION
 from lineup_sdk.errors import LineupError
-from tests.runtime.conftest import build_source_app
-from tests.runtime.store.test_store_migrations import FIXTURE
+from tests.runtime.conftest import FIXTURES, build_source_app
 
 REPEATS = 200
 
@@ -101,7 +101,7 @@ def test_installed_folders_are_stored_relative_to_the_apps_folder(
 
 def test_schema_3_migration_makes_the_e258c37_folders_relative(tmp_path: Path) -> None:
     db = tmp_path / "old.db"
-    shutil.copyfile(FIXTURE, db)
+    shutil.copyfile(FIXTURES / "e258c37.db", db)
     from lineup_runtime_lite.store import Store
 
     Store(db).close()
@@ -252,14 +252,14 @@ def test_a_call_in_the_batch_that_makes_the_session_ready_queues_behind_earlier_
             await rt.settle()  # the worker is up; the activation waits for the Host
             queued = await rt.call("a0", "c", "probe.append", {"item": "early"})
             assert queued["activation"] == "queued"
-            batches = rt._engine.commits.batches
+            batches = engine_of(rt).commits.batches
             confirm = asyncio.ensure_future(
                 rt.host.event("foreground_confirmed", conversation="c", scope="probe")
             )
             late = asyncio.ensure_future(rt.call("b", "c", "probe.append", {"item": "late"}))
             await asyncio.gather(confirm, late)
             await rt.settle()
-            assert rt._engine.commits.batches >= batches + 1
+            assert engine_of(rt).commits.batches >= batches + 1
             snap = await rt.surface("c", "probe").get()
             assert snap.data is not None
             return list(snap.data["items"])
@@ -377,7 +377,7 @@ def test_no_fast_send_past_a_queue_whose_pump_gave_up(probe: Runtime) -> None:
     new call of that session must queue behind it, not take the fast path."""
     probe.call("w", "conv", "probe.echo", {"text": "hi"})
     probe.settle()
-    core = probe._core
+    core = engine_of(probe)
     session = core.facts.session("conv", "probe")
     assert session is not None
     assert core.delivery.idle(session, "probe.echo")  # ready, nothing queued: fast path

@@ -27,6 +27,12 @@ from tests.cli_kit import run_cli
 from tests.runtime.conftest import APPS, build_app, ready
 
 
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
 @pytest.fixture(scope="session")
 def formats_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
     return build_app(APPS / "formats", tmp_path_factory.mktemp("formats") / "formats", rt_key)
@@ -41,6 +47,7 @@ def stages(rt: Runtime, call_id: str) -> list[str]:
 # -- a. session data stays in its conversation -------------------------------------------
 # Catches, in `Subscriptions.changed` (sessiondata.py), fanning a change out by scope:
 #   for sub in [s for k, subs in self._subs.items() if k[0] == key[0] for s in subs.values()]:
+@pytest.mark.store
 def test_a_replace_in_one_conversation_sends_no_frame_to_another_conversations_subscriber(
     probe: Runtime,
 ) -> None:
@@ -68,6 +75,7 @@ def test_a_replace_in_one_conversation_sends_no_frame_to_another_conversations_s
 # -- c. foreground_required on a session an app_ready call made ready ---------------------
 # Catches, in `calls.accept_call`, dropping the foreground condition:
 #   and (not needs_fg or act.foreground)   ->   and True
+@pytest.mark.store
 def test_c_foreground_call_on_an_app_ready_session_starts_and_waits_for_the_host(
     probe: Runtime, host: HostSimulator
 ) -> None:
@@ -130,6 +138,7 @@ def formats(rt: Runtime, formats_bundle: Path) -> Runtime:
     return rt
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(("method", "declared", "bad", "good"), FORMATS, ids=IDS)
 def test_d_the_runtime_rejects_each_format_and_pattern_it_claims(
     formats: Runtime, method: str, declared: tuple[str, str], bad: str, good: str
@@ -158,6 +167,7 @@ def test_d_the_runtime_rejects_each_format_and_pattern_it_claims(
 # -- e. handler timeout -----------------------------------------------------------------
 # Catches, in `DeliveryDriver._send` (drivers/delivery.py), a timer armed late (or early):
 #   call_later(tool.timeout_s, _expire, fut) -> call_later(tool.timeout_s * 10, _expire, fut)
+@pytest.mark.store
 def test_e_a_handler_timeout_fires_close_to_its_timeout_s(probe: Runtime) -> None:
     # real (monotonic) time is the behaviour under test: the runtime's clock is virtual
     # and never moves here, so only the real-time timer can end the call
@@ -248,9 +258,10 @@ def test_f_verbose_shows_the_worker_log_literally(
 
 # -- g. uninstall ---------------------------------------------------------------------------
 # Catches, in `AsyncRuntime.uninstall` (async_runtime.py), a registry left stale:
-#   await self._engine.refresh_registry()   ->   pass
+#   await (the engine).refresh_registry()   ->   pass
 # and, in `Engine.call` (engine.py, its step), routing before idempotency:
 #   if existing is not None:   ->   if existing is not None and tool is not None:
+@pytest.mark.store
 def test_g_uninstall_empties_the_inventory_and_keeps_stored_answers(probe: Runtime) -> None:
     ready(probe)
     done = probe.call("e1", "conv", "probe.echo", {"text": "kept"})
@@ -275,6 +286,7 @@ def test_g_uninstall_empties_the_inventory_and_keeps_stored_answers(probe: Runti
     assert clash["error"]["code"] == "call_id_conflict"
 
 
+@pytest.mark.store
 def test_g_an_uninstalled_app_can_be_installed_again(probe: Runtime, probe_bundle: Path) -> None:
     ready(probe)
     probe.uninstall("probe")
@@ -313,6 +325,7 @@ def measure_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey)
 #   if not all(map(math.isfinite, floats)):  ->  if False:
 # (the input schema would refuse the value too, later and with other words: the test tells
 # the two apart by asking for a call that the schema would also fault for a missing field)
+@pytest.mark.store
 @pytest.mark.parametrize("where", ["number", "array-of-numbers"])
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
 def test_h_nan_or_infinity_for_a_number_is_invalid_params_before_any_schema_check(

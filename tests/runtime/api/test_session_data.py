@@ -16,10 +16,17 @@ from lineup_sdk.context import Snapshot
 from tests.runtime.conftest import ready
 
 
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
 def write(rt: Runtime, cid: str, data: Any, rev: int) -> AgentMessage:
     return rt.call(cid, "conv", "probe.write", {"data": data, "expected_revision": rev})
 
 
+@pytest.mark.store
 def test_empty_is_revision_zero(probe: Runtime) -> None:
     ready(probe)
     assert probe.call("r", "conv", "probe.read", {})["result"] == {"data": None, "revision": 0}
@@ -59,6 +66,7 @@ def frames(rt: Runtime) -> tuple[list[tuple[str, int]], Callable[[], None]]:
     return seen, unsub
 
 
+@pytest.mark.store
 def test_replace_before_subscribe_is_the_first_frame(probe: Runtime) -> None:
     ready(probe)
     for i in range(3):
@@ -69,6 +77,7 @@ def test_replace_before_subscribe_is_the_first_frame(probe: Runtime) -> None:
     assert seen == [("session_data.snapshot", 4)]
 
 
+@pytest.mark.store
 def test_subscribe_before_replace_gets_snapshot_then_change(probe: Runtime) -> None:
     ready(probe)
     for i in range(3):
@@ -123,6 +132,7 @@ def test_client_subscriber_drops_duplicates_and_resyncs_on_gap() -> None:
     assert applied[-1] == 8 and sub.resyncs == 2
 
 
+@pytest.mark.store
 @pytest.mark.parametrize("order", ["get-replace-subscribe", "subscribe-replace"])
 def test_client_subscriber_against_the_runtime(probe: Runtime, order: str) -> None:
     ready(probe)

@@ -11,31 +11,20 @@ import pytest
 
 from lineup_build.signing import SigningKey
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
+from tests.runtime.api.ui_actions_kit import _serial_order, items, q, queue_bundle, start
 from tests.runtime.conftest import APPS, build_app
 
 
-@pytest.fixture(scope="session")
-def queue_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:
-    return build_app(APPS / "queue", tmp_path_factory.mktemp("queue") / "queue", rt_key)
-
-
 @pytest.fixture()
-def q(rt: Runtime, queue_bundle: Path) -> Runtime:
-    rt.install(queue_bundle)
-    return rt
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
 
 
-def start(rt: Runtime, conversation: str = "conv") -> None:
-    """Bring the queue app up in `conversation` (an Agent call that writes nothing)."""
-    assert rt.call(f"up-{conversation}", conversation, "queue.read", {})["stage"] == "accepted"
-    rt.settle()
-
-
-def items(rt: Runtime, conversation: str = "conv") -> list[str]:
-    data = rt.surface(conversation, "queue").get().data
-    return list((data or {}).get("items", []))
+__all__ = ["q", "queue_bundle"]
 
 
 def code(call: Any) -> str:
@@ -44,6 +33,7 @@ def code(call: Any) -> str:
     return exc.value.code
 
 
+@pytest.mark.store
 def test_an_action_is_applied_and_answers_its_outcome_with_the_revision(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -65,6 +55,7 @@ def test_an_action_is_applied_and_answers_its_outcome_with_the_revision(q: Runti
 
 
 # -- idempotency and order per client --------------------------------------------------------
+@pytest.mark.store
 def test_a_replayed_seq_answers_the_stored_outcome_and_appends_nothing(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -77,6 +68,7 @@ def test_a_replayed_seq_answers_the_stored_outcome_and_appends_nothing(q: Runtim
     assert items(q) == ["a", "b"]
 
 
+@pytest.mark.store
 def test_a_replayed_error_outcome_is_raised_again(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -90,6 +82,7 @@ def test_a_replayed_error_outcome_is_raised_again(q: Runtime) -> None:
     assert s.act("queue.push", {"item": "y"}, client_id="c", seq=2)["result"]["count"] == 1
 
 
+@pytest.mark.store
 def test_a_seq_reused_with_other_params_or_name_is_a_conflict(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -102,6 +95,7 @@ def test_a_seq_reused_with_other_params_or_name_is_a_conflict(q: Runtime) -> Non
     assert s.act("queue.push", {"item": "c"}, client_id="c1", seq=2)["action_id"] == "c1:2"
 
 
+@pytest.mark.store
 def test_a_skipped_seq_is_out_of_order_and_uses_no_seq(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -109,7 +103,7 @@ def test_a_skipped_seq_is_out_of_order_and_uses_no_seq(q: Runtime) -> None:
         s.act("queue.push", {"item": "a"}, client_id="c1", seq=2)
     assert exc.value.code == "action_out_of_order"
     assert exc.value.details == {"expected_seq": 1}
-    dump = q._core.store.dump()
+    dump = engine_of(q).store.dump()
     assert dump["ui_actions"] == [] and dump["ui_action_clients"] == []
     s.act("queue.push", {"item": "a"}, client_id="c1", seq=1)
     assert code(lambda: s.act("queue.push", {"item": "b"}, client_id="c1", seq=3)) == (
@@ -125,14 +119,15 @@ def test_a_skipped_seq_is_out_of_order_and_uses_no_seq(q: Runtime) -> None:
 
 
 def _nothing_persisted(rt: Runtime, before: dict[str, Any]) -> None:
-    after = rt._core.store.dump()
+    after = engine_of(rt).store.dump()
     assert after == before
 
 
+@pytest.mark.store
 def test_rejections_before_acceptance_persist_nothing_and_use_no_seq(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
-    before = q._core.store.dump()
+    before = engine_of(q).store.dump()
     assert code(lambda: s.act("queue.nope", {}, client_id="c", seq=1)) == "unknown_action"
     # an Agent tool's name is not an action
     assert code(lambda: s.act("queue.add", {"item": "a"}, client_id="c", seq=1)) == (
@@ -172,6 +167,7 @@ def test_rejections_before_acceptance_persist_nothing_and_use_no_seq(q: Runtime)
     assert top["action_id"] == "A-z_9" * 12 + "abcd:1"
 
 
+@pytest.mark.store
 def test_the_largest_seq_is_accepted_as_the_next_of_its_client(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -180,8 +176,9 @@ def test_the_largest_seq_is_accepted_as_the_next_of_its_client(q: Runtime) -> No
     )
 
 
+@pytest.mark.store
 def test_an_action_never_starts_an_app(q: Runtime) -> None:
-    before = q._core.store.dump()
+    before = engine_of(q).store.dump()
     s = q.surface("conv", "queue")
     assert code(lambda: s.act("queue.push", {"item": "a"}, client_id="c", seq=1)) == (
         "app_not_running"
@@ -189,9 +186,10 @@ def test_an_action_never_starts_an_app(q: Runtime) -> None:
     assert code(lambda: s.act("queue.nope", {}, client_id="c", seq=1)) == "unknown_action"
     q.settle()
     _nothing_persisted(q, before)
-    assert q._core.workers == {}
+    assert engine_of(q).workers == {}
 
 
+@pytest.mark.store
 def test_an_action_after_the_activation_failed_is_app_not_running(q: Runtime) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     assert q.host.event("activation_failed", conversation="conv", scope="queue")
@@ -200,10 +198,11 @@ def test_an_action_after_the_activation_failed_is_app_not_running(q: Runtime) ->
     assert code(lambda: s.act("queue.push", {"item": "a"}, client_id="c", seq=1)) == (
         "app_not_running"
     )
-    assert q._core.store.dump()["ui_actions"] == []
+    assert engine_of(q).store.dump()["ui_actions"] == []
 
 
 # -- while the activation starts ---------------------------------------------------------------
+@pytest.mark.store
 def test_an_action_waits_for_a_starting_activation_then_runs_in_arrival_order(
     q: Runtime,
 ) -> None:
@@ -225,6 +224,7 @@ def test_an_action_waits_for_a_starting_activation_then_runs_in_arrival_order(
     assert q.call("a2", "conv", "queue.add", {"item": "b"})["result"] == 2
 
 
+@pytest.mark.store
 def test_an_action_waiting_on_an_activation_fails_with_it(q: Runtime) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     s = q.surface("conv", "queue")
@@ -240,6 +240,7 @@ def test_an_action_waiting_on_an_activation_fails_with_it(q: Runtime) -> None:
     assert items(q) == []
 
 
+@pytest.mark.store
 def test_a_timeout_failure_of_the_activation_fails_the_action(q: Runtime, clock: Any) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     s = q.surface("conv", "queue")
@@ -257,6 +258,7 @@ def test_a_timeout_failure_of_the_activation_fails_the_action(q: Runtime, clock:
 
 
 # -- outcomes ------------------------------------------------------------------------------------
+@pytest.mark.store
 def test_a_business_refusal_after_a_replace_leaves_nothing_and_the_queue_moves(
     q: Runtime,
 ) -> None:
@@ -280,6 +282,7 @@ def test_a_business_refusal_after_a_replace_leaves_nothing_and_the_queue_moves(
     ]
 
 
+@pytest.mark.store
 def test_handler_timeout_and_an_invalid_result_are_recorded_outcomes(q: Runtime) -> None:
     start(q)
     s = q.surface("conv", "queue")
@@ -338,13 +341,13 @@ def test_an_action_delivered_when_the_runtime_stopped_ends_interrupted_on_open(
     with Runtime.open(
         db, trust=trust_file, clock=VirtualClock(), host=HostSimulator("manual")
     ) as rt:
-        assert rt._core.facts.delivered_actions() == []  # recovered on open
+        assert engine_of(rt).facts.delivered_actions() == []  # recovered on open
         s = rt.surface("conv", "queue")
         with pytest.raises(LineupError) as exc:
             s.act("queue.peek", {}, client_id="c", seq=1)
         assert exc.value.code == "delivery_interrupted"
         assert getattr(exc.value, "action_id", None) == "c:1"
-        assert rt._core.workers == {}  # never delivered again: no worker was needed
+        assert engine_of(rt).workers == {}  # never delivered again: no worker was needed
         invariants.check(rt)
 
 
@@ -376,6 +379,7 @@ def test_replay_of_an_applied_action_after_a_restart(
         assert items(rt) == ["a", "b"]
 
 
+@pytest.mark.store
 def test_replay_of_an_action_still_queued_waits_for_its_outcome(q: Runtime) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     s = q.surface("conv", "queue")
@@ -386,7 +390,7 @@ def test_replay_of_an_action_still_queued_waits_for_its_outcome(q: Runtime) -> N
     assert code(lambda: s.act("queue.push", {"item": "a"}, client_id="c", seq=1, timeout=0)) == (
         "action_pending"
     )
-    assert len(q._core.store.dump()["ui_actions"]) == 1
+    assert len(engine_of(q).store.dump()["ui_actions"]) == 1
     import threading
 
     answers: list[Any] = []
@@ -401,6 +405,7 @@ def test_replay_of_an_action_still_queued_waits_for_its_outcome(q: Runtime) -> N
 
 
 # -- one queue: a call never overtakes an accepted action --------------------------------------
+@pytest.mark.store
 def test_a_call_never_takes_the_fast_path_past_an_accepted_action(
     q: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -409,7 +414,7 @@ def test_a_call_never_takes_the_fast_path_past_an_accepted_action(
     the idle session must still queue behind it (the facts say an action is ahead)."""
     start(q)
     s = q.surface("conv", "queue")
-    delivery = q._core.delivery
+    delivery = engine_of(q).delivery
     with monkeypatch.context() as m:
         m.setattr(delivery, "kick", lambda session_id: None)
         m.setattr(delivery, "will_kick", lambda session_ids: None)
@@ -425,6 +430,7 @@ def test_a_call_never_takes_the_fast_path_past_an_accepted_action(
     assert q.call("a1", "conv", "queue.add", {"item": "call"})["result"] == 2
 
 
+@pytest.mark.store
 def test_the_queue_head_is_the_lowest_seq_over_calls_and_actions(q: Runtime) -> None:
     assert q.call("o1", "conv", "queue.open", {})["activation"] == "starting"
     s = q.surface("conv", "queue")
@@ -448,25 +454,7 @@ def test_the_queue_head_is_the_lowest_seq_over_calls_and_actions(q: Runtime) -> 
     invariants.check(q)
 
 
-# -- many writers ------------------------------------------------------------------------------
-def _serial_order(rt: Runtime, session_id: str) -> list[str]:
-    """Every accepted operation's item, in the session's one order (`seq` over calls and
-    actions): what the serial application of the queue makes."""
-    import json
-
-    dump = rt._core.store.dump()
-    ops: list[tuple[int, str]] = []
-    # calls: (call_id, fingerprint, conversation, scope, method, params, session, act, seq, …)
-    for row in dump["calls"]:
-        if row[6] == session_id and row[4] == "queue.add":
-            ops.append((int(row[8]), json.loads(row[5])["item"]))
-    # ui_actions: (session, seq, client_id, client_seq, name, params, …)
-    for row in dump["ui_actions"]:
-        if row[0] == session_id and row[4] == "queue.push":
-            ops.append((int(row[1]), json.loads(row[5])["item"]))
-    return [item for _, item in sorted(ops)]
-
-
+@pytest.mark.store
 def test_agent_and_ui_writers_from_many_threads_end_as_the_serial_application(
     q: Runtime,
 ) -> None:
@@ -518,7 +506,7 @@ def test_agent_and_ui_writers_from_many_threads_end_as_the_serial_application(
     total = (agents + clients) * per
     got = items(q)
     assert len(got) == total and len(set(got)) == total  # nothing lost, nothing doubled
-    session = q._core.facts.session("conv", "queue")
+    session = engine_of(q).facts.session("conv", "queue")
     assert session is not None
     assert got == _serial_order(q, session.app_session_id)  # nothing reordered
     assert s.get().revision == total
@@ -528,7 +516,7 @@ def test_agent_and_ui_writers_from_many_threads_end_as_the_serial_application(
     assert [f[1] for f in changed] == list(range(frames[0][1] + 1, total + 1))
     assert all(kind == "session_data.changed" and count == rev for kind, rev, count in changed)
     invariants.check(q)
-    held = q._core.held()
+    held = engine_of(q).held()
     assert held["outcomes"] == 0 and held["pumps"] == 0  # nothing held once answered
 
 
@@ -646,6 +634,7 @@ def test_async_surface_act_answers_on_the_callers_loop(trust: Any, queue_bundle:
     assert revision == 6 and got == sorted(f"{c}-{k}" for k in (1, 2, 3) for c in "ab")
 
 
+@pytest.mark.store
 def test_an_action_left_delivered_by_a_failed_step_ends_interrupted_and_the_queue_goes_on(
     q: Runtime,
 ) -> None:

@@ -9,8 +9,16 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
-from tests.runtime.api.test_ui_actions import q, queue_bundle, start
+from tests.runtime.api.ui_actions_kit import q, queue_bundle, start
+
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
 
 __all__ = ["q", "queue_bundle"]
 
@@ -47,6 +55,7 @@ HOSTILE: list[tuple[str, Any, Any, Any, str]] = [
 ]
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("name", "params", "ids", "want"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE]
 )
@@ -56,12 +65,12 @@ def test_a_hostile_envelope_gets_its_code_persists_nothing_and_the_runtime_serve
 ) -> None:
     start(q)
     s = q.surface("conv", "queue")
-    before = q._core.store.dump()
+    before = engine_of(q).store.dump()
     client, seq = ids
     with pytest.raises(LineupError) as exc:
         getattr(s, entry)(name, params, client_id=client, seq=seq)
     assert exc.value.code == want
-    assert q._core.store.dump() == before
+    assert engine_of(q).store.dump() == before
     assert s.act("queue.push", {"item": "ok"}, client_id="c", seq=1)["revision"] == 1
 
 
@@ -119,6 +128,7 @@ def hostile_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: Any) -> Pat
     return build_source_app(tmp_path_factory.mktemp("hostile"), "hostile", HOSTILE_APP, rt_key)
 
 
+@pytest.mark.store
 @pytest.mark.parametrize("name", ["unserialisable", "huge", "deep"])
 def test_a_handler_answering_what_cannot_travel_is_handler_result_invalid(
     rt: Runtime, hostile_bundle: Path, name: str

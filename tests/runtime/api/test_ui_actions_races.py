@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
-from tests.runtime.api.test_ui_actions import items, q, queue_bundle, start
+from tests.runtime.api.ui_actions_kit import items, q, queue_bundle, start
 
 __all__ = ["q", "queue_bundle"]
 
@@ -157,7 +158,7 @@ def test_close_while_a_blocking_act_waits_does_not_hang(
     waiter.start()
     # let it be accepted (the action is in the store) before closing
     for _ in range(2000):
-        if rt._core.store.dump()["ui_actions"]:
+        if engine_of(rt).store.dump()["ui_actions"]:
             break
         threading.Event().wait(0.005)
     rt.close()
@@ -183,12 +184,12 @@ def test_a_flood_of_clients_holds_nothing_in_memory_per_client(q: Runtime) -> No
                 s.act("queue.peek", {}, client_id=f"b{batch}n{n}", seq=1)
             gc.collect()
             sizes.append(tracemalloc.get_traced_memory()[0])
-            held = q._core.held()
+            held = engine_of(q).held()
             assert held["outcomes"] == 0 and held["queued_decisions"] == 0, held
     finally:
         tracemalloc.stop()
     print("traced bytes after 2.5k/5k/7.5k/10k clients:", sizes)
-    assert len(q._core.store.dump()["ui_action_clients"]) == 10_000
+    assert len(engine_of(q).store.dump()["ui_action_clients"]) == 10_000
     # growth from 2.5k to 10k clients stays below 200 bytes a client (caches are bounded)
     assert sizes[-1] - sizes[0] < 200 * 7_500, sizes
 
@@ -271,7 +272,7 @@ def test_an_action_racing_its_activations_failure_is_refused_or_fails_with_it(
         ), (n, got)
         seen.add(got["act"][1])
         assert items(q, conv) == []
-        assert len(q._core.store.dump()["ui_actions"]) <= n + 1
+        assert len(engine_of(q).store.dump()["ui_actions"]) <= n + 1
     print("outcomes seen:", sorted(seen))
 
 
@@ -282,7 +283,7 @@ def test_duplicates_and_an_agent_call_released_in_one_loop_turn_share_one_order(
     once (from three threads), then released so all three decide in one turn (one group
     commit batch where they coalesce): the action applied once, both sends answered the
     same, and the list in the session's `seq` order over calls and actions."""
-    from tests.runtime.api.test_ui_actions import _serial_order
+    from tests.runtime.api.ui_actions_kit import _serial_order
 
     start(q)
     s = q.surface("conv", "queue")
@@ -297,7 +298,7 @@ def test_duplicates_and_an_agent_call_released_in_one_loop_turn_share_one_order(
 
         loop.call_soon_threadsafe(hold)
         assert held.wait(30)
-        before = q._core.commits.batches
+        before = engine_of(q).commits.batches
         sends = [
             lambda n=n: _outcome(
                 lambda: s.act("queue.push", {"item": f"u{n}"}, client_id="c", seq=n)
@@ -313,7 +314,7 @@ def test_duplicates_and_an_agent_call_released_in_one_loop_turn_share_one_order(
                 threading.Event().wait(0.001)
             gate.set()
             first, second, call = (f.result(timeout=60) for f in futures)
-        batches.append(q._core.commits.batches - before)
+        batches.append(engine_of(q).commits.batches - before)
         assert first == second and first[0] == "ok", (n, first, second)
         assert call[0] == "ok", call
     q.settle()
@@ -322,5 +323,5 @@ def test_duplicates_and_an_agent_call_released_in_one_loop_turn_share_one_order(
     assert sorted(got) == sorted(
         [f"u{n}" for n in range(1, REPEATS + 1)] + [f"a{n}" for n in range(1, REPEATS + 1)]
     )
-    session = q._core.facts.session("conv", "queue")
+    session = engine_of(q).facts.session("conv", "queue")
     assert session is not None and got == _serial_order(q, session.app_session_id)

@@ -14,6 +14,14 @@ from lineup_runtime_lite.core.messages import ActionAccepted, ActionOutcome
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import APPS, build_app
 
+pytestmark = pytest.mark.store
+
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
 
 @pytest.fixture(scope="session")
 def queue_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) -> Path:

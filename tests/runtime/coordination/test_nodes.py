@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -24,23 +24,11 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime
 from lineup_runtime_lite.core.messages import AgentMessage
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store.pg_batch import RETRIES
 from lineup_runtime_lite.store.postgres import PostgresStore
 from lineup_sdk.errors import LineupError
-
-LEASE_S = 1.0
-FINAL = ("result", "error")
-
-
-def node(url: str, tmp_path: Path, trust: TrustStore, name: str, **options: Any) -> Runtime:
-    return Runtime.open(
-        url,
-        trust=trust,
-        apps_dir=tmp_path / f"apps-{name}",
-        node_id=name,
-        node_lease_s=LEASE_S,
-        **options,
-    )
+from tests.runtime.coordination.nodes_kit import LEASE_S, final_of, node, owners, until
 
 
 @pytest.fixture
@@ -61,34 +49,10 @@ def two_nodes(
         n1.close()
 
 
-def until(check: Callable[[], Any], *, timeout: float = 30.0, what: str = "") -> Any:
-    """Poll `check` until it returns something true (an event, not a deadline: the timeout
-    only bounds a broken test)."""
-    end = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < end, f"never happened: {what or check}"
-        time.sleep(0.01)
-
-
-def final_of(rt: Runtime, call_id: str) -> AgentMessage | None:
-    found = [m for m in rt.outbox.all() if m["call_id"] == call_id and m["stage"] in FINAL]
-    assert len(found) <= 1, found
-    return found[0] if found else None
-
-
 def one(cur: Any) -> tuple[Any, ...]:
     row = cur.fetchone()
     assert row is not None
     return tuple(row)
-
-
-def owners(url: str) -> dict[str, str]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute("SELECT app_session_id, node_id FROM owners").fetchall()
-    return {str(a): str(b) for a, b in rows}
 
 
 def test_calls_alternating_between_two_nodes_keep_every_rule_of_one(
@@ -255,13 +219,13 @@ def test_a_lease_lost_while_the_runtime_closes_starts_no_rejoin(
         art = await AsyncRuntime.open(
             pg_url, trust=trust, apps_dir=tmp_path / "apps", node_id="closing", node_lease_s=1
         )
-        engine_close = art._engine.close
+        engine_close = engine_of(art).close
 
         async def close_meeting_the_loss() -> None:
             art._nodes.lease_lost()  # what the store's refused write calls, through the loop
             await engine_close()
 
-        art._engine.close = close_meeting_the_loss  # type: ignore[method-assign]
+        engine_of(art).close = close_meeting_the_loss  # type: ignore[method-assign]
         await art.close()
         await asyncio.sleep(0)
         return art._nodes._task is None, live(pg_url)
@@ -282,7 +246,7 @@ def test_wake_ups_and_takeovers_reaching_a_closing_runtime_start_nothing(
         art = await AsyncRuntime.open(
             pg_url, trust=trust, apps_dir=tmp_path / "apps", node_id="closing", node_lease_s=1
         )
-        engine = art._engine
+        engine = engine_of(art)
         started: list[str] = []
         engine.on_wake = lambda payloads: started.append("wake")  # type: ignore[method-assign]
         engine.take_over = lambda ids: started.append("take")  # type: ignore[method-assign,assignment,return-value]
@@ -315,7 +279,7 @@ def test_a_call_while_the_node_registers_again_is_store_unavailable_then_answere
         registering, go_on = threading.Event(), threading.Event()
         try:
             await art.install(todo_bundle)
-            store = art._engine.store
+            store = engine_of(art).store
             assert isinstance(store, PostgresStore)
             rejoin = store.coordination.rejoin
 
@@ -358,7 +322,7 @@ def test_a_node_whose_lease_was_taken_writes_nothing_and_registers_again(
     n1, _ = two_nodes
     n1.call("f0", "conv", "todo.add", {"title": "milk"})
     until(lambda: final_of(n1, "f0"), what="f0 final")
-    store = n1._core.store
+    store = engine_of(n1).store
     assert isinstance(store, PostgresStore)
     store.coordination.stop()  # its heartbeat would notice first: its own write is what is tested
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -398,7 +362,7 @@ def test_a_node_lost_has_its_sessions_taken_over_after_its_lease(
         n1.install(todo_bundle)
         n1.call("t0", "conv", "todo.add", {"title": "milk"})
         until(lambda: final_of(n1, "t0"), what="t0 final")
-        store = n1._core.store
+        store = engine_of(n1).store
         assert isinstance(store, PostgresStore)
         store.coordination.stop()  # as if the process were stopped: no heartbeat, no listener
         stopped = time.monotonic()
@@ -487,7 +451,7 @@ def test_deadlines_fire_once_across_nodes_and_after_a_takeover(
             clock.advance(6 * 60_000)
         until(lambda: final_of(n1, "p1") and final_of(n1, "p2"), what="a and b ended")
         n1.call("c-on", "c", "pomodoro.start", {"minutes": 5})  # c is still focusing: n1's
-        store = n1._core.store
+        store = engine_of(n1).store
         assert isinstance(store, PostgresStore)
         store.coordination.stop()  # n1 is lost
         until(lambda: set(owners(pg_url).values()) == {"n2"}, what="n2 took over")

@@ -25,6 +25,7 @@ from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.coordination.nodes import Nodes
 from lineup_runtime_lite.core.port import LostRace
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store.database import open_database
 from lineup_runtime_lite.store.postgres import PostgresStore
 from lineup_sdk.errors import LineupError
@@ -71,7 +72,7 @@ def lone(pg_url: str, tmp_path: Path, trust: TrustStore, probe_bundle: Path) -> 
 
 def _nodes(rt: Runtime) -> Nodes:
     """The runtime's node (its store's coordination on PostgreSQL)."""
-    node = rt._core.store.coordination
+    node = engine_of(rt).store.coordination
     assert isinstance(node, Nodes)
     return node
 
@@ -287,6 +288,7 @@ def pomodoro_v2(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey) ->
     return result.bundle
 
 
+@pytest.mark.store
 def test_an_activation_step_uses_the_tools_of_the_session_s_pinned_version(
     db_target: str,
     tmp_path: Path,

@@ -14,10 +14,11 @@ import pytest
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
 from tests.runtime.conftest import APPS, build_app
-from tests.runtime.coordination.test_nodes import final_of, node, owners, until
+from tests.runtime.coordination.nodes_kit import final_of, node, owners, until
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def _items(rt: Runtime, conversation: str = "conv") -> list[str]:
 
 
 def _serial(rt: Runtime, session_id: str) -> list[str]:
-    dump = rt._core.store.dump()
+    dump = engine_of(rt).store.dump()
     ops = [
         (int(r[8]), json.loads(r[5])["item"])
         for r in dump["calls"]
@@ -72,7 +73,7 @@ def test_an_action_accepted_by_another_node_is_delivered_by_the_owner(
     assert owners(pg_url)[session["app_session_id"]] == "n1"
     out = n2.surface("conv", "queue").act("queue.push", {"item": "a"}, client_id="c", seq=1)
     assert out["action_id"] == "c:1" and out["revision"] == 1
-    assert n2._core.workers == {}  # n2 never ran the app: the owner delivered it
+    assert engine_of(n2).workers == {}  # n2 never ran the app: the owner delivered it
     # a replay on either node answers the stored outcome; a conflict is one on both
     for rt in (n1, n2):
         s = rt.surface("conv", "queue")

@@ -14,6 +14,13 @@ from lineup_runtime_lite.core.pomodoro import IMPLEMENTED_KEYS
 from lineup_sdk.catalog import CATALOG
 from tests.runtime.conftest import message
 
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
 MIN = 60_000
 
 
@@ -33,6 +40,7 @@ def test_runtime_implements_exactly_the_catalog() -> None:
     assert frozenset(CATALOG) == IMPLEMENTED_KEYS
 
 
+@pytest.mark.store
 def test_happy_path(pomo: Runtime, clock: VirtualClock) -> None:
     acc = start(pomo, minutes=25, label="report")
     assert acc["stage"] == "accepted" and acc["activation"] == "starting"
@@ -69,6 +77,7 @@ def test_happy_path(pomo: Runtime, clock: VirtualClock) -> None:
     assert ops[0]["state"] == "completed"
 
 
+@pytest.mark.store
 def test_surface_loaded_without_confirmation_never_starts(
     pomo: Runtime, clock: VirtualClock
 ) -> None:
@@ -82,6 +91,7 @@ def test_surface_loaded_without_confirmation_never_starts(
     assert pomo.im_records("c1") == []
 
 
+@pytest.mark.store
 def test_interrupt_while_starting(pomo: Runtime) -> None:
     start(pomo)
     pomo.settle()
@@ -96,6 +106,7 @@ def test_interrupt_while_starting(pomo: Runtime) -> None:
     assert not confirm(pomo)  # a late confirmation changes nothing
 
 
+@pytest.mark.store
 def test_interrupt_while_focusing(pomo: Runtime, clock: VirtualClock) -> None:
     start(pomo)
     pomo.settle()
@@ -111,6 +122,7 @@ def test_interrupt_while_focusing(pomo: Runtime, clock: VirtualClock) -> None:
     assert len(pomo.im_records("c1")) == 1
 
 
+@pytest.mark.store
 def test_interrupt_with_nothing_running_creates_nothing(pomo: Runtime) -> None:
     stop = pomo.call("i1", "c1", "pomodoro.interrupt", {})
     assert stop["result"] == {"status": "nothing_running"}
@@ -119,6 +131,7 @@ def test_interrupt_with_nothing_running_creates_nothing(pomo: Runtime) -> None:
     assert dump["host_intents"] == []
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("event", "reason"), [("activation_failed", "host_failed"), ("user_left", "user_left")]
 )
@@ -130,6 +143,7 @@ def test_activation_ends_before_start(pomo: Runtime, event: str, reason: str) ->
     assert pomo.store_dump()["operations"] == []
 
 
+@pytest.mark.store
 def test_user_leaving_while_focusing_changes_nothing(pomo: Runtime, clock: VirtualClock) -> None:
     start(pomo)
     pomo.settle()
@@ -139,6 +153,7 @@ def test_user_leaving_while_focusing_changes_nothing(pomo: Runtime, clock: Virtu
     assert message(pomo, "s1:result")["result"]["status"] == "completed"
 
 
+@pytest.mark.store
 def test_second_start_is_rejected_other_conversation_independent(pomo: Runtime) -> None:
     start(pomo)
     second = start(pomo, cid="s2")
@@ -152,6 +167,7 @@ def test_second_start_is_rejected_other_conversation_independent(pomo: Runtime) 
     assert other["stage"] == "accepted"
 
 
+@pytest.mark.store
 def test_duplicate_call_id_at_every_stage(pomo: Runtime, clock: VirtualClock) -> None:
     acc = start(pomo)
     pomo.settle()
@@ -261,6 +277,7 @@ def test_undelivered_host_intent_is_resent_on_recovery(
         assert stages(rt, "s1") == ["accepted", "started"]
 
 
+@pytest.mark.store
 def test_stale_confirmation_after_completion_changes_nothing(
     pomo: Runtime, clock: VirtualClock
 ) -> None:

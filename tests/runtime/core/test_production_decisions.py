@@ -19,10 +19,18 @@ from lineup_runtime_lite.api.runtime import Runtime
 from lineup_runtime_lite.core import calls
 from lineup_runtime_lite.core.decisions import Decision
 from lineup_runtime_lite.core.rows import Activation, RegistryEntry, Session
-from tests.conformance import test_conformance_transitions as replay_tests
-from tests.conformance.test_conformance import FIXTURES, bundles  # noqa: F401
-from tests.runtime.api import test_engine_model as engine_model_tests
-from tests.runtime.core import test_transitions_model as model_tests
+from tests.conformance.conformance_kit import FIXTURES, bundles, replay_in_process
+from tests.runtime.api import engine_model_kit
+from tests.runtime.core import transitions_model_kit
+
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
+
+__all__ = ["bundles"]
 
 #: The fixture whose steps include a call answered `app_not_running`.
 FIXTURE = next(p for p in FIXTURES if p.stem == "tis2_05_early_calls_queued")
@@ -60,39 +68,40 @@ def mutated(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def test_the_suites_pass_unmutated(bundles: dict[str, Path]) -> None:  # noqa: F811
-    model_tests.test_a_call_for_an_app_not_running_is_answered_and_stored()
-    run_state_machine_as_test(model_tests.Machine, settings=SMALL)
-    run_state_machine_as_test(engine_model_tests.Machine, settings=SMALL)
-    replay_tests.replay_in_process(FIXTURE, bundles)
+def test_the_suites_pass_unmutated(bundles: dict[str, Path]) -> None:
+    transitions_model_kit.a_call_for_an_app_not_running_is_answered_and_stored()
+    run_state_machine_as_test(transitions_model_kit.Machine, settings=SMALL)
+    run_state_machine_as_test(engine_model_kit.Machine, settings=SMALL)
+    replay_in_process(FIXTURE, bundles)
 
 
 @pytest.mark.usefixtures("mutated")
 def test_the_kit_runs_the_production_decision() -> None:
     with pytest.raises(AssertionError):
-        model_tests.test_a_call_for_an_app_not_running_is_answered_and_stored()
+        transitions_model_kit.a_call_for_an_app_not_running_is_answered_and_stored()
 
 
 @pytest.mark.usefixtures("mutated")
 def test_the_model_runs_the_production_decision() -> None:
     with pytest.raises(AssertionError):
-        run_state_machine_as_test(model_tests.Machine, settings=SMALL)
+        run_state_machine_as_test(transitions_model_kit.Machine, settings=SMALL)
 
 
 @pytest.mark.usefixtures("mutated")
 def test_the_engine_model_runs_the_production_decision() -> None:
     with pytest.raises(AssertionError):
-        run_state_machine_as_test(engine_model_tests.Machine, settings=SMALL)
+        run_state_machine_as_test(engine_model_kit.Machine, settings=SMALL)
 
 
 @pytest.mark.usefixtures("mutated")
 def test_the_fixture_replay_runs_the_production_decision(
-    bundles: dict[str, Path],  # noqa: F811
+    bundles: dict[str, Path],
 ) -> None:
     with pytest.raises(AssertionError, match="app_not_running"):
-        replay_tests.replay_in_process(FIXTURE, bundles)
+        replay_in_process(FIXTURE, bundles)
 
 
+@pytest.mark.store
 @pytest.mark.usefixtures("mutated")
 def test_the_engine_runs_the_production_decision(probe: Runtime) -> None:
     msg = probe.call("p1", "conv", "probe.peek", {})

@@ -17,9 +17,12 @@ import pytest
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from lineup_sdk.context import Snapshot
 from tests.runtime.conftest import build_source_app
+
+pytestmark = pytest.mark.store
 
 ATOMIC = '''
 import asyncio
@@ -203,7 +206,7 @@ def test_nothing_is_visible_before_the_answer(art: Runtime, tmp_path: Path) -> N
 
 def _holds(rt: Runtime, conv: str = "c1") -> bool:
     """Whether a delivery in flight in `conv` holds a write."""
-    grants = list(rt._core.delivery._caps.values())
+    grants = list(engine_of(rt).delivery._caps.values())
     return any(g.pending is not None and g.conversation_id == conv for g in grants)
 
 
@@ -290,7 +293,7 @@ def test_a_timeout_after_a_replace_leaves_nothing_and_its_late_write_is_refused(
         try:
             _poll(lambda: _holds(art, "c1"))
             gate.touch()
-            log = art._core.logs_dir / "atomic-1.0.0.log"
+            log = engine_of(art).logs_dir / "atomic-1.0.0.log"
             _poll(lambda: log.exists() and "late replace:" in log.read_text(errors="replace"))
             assert "late replace: worker_protocol_error" in log.read_text(errors="replace")
         finally:
@@ -319,7 +322,7 @@ def test_a_worker_killed_mid_tool_after_a_replace_applies_nothing_once(
     thread.start()
     try:
         _poll(lambda: _holds(art))
-        pid = art._core.workers[KEY].pid
+        pid = engine_of(art).workers[KEY].pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
     finally:
@@ -383,20 +386,20 @@ def test_frames_strictly_increase_one_per_committed_change_across_sessions(
         # one frame per delivery, revisions 1..n, each with both of its writes
         assert frames[1:] == [("session_data.changed", r, 2 * r) for r in range(1, per_conv + 1)]
         assert data(art, conv).revision == per_conv
-    assert art._core.delivery._held == {}  # every slot a write took was given back
+    assert engine_of(art).delivery._held == {}  # every slot a write took was given back
 
 
 def test_held_snapshots_count_in_the_bridge_flow_bound(art: Runtime, tmp_path: Path) -> None:
     """SPEC 13.3 counts a delivery's pending snapshot: past the worker's bound, a first
     write waits until a delivery holding one is answered (here the bound is 1)."""
-    pool = art._core.pool
+    pool = engine_of(art).pool
     pool.options = dataclasses.replace(pool.options, max_requests=1)
     gate = tmp_path / "gate"
     first = _in_flight(art, "h1", "c1", "atomic.write_then_wait", {"gate": str(gate)})
     try:
         _poll(lambda: _holds(art, "c1"))
         second = _in_flight(art, "h2", "c2", "atomic.twice", {"tag": "b"})
-        _poll(lambda: bool(art._core.delivery._slot_waiters))  # its first write waits
+        _poll(lambda: bool(engine_of(art).delivery._slot_waiters))  # its first write waits
         assert not _holds(art, "c2")
         assert data(art, "c2") == Snapshot(None, 0)
     finally:
@@ -405,4 +408,4 @@ def test_held_snapshots_count_in_the_bridge_flow_bound(art: Runtime, tmp_path: P
     assert second()["result"] == {"base": 0, "first": 1, "seen": [1, ["b-1"]], "second": 1}
     assert data(art, "c1") == Snapshot({"items": ["waited"]}, 1)
     assert data(art, "c2") == Snapshot({"items": ["b-1", "b-2"]}, 1)
-    assert art._core.delivery._held == {} and art._core.delivery._slot_waiters == {}
+    assert engine_of(art).delivery._held == {} and engine_of(art).delivery._slot_waiters == {}

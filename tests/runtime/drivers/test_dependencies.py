@@ -11,9 +11,16 @@ import pytest
 
 from lineup_build.signing import SigningKey
 from lineup_runtime_lite import Runtime
-from lineup_runtime_lite.drivers.install import _check_dependencies
+from lineup_runtime_lite.internals import check_dependencies
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import APPS, build_app
+
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
+
 
 PYDANTIC = importlib.metadata.version("pydantic")
 
@@ -36,7 +43,7 @@ def _manifest(*deps: str) -> tuple[str, ...]:
     ids=["range", "bare", "extras", "exact", "marker-python", "marker-platform"],
 )
 def test_satisfied_or_not_needed_here(dep: str) -> None:
-    _check_dependencies(_manifest(dep))
+    check_dependencies(_manifest(dep))
 
 
 @pytest.mark.parametrize(
@@ -53,17 +60,18 @@ def test_satisfied_or_not_needed_here(dep: str) -> None:
 )
 def test_unmet_is_dependency_missing(dep: str, says: str) -> None:
     with pytest.raises(LineupError) as exc:
-        _check_dependencies(_manifest("pydantic>=2", dep))
+        check_dependencies(_manifest("pydantic>=2", dep))
     assert exc.value.code == "dependency_missing"
     assert says in exc.value.message
 
 
 def test_unmet_version_names_installed_and_required() -> None:
     with pytest.raises(LineupError) as exc:
-        _check_dependencies(_manifest("pydantic>=99"))
+        check_dependencies(_manifest("pydantic>=99"))
     assert exc.value.details == {"package": "pydantic", "required": ">=99", "installed": PYDANTIC}
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("deps", "installs"),
     [

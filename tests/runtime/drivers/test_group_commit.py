@@ -17,10 +17,17 @@ from lineup_runtime_lite import AsyncRuntime, Runtime
 from lineup_runtime_lite.core.decisions import Decision, NewIntent, SupersedeIntents
 from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.drivers.commit import MAX_BATCH, GroupCommit
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import LostRace, Store, faults
 from lineup_runtime_lite.store.facts import Facts
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import ready
+
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
 
 
 @pytest.fixture(autouse=True)
@@ -232,7 +239,7 @@ def test_concurrent_calls_of_many_sessions_share_commits(
             for c in range(10):
                 await art.call(f"w{c}", f"c{c}", "probe.echo", {"text": "up"})
                 await art.settle()
-            gc = art._engine.commits
+            gc = engine_of(art).commits
             batches, steps = gc.batches, gc.steps
             msgs = await asyncio.gather(
                 *(art.call(f"x{c}", f"c{c}", "probe.echo", {"text": str(c)}) for c in range(10))
@@ -247,6 +254,7 @@ def test_concurrent_calls_of_many_sessions_share_commits(
     assert batches <= 6, (batches, steps)  # not one commit per decision
 
 
+@pytest.mark.store
 def test_nothing_is_sent_before_the_commit_that_records_it(probe: Runtime) -> None:
     """The acceptance commit fails: the handler never ran (its session data is unchanged),
     and the same call later runs exactly once."""
@@ -265,13 +273,14 @@ def test_nothing_is_sent_before_the_commit_that_records_it(probe: Runtime) -> No
     assert probe.surface("conv", "probe").get().data == {"items": ["x"]}
 
 
+@pytest.mark.store
 def test_a_call_whose_decision_lost_a_race_decides_again(
     probe: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The acceptance lost its race once (a guard found no row): it is decided again on
     fresh facts, and the call runs once."""
     ready(probe)
-    facts = type(probe._core.facts)
+    facts = type(engine_of(probe).facts)
     real_apply = facts.apply
     lost: list[object] = []
 
@@ -350,6 +359,7 @@ def test_a_lone_decision_commits_without_waiting_a_loop_turn() -> None:
         store.close()
 
 
+@pytest.mark.store
 def test_calls_of_one_session_in_one_batch_are_delivered_one_at_a_time(probe: Runtime) -> None:
     """Two calls for the same ready session accepted in one group commit: the first is sent
     at once, the second waits for it (per-session serial delivery), so both read-modify-
@@ -431,7 +441,7 @@ def test_on_a_file_runtime_nothing_is_sent_before_the_commit_that_records_it(
     """The `delivered` commit fails on the store thread: the handler never runs (its
     session data is unchanged), and the call ends once, answered from the facts."""
     with Runtime.open(tmp_path / "rt.db", trust=trust) as rt:
-        assert rt._core.store.off_loop
+        assert engine_of(rt).store.off_loop
         rt.install(probe_bundle)
         ready(rt)
         before = rt.surface("conv", "probe").get()

@@ -10,6 +10,7 @@ import pytest
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
 from tests.runtime.conftest import APPS, build_app, message, ready
 
@@ -68,7 +69,7 @@ def test_untrusted_bundle_is_refused(probe_bundle: Path) -> None:
 
 
 def test_tampered_install_is_refused_at_load(probe: Runtime) -> None:
-    apps = probe._core.apps_dir / "probe" / "1.0.0" / "probe_app" / "tools.py"
+    apps = engine_of(probe).apps_dir / "probe" / "1.0.0" / "probe_app" / "tools.py"
     apps.write_text(apps.read_text() + "\n# edited\n")
     probe.call("t", "conv", "probe.echo", {"text": "x"})
     probe.settle()

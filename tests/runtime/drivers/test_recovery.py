@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 
 DRIVER = Path(__file__).parents[1] / "driver.py"
 ROOT = Path(__file__).resolve().parents[3]
@@ -119,7 +120,7 @@ def test_delivered_without_result_becomes_delivery_interrupted(
         rt.install(probe_bundle)
         rt.call("c1", "conv", "probe.echo", {"text": "x"})
         rt.settle()
-        with rt._core.store.transaction() as con:  # simulate a crash after `delivered`
+        with engine_of(rt).store.transaction() as con:  # simulate a crash after `delivered`
             con.execute(
                 "INSERT INTO calls SELECT 'c2', fingerprint, conversation_id, scope, method, params, "
                 "app_session_id, activation_id, 99, 'delivered', created_ms FROM calls WHERE call_id='c1'"

@@ -22,6 +22,7 @@ from lineup_build.signing import SigningKey, key_from_seed
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import Runtime
 from lineup_runtime_lite.core.messages import AgentMessage
+from lineup_runtime_lite.internals import engine_of
 from tests.runtime.conftest import APPS, build_app
 
 #: A second key, trusted like the signer's: a row may name it, the bundle does not.
@@ -79,7 +80,7 @@ def _frozen(rt: Runtime) -> None:
     async def kept() -> None:
         return None
 
-    rt._art._engine.refresh_registry = kept  # type: ignore[method-assign]
+    engine_of(rt).refresh_registry = kept  # type: ignore[method-assign]
 
 
 def _row(url: str, scope: str) -> dict[str, Any]:

@@ -10,8 +10,15 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.bridge import READ_CHUNK
 from tests.runtime.conftest import APPS, build_app, message, ready
+
+
+@pytest.fixture()
+def rt(store_rt: Runtime) -> Runtime:
+    """This module's runtimes (`rt`, `probe`, `pomo`) run on the chosen store engine."""
+    return store_rt
 
 
 def code(msg: Mapping[str, Any]) -> str:
@@ -19,11 +26,13 @@ def code(msg: Mapping[str, Any]) -> str:
     return str(msg["error"]["code"])
 
 
+@pytest.mark.store
 def test_print_in_a_handler_does_not_corrupt_the_bridge(probe: Runtime) -> None:
     ready(probe)
     assert probe.call("e1", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
 
 
+@pytest.mark.store
 def test_sync_handler_reads_session_data(probe: Runtime) -> None:
     ready(probe)
     probe.call("a1", "conv", "probe.append", {"item": "x"})
@@ -33,6 +42,7 @@ def test_sync_handler_reads_session_data(probe: Runtime) -> None:
     }
 
 
+@pytest.mark.store
 @pytest.mark.parametrize(
     ("method", "params", "expected"),
     [
@@ -56,6 +66,7 @@ def test_handler_outcomes(
     assert probe.call("after", "conv", "probe.echo", {"text": "still"})["result"] == "still"
 
 
+@pytest.mark.store
 def test_crashed_worker_interrupts_its_delivery_and_restarts(probe: Runtime) -> None:
     ready(probe, "one")
     ready(probe, "two")
@@ -65,22 +76,24 @@ def test_crashed_worker_interrupts_its_delivery_and_restarts(probe: Runtime) -> 
     assert probe.call("e1", "one", "probe.echo", {"text": "alive"})["result"] == "alive"
 
 
+@pytest.mark.store
 @pytest.mark.parametrize("method", ["probe.garbage", "probe.stray"])
 def test_a_malformed_line_naming_no_delivery_recycles_the_worker(
     probe: Runtime, method: str
 ) -> None:
     ready(probe)
-    pid = probe._core.workers["probe", "1.0.0"].pid
+    pid = engine_of(probe).workers["probe", "1.0.0"].pid
     # the line answers no delivery it names, so its own delivery is only interrupted
     assert code(probe.call("g", "conv", method, {})) == "delivery_interrupted"
     assert probe.call("after", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
-    assert probe._core.workers["probe", "1.0.0"].pid != pid
+    assert engine_of(probe).workers["probe", "1.0.0"].pid != pid
 
 
+@pytest.mark.store
 def test_the_runtime_reads_its_workers_bridge_in_small_chunks(probe: Runtime) -> None:
     """Not asyncio's 256 KiB per read (a fresh mmap, mremap and munmap each message)."""
     ready(probe)
-    worker = probe._core.workers["probe", "1.0.0"]
+    worker = engine_of(probe).workers["probe", "1.0.0"]
     assert worker._read_t is not None
     assert getattr(worker._read_t, "max_size", None) == READ_CHUNK
     # a line longer than a read still arrives whole
@@ -88,14 +101,16 @@ def test_the_runtime_reads_its_workers_bridge_in_small_chunks(probe: Runtime) ->
     assert probe.call("long", "conv", "probe.echo", {"text": text})["result"] == text
 
 
+@pytest.mark.store
 def test_an_oversized_result_is_refused_by_the_worker_itself(probe: Runtime) -> None:
     ready(probe)
-    pid = probe._core.workers["probe", "1.0.0"].pid
+    pid = engine_of(probe).workers["probe", "1.0.0"].pid
     assert code(probe.call("h", "conv", "probe.huge", {})) == "handler_result_invalid"
     assert probe.call("after", "conv", "probe.echo", {"text": "ok"})["result"] == "ok"
-    assert probe._core.workers["probe", "1.0.0"].pid == pid  # nothing to recycle
+    assert engine_of(probe).workers["probe", "1.0.0"].pid == pid  # nothing to recycle
 
 
+@pytest.mark.store
 def test_forged_capability_ends_the_delivery(probe: Runtime) -> None:
     ready(probe)
     msg = probe.call("f", "conv", "probe.forge", {"cap": "guessed-capability"})
@@ -162,6 +177,7 @@ def test_bad_worker_options_are_usage_invalid(trust: TrustStore, options: dict[s
     assert exc.value.code == "usage_invalid"
 
 
+@pytest.mark.store
 def test_rt_sandbox_reports_what_the_worker_enforced(probe: Runtime) -> None:
     before = probe.sandbox  # a probe: no worker has started yet
     ready(probe)

@@ -12,14 +12,13 @@ from __future__ import annotations
 import colorsys
 import concurrent.futures
 import contextlib
-import itertools
 import json
 import os
 import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +28,27 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_build.verify import check_bundle
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
-from lineup_runtime_lite.core.messages import AgentMessage
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import REPORT_KEYS, describe, probe, simulate_unavailable
 from tests.runtime.conftest import APPS, build_app
+from tests.runtime.processes.containment_kit import (
+    SCOPE,
+    VERSION,
+    _ids,
+    error_code,
+    final,
+    log_line,
+    log_path,
+    result,
+    worker,
+)
 from tests.sandbox_kit import io_uring_enabled, pid_alive, poll
 
-SCOPE, VERSION = "hostile", "1.0.0"
 #: What may reach a worker's environment besides `LC_*` and `worker_env` (SPEC 8).
 ENV_ALLOWED = {"PATH", "LANG", "TZ", "HOME", "TMPDIR"}
 REFUSED = ("EACCES", "EPERM")
 TRUNCATION_NOTE = b"[lineup: worker log truncated at its size limit]"
-_ids = itertools.count(1)
 
 
 # -- fixtures and helpers --------------------------------------------------------------
@@ -94,52 +102,6 @@ def open_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
         rt.close()
 
 
-def final(rt: Runtime, conversation: str, method: str, params: Any) -> AgentMessage:
-    """Call `method` and return its final AgentMessage (activating the session if needed)."""
-    call_id = f"c{next(_ids)}"
-    msg = rt.call(call_id, conversation, method, params)
-    if msg["stage"] == "accepted":
-        rt.settle()
-        found = [m for m in rt.outbox.all() if m["id"] in (f"{call_id}:result", f"{call_id}:error")]
-        assert len(found) == 1, found
-        msg = found[0]
-    return msg
-
-
-def result(rt: Runtime, conversation: str, method: str, params: Any | None = None) -> Any:
-    msg = final(rt, conversation, method, params or {})
-    assert msg["kind"] == "result", msg
-    return msg["result"]
-
-
-def error_code(msg: Mapping[str, Any]) -> str:
-    assert msg["kind"] == "error", msg
-    return str(msg["error"]["code"])
-
-
-def worker(rt: Runtime, scope: str = SCOPE) -> Any:
-    return rt._core.workers[scope, VERSION]
-
-
-def log_path(rt: Runtime, scope: str = SCOPE) -> Path:
-    return rt._core.logs_dir / f"{scope}-{VERSION}.log"
-
-
-def log_line(rt: Runtime, prefix: str) -> str | None:
-    """The first worker-log line starting with `prefix`, polled for (bounded)."""
-
-    def find() -> str | None:
-        try:
-            text = log_path(rt).read_text(errors="replace")
-        except FileNotFoundError:
-            return None
-        return next((line for line in text.splitlines() if line.startswith(prefix)), None)
-
-    found = poll(find)
-    assert found is not None, f"no {prefix!r} line in the worker log"
-    return str(found)
-
-
 @pytest.fixture()
 def hostile(
     open_runtime: Callable[..., Runtime],
@@ -154,7 +116,7 @@ def hostile(
 # -- what the worker starts with -------------------------------------------------------
 def test_a_shadowing_json_module_in_the_bundle_never_runs(hostile: Runtime) -> None:
     got = result(hostile, "conv", "hostile.shadows")
-    app_dir = hostile._core.apps_dir / SCOPE / VERSION
+    app_dir = engine_of(hostile).apps_dir / SCOPE / VERSION
     # the worker still serves calls, and both names resolve to the standard library
     assert got["json_ran"] is False and got["colorsys_ran"] is False
     for module in (json, colorsys):
@@ -187,7 +149,7 @@ def test_the_worker_environment_is_the_allow_list_and_worker_env(
 
 # -- files -----------------------------------------------------------------------------
 def _targets(rt: Runtime, tmp_path: Path) -> dict[str, Path]:
-    apps = rt._core.apps_dir
+    apps = engine_of(rt).apps_dir
     return {
         "runtime-database": tmp_path / "rt" / "rt.db",
         "trust-store": tmp_path / "trust.toml",
@@ -198,7 +160,7 @@ def _targets(rt: Runtime, tmp_path: Path) -> dict[str, Path]:
         "runtime-process-environ": Path(f"/proc/{os.getpid()}/environ"),
         "host-tmp": Path(tempfile.gettempdir()),
         "dev-shm": Path("/dev/shm"),
-        "logs-folder": rt._core.logs_dir,
+        "logs-folder": engine_of(rt).logs_dir,
         "own-log": log_path(rt),
     }
 
@@ -237,7 +199,7 @@ def test_the_worker_cannot_read_outside_its_app(
     assert path.exists()
     assert result(rt, "conv", "hostile.read", {"path": str(path)}) in REFUSED
     # the control: the same tool reads the app's own files
-    own = rt._core.apps_dir / SCOPE / VERSION / "hostile_app" / "tools.py"
+    own = engine_of(rt).apps_dir / SCOPE / VERSION / "hostile_app" / "tools.py"
     assert result(rt, "conv", "hostile.read", {"path": str(own)}) == "ok"
 
 
@@ -261,7 +223,7 @@ def test_the_worker_cannot_write_outside_its_temp_folder(
     hostile_on_trust_file: Runtime, tmp_path: Path, target: str
 ) -> None:
     rt = hostile_on_trust_file
-    own = rt._core.apps_dir / SCOPE / VERSION
+    own = engine_of(rt).apps_dir / SCOPE / VERSION
     path = {
         **_targets(rt, tmp_path),
         "own-app-folder": own / "hostile_app",
@@ -281,7 +243,7 @@ def test_the_worker_cannot_write_outside_its_temp_folder(
 
 def test_workers_write_no_bytecode(hostile: Runtime) -> None:
     result(hostile, "conv", "hostile.shadows")
-    assert not list((hostile._core.apps_dir / SCOPE).rglob("__pycache__"))
+    assert not list((engine_of(hostile).apps_dir / SCOPE).rglob("__pycache__"))
 
 
 # -- network ---------------------------------------------------------------------------
@@ -446,6 +408,7 @@ from pathlib import Path
 from lineup_build.signing import key_from_seed
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 
 key = key_from_seed(bytes(range(1, 33)))
 trust = TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, ("*",), "t")])
@@ -456,7 +419,7 @@ rt.install(sys.argv[2])
 rt.call("w", "c", "hostile.echo", {"text": "x"})
 rt.settle()
 daemon = rt.call("d", "c", "hostile.daemon", {})["result"]
-launcher = rt._core.workers["hostile", "1.0.0"].pid
+launcher = engine_of(rt).workers["hostile", "1.0.0"].pid
 print(json.dumps({"daemon": daemon, "launcher": launcher}), flush=True)
 if sys.argv[3] == "blocked":
     threading.Thread(target=rt.call, args=("b", "c", "hostile.block_loop", {})).start()
@@ -724,7 +687,7 @@ def test_required_with_a_missing_mechanism_refuses_to_start_the_worker(
         msg = final(rt, "conv", "hostile.echo", {"text": "x"})
     assert error_code(msg) == "activation_failed"
     assert msg["error"]["details"] == {"reason": "worker_failed", "cause": "sandbox_unavailable"}
-    assert not rt._core.workers.get((SCOPE, VERSION))
+    assert not engine_of(rt).workers.get((SCOPE, VERSION))
 
 
 def test_the_sandbox_report_names_every_mechanism_and_the_missing_one_as_none(
@@ -783,7 +746,7 @@ def test_a_planted_file_in_an_installed_app_fails_the_next_activation(
     open_runtime: Callable[..., Runtime], trust: TrustStore, probe_bundle: Path, planted: str
 ) -> None:
     rt = open_runtime(trust, probe_bundle)
-    target = rt._core.apps_dir / "probe" / VERSION / planted
+    target = engine_of(rt).apps_dir / "probe" / VERSION / planted
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(b"raise SystemExit('planted code ran')\n")
     msg = final(rt, "conv", "probe.echo", {"text": "x"})

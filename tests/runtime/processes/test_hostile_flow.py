@@ -24,7 +24,7 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from tests.runtime.conftest import APPS, build_app
-from tests.runtime.processes.test_containment import (
+from tests.runtime.processes.containment_kit import (
     SCOPE,
     error_code,
     final,

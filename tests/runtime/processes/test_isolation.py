@@ -18,6 +18,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_sdk.errors import LineupError
 from tests.sandbox_kit import poll
 
@@ -61,7 +62,7 @@ def test_module_globals_are_shared_only_within_one_worker(
         assert x["process"] != y["process"]
         assert again["before"] == {"value": "x's secret", "conversation": "x"}
         assert again["process"] == x["process"]
-        assert len(rt._core.workers) == 2
+        assert len(engine_of(rt).workers) == 2
 
 
 def test_an_idle_session_worker_is_recycled_and_restarted_without_a_new_activation(
@@ -72,11 +73,11 @@ def test_an_idle_session_worker_is_recycled_and_restarted_without_a_new_activati
     first = result(rt, "x", "kernel.remember", {"value": "before the recycle"})
     before = _lifecycle(rt)
     intents = list(host.intents)
-    assert poll(lambda: not rt._core.workers, within_s=10), "the idle worker stayed"
+    assert poll(lambda: not engine_of(rt).workers, within_s=10), "the idle worker stayed"
     second = result(rt, "x", "kernel.remember", {"value": "after"})
     assert second["process"] != first["process"]
     assert second["before"] == {}  # a new process: globals last one worker life
-    assert len(rt._core.workers) == 1
+    assert len(engine_of(rt).workers) == 1
     # nothing else happened: the same session and activation, no Host intent or event
     assert _lifecycle(rt) == before
     assert list(host.intents) == intents
@@ -123,7 +124,7 @@ def test_the_idle_sweep_never_recycles_a_worker_in_the_middle_of_a_call(
     first = result(rt, "x", "kernel.remember", {"value": "warm"})
     napped = result(rt, "x", "kernel.nap", {"seconds": 1.5})  # 7 idle periods, busy
     assert napped["process"] == first["process"]
-    assert len(rt._core.workers) == 1
+    assert len(engine_of(rt).workers) == 1
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from tests.runtime.conftest import build_source_app
 from tests.runtime.serve_kit import (
     FAST,
     HttpServer,
+    Progress,
     advance,
     call_meta,
     http_session,
@@ -50,25 +51,6 @@ def pomodoro_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey
 @pytest.fixture()
 def bundles(todo_bundle: Path, pomodoro_bundle: Path) -> list[Path]:
     return [todo_bundle, pomodoro_bundle]
-
-
-class Progress:
-    """A progress callback that keeps every notification."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[float, float | None, str | None]] = []
-
-    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        self.seen.append((progress, total, message))
-
-    @property
-    def messages(self) -> list[str]:
-        return [m or "" for _, _, m in self.seen]
-
-    @property
-    def stages(self) -> list[str]:
-        """The receipts relayed, without the repeated "still waiting" notifications."""
-        return [m for m in self.messages if not m.startswith(("waiting: ", "focusing: "))]
 
 
 async def scenario(s: ClientSession, rt: Runtime, clock: VirtualClock) -> None:

@@ -22,8 +22,8 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import raise_descriptor_limit
 from lineup_runtime_lite.serve import Bridge, HttpLimits, ServeOptions
-from lineup_runtime_lite.serve._limits import raise_descriptor_limit
 from tests.runtime.serve_kit import (
     TOKEN,
     HttpServer,

@@ -9,8 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from lineup_runtime_lite.serve import call_result, catalog, error_text
-from lineup_runtime_lite.serve._mapping import (
+from lineup_runtime_lite.internals import (
     RESULT_TOOL,
     closest,
     other_spelling,
@@ -19,6 +18,7 @@ from lineup_runtime_lite.serve._mapping import (
     progress_text,
     result_tool_entry,
 )
+from lineup_runtime_lite.serve import call_result, catalog, error_text
 from lineup_sdk.errors import LineupError
 
 

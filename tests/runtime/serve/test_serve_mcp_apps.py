@@ -21,8 +21,8 @@ from lineup_build.init import init_project
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.internals import VIEW_TTL_MS
 from lineup_runtime_lite.serve import Bridge, ServeOptions
-from lineup_runtime_lite.serve._views import VIEW_TTL_MS
 from tests.runtime.serve_kit import FAST, RawClient, advance, open_runtime, raw_session
 
 UI = "io.modelcontextprotocol/ui"
@@ -366,6 +366,7 @@ def test_view_invalid_missing_forged_expired_and_other_conversation(
     run_on(tmp_path, trust, [todo_bundle], main)
 
 
+@pytest.mark.store
 def test_the_view_key_is_kept_in_the_store_across_restarts(
     db_target: str, trust: TrustStore, tmp_path: Path
 ) -> None:
@@ -489,9 +490,9 @@ def test_a_linked_long_running_tool_answers_at_acceptance_for_a_ui_client_only(
 def test_sync_clamps_wait_s_and_checks_its_protocol(
     tmp_path: Path, trust: TrustStore, todo_bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lineup_runtime_lite.serve import _mcpapps
+    from lineup_runtime_lite.internals import mcpapps
 
-    monkeypatch.setattr(_mcpapps, "MAX_SYNC_WAIT_S", 0.05)  # the clamp, scaled down
+    monkeypatch.setattr(mcpapps, "MAX_SYNC_WAIT_S", 0.05)  # the clamp, scaled down
 
     async def main(rt: Runtime, clock: VirtualClock) -> None:
         async with raw_session(Bridge(rt, FAST), extensions=DECLARED) as raw:

@@ -22,8 +22,8 @@ from lineup_build.init import init_project
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.internals import MIME_TYPE
 from lineup_runtime_lite.serve import Bridge, ServeOptions
-from lineup_runtime_lite.serve._resources import MIME_TYPE
 from lineup_sdk.errors import LineupError
 from tests.runtime.serve_kit import memory_session, open_runtime, raw_session
 

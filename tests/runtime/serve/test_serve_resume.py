@@ -26,8 +26,8 @@ from lineup_build.init import init_project
 from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
+from lineup_runtime_lite.internals import RETRY_MS
 from lineup_runtime_lite.serve import Bridge, ServeOptions
-from lineup_runtime_lite.serve._resume import RETRY_MS
 from tests.runtime.serve_kit import TOKEN, HttpServer, advance, open_runtime
 
 OPTIONS = ServeOptions(heartbeat_s=30.0, poll_s=0.01)

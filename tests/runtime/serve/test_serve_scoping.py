@@ -19,7 +19,7 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.serve import Bridge, ServeOptions
-from tests.runtime.serve.test_serve_tasks import ModernClient, modern_session
+from tests.runtime.serve.serve_tasks_kit import ModernClient, modern_session
 from tests.runtime.serve_kit import advance, memory_session, open_runtime, raw_session
 
 CALL_ID = "io.lineup/call_id"
@@ -286,6 +286,7 @@ def test_tools_call_takes_the_other_spelling_of_a_listed_name(
     _run(tmp_path, trust, [pomodoro_bundle, todo_bundle], main)
 
 
+@pytest.mark.store
 def test_the_task_mark_is_kept_with_the_call_across_a_restart_on_each_engine(
     db_target: str, trust: TrustStore, todo_bundle: Path
 ) -> None:

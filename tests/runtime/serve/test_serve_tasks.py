@@ -5,15 +5,12 @@ state across restarts."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp.types as mt
 import pytest
-from mcp.shared.memory import create_client_server_memory_streams
 
 from lineup_build.build import build_project
 from lineup_build.init import init_project
@@ -21,10 +18,10 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime
 from lineup_runtime_lite.serve import Bridge
-from tests.runtime.serve_kit import FAST, RawClient, advance, open_runtime, raw_session
+from tests.runtime.serve.serve_tasks_kit import TASKS, ModernClient, modern_session
+from tests.runtime.serve_kit import FAST, advance, open_runtime, raw_session
 
 CALL_ID = "io.lineup/call_id"
-TASKS = "io.modelcontextprotocol/tasks"
 MIN = 60_000
 
 
@@ -35,46 +32,6 @@ def pomodoro_bundle(tmp_path_factory: pytest.TempPathFactory, rt_key: SigningKey
     result = build_project(root, signing_key=rt_key)
     assert result.ok and result.bundle is not None
     return result.bundle
-
-
-class ModernClient:
-    """JSON-RPC on 2026-07-28: every request carries the envelope in its `_meta`; `tasks`
-    says whether that request declares the tasks extension."""
-
-    def __init__(self, raw: RawClient) -> None:
-        self.raw = raw
-
-    async def request(
-        self, method: str, params: dict[str, Any] | None = None, *, tasks: bool = True
-    ) -> dict[str, Any]:
-        caps: dict[str, Any] = {"extensions": {TASKS: {}}} if tasks else {}
-        params = dict(params or {})
-        params["_meta"] = {
-            **params.get("_meta", {}),
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": caps,
-            "io.modelcontextprotocol/clientInfo": {"name": "raw-modern", "version": "0"},
-        }
-        return await self.raw.request(method, params)
-
-    async def tool_name(self, method: str) -> str:
-        """The listed name of a method, whichever `--tool-names` spelling is the default."""
-        tools = (await self.request("tools/list"))["result"]["tools"]
-        for t in tools:
-            if t["name"] in (method, method.replace(".", "-")):
-                return str(t["name"])
-        raise AssertionError(f"{method} is not listed: {[t['name'] for t in tools]}")
-
-
-@asynccontextmanager
-async def modern_session(bridge: Bridge) -> AsyncIterator[ModernClient]:
-    async with (
-        create_client_server_memory_streams() as (client_streams, server_streams),
-        anyio.create_task_group() as tg,
-    ):
-        tg.start_soon(bridge.run, *server_streams)
-        yield ModernClient(RawClient(*client_streams))
-        tg.cancel_scope.cancel()
 
 
 async def started(c: ModernClient, task_id: str) -> dict[str, Any]:

@@ -21,8 +21,7 @@ from mcp.shared.exceptions import MCPError
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.serve import Bridge, ServeOptions
-from tests.runtime.serve.test_serve_bridge import Progress
-from tests.runtime.serve_kit import advance, call_meta, memory_session, until
+from tests.runtime.serve_kit import Progress, advance, call_meta, memory_session, until
 
 CALL_ID = "io.lineup/call_id"
 CONVERSATION = "io.lineup/conversation_id"

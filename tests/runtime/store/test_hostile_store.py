@@ -14,6 +14,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import faults
 from lineup_sdk.errors import LineupError
 
@@ -145,7 +146,7 @@ def test_an_open_waits_for_no_fsync_and_commits_fully_afterwards(
         pragmas = [s for s in said[:cleared] if s.startswith("PRAGMA synchronous")]
         assert pragmas[-1] == "PRAGMA synchronous=NORMAL", said
         assert "PRAGMA synchronous=FULL" in said[cleared:], said
-        (level,) = rt._core.store.db.execute("PRAGMA synchronous").fetchone()
+        (level,) = engine_of(rt).store.db.execute("PRAGMA synchronous").fetchone()
         assert level == 2  # FULL
     assert marker(used_db) == [("closed_clean", "1")]
 
@@ -236,7 +237,7 @@ def test_a_real_full_disk_at_install_changes_nothing(
     tmp_path: Path, trust: TrustStore, probe_bundle: Path
 ) -> None:
     with Runtime.open(tmp_path / "rt.db", trust=trust, clock=VirtualClock()) as rt:
-        db: Any = rt._core.store.db
+        db: Any = engine_of(rt).store.db
         rt._call_sync(lambda: db.execute("PRAGMA wal_checkpoint(TRUNCATE)"))
         pages = rt._call_sync(lambda: db.execute("PRAGMA page_count").fetchone()[0])
         rt._call_sync(lambda: db.execute(f"PRAGMA max_page_count={pages}"))

@@ -317,12 +317,13 @@ def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
     the first PostgreSQL schema is refused."""
     import psycopg
 
+    from lineup_runtime_lite.internals import V4_INDEXES, V5_INDEXES
     from lineup_runtime_lite.store.database import open_database
-    from lineup_runtime_lite.store.schema import _V4_INDEXES, _V5_INDEXES, SCHEMA_VERSION
+    from lineup_runtime_lite.store.schema import SCHEMA_VERSION
     from lineup_sdk.errors import LineupError
 
     assert SCHEMA_VERSION == 5
-    names = [stmt.split(" ON ")[0].split()[-1] for stmt in (*_V4_INDEXES, *_V5_INDEXES)]
+    names = [stmt.split(" ON ")[0].split()[-1] for stmt in (*V4_INDEXES, *V5_INDEXES)]
     store = open_database(pg_url, node_id="n1")
     try:
         with store.transaction(fault_points=False) as db:
@@ -332,7 +333,7 @@ def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute(f"UPDATE meta SET value='{start}' WHERE key='schema_version'")
         if start == 3:
-            for name in names[: len(_V4_INDEXES)]:
+            for name in names[: len(V4_INDEXES)]:
                 conn.execute(f"DROP INDEX {name}")
         conn.execute("DROP TABLE ui_actions")
         conn.execute("DROP TABLE ui_action_clients")

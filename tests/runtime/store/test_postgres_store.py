@@ -17,6 +17,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store.database import open_database
 from lineup_runtime_lite.store.postgres import (
     PostgresStore,
@@ -51,6 +52,7 @@ def test_todo_runs_on_postgres_and_survives_a_restart(
         assert conflict["error"]["code"] == "call_id_conflict"
 
 
+@pytest.mark.store
 def test_a_second_runtime_on_the_database_is_refused(
     db_target: str, tmp_path: Path, trust: TrustStore
 ) -> None:
@@ -62,6 +64,7 @@ def test_a_second_runtime_on_the_database_is_refused(
     Runtime.open(db_target, trust=trust, clock=VirtualClock(), apps_dir=apps).close()
 
 
+@pytest.mark.store
 def test_a_newer_schema_is_refused(db_target: str) -> None:
     open_database(db_target).close()
     store = open_database(db_target)
@@ -75,6 +78,7 @@ def test_a_newer_schema_is_refused(db_target: str) -> None:
     assert "99" in exc.value.message
 
 
+@pytest.mark.store
 def test_a_failed_transaction_changes_nothing(db_target: str) -> None:
     store = open_database(db_target)
     try:
@@ -347,7 +351,7 @@ def test_a_call_whose_commit_lost_its_connection_replays_either_way(
         rt.install(todo_bundle)
         rt.call("a0", "conv", "todo.add", {"title": "warm"})
         rt.settle()  # the session is ready: the next call is answered in one batch
-        store = rt._art._engine.store
+        store = engine_of(rt).store
         assert isinstance(store, PostgresStore)
         _lose_the_connection_at_commit(store, monkeypatch, pg_server, landed=landed)
         if landed:
@@ -411,6 +415,7 @@ def test_a_batch_waiting_on_the_database_never_holds_up_the_event_loop(
     asyncio.run(main())
 
 
+@pytest.mark.store
 def test_a_step_that_raises_writes_nothing_and_the_rest_of_its_batch_commits(
     db_target: str,
 ) -> None:
@@ -476,6 +481,7 @@ def test_a_lock_held_elsewhere_times_out_as_store_unavailable_and_changes_nothin
         assert fresh["stage"] == "result"
 
 
+@pytest.mark.store
 def test_a_step_that_lost_its_race_never_writes_past_its_guard(db_target: str) -> None:
     """Two steps of one batch end the same thing: the second one's guard finds no row, so
     it loses its race (`LostRace`) and writes nothing after the guard — its IM record would
@@ -545,6 +551,7 @@ def _seen_state(conversation: str, call_id: str) -> Any:
     return ReadingStep(read, CallRead(call_id, conversation, "demo"))
 
 
+@pytest.mark.store
 def test_a_read_sent_ahead_of_its_batch_that_an_earlier_step_made_stale_is_not_used(
     db_target: str,
 ) -> None:

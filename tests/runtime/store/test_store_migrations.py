@@ -17,12 +17,14 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.api.clock import format_ts
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.store import SCHEMA_VERSION, Store
 from lineup_runtime_lite.store.schema import MIGRATIONS
 from lineup_sdk.errors import LineupError
 from tests.faults import invariants
+from tests.runtime.conftest import FIXTURES
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "e258c37.db"
+FIXTURE = FIXTURES / "e258c37.db"
 MIN = 60_000
 START = VirtualClock().now_ms()  # 2026-01-01T00:00Z, where the generator started too
 
@@ -239,7 +241,7 @@ def test_todays_runtime_finds_everything_an_e258c37_runtime_wrote_and_continues(
 
 # -- schema 4 (the last before UI Actions) -> 5 ------------------------------------------------
 #: Written by the code of commit `65799db` (store schema 4) with `fixtures/make_65799db_db.py`.
-FIXTURE_4 = Path(__file__).parents[1] / "fixtures" / "65799db.db"
+FIXTURE_4 = FIXTURES / "65799db.db"
 
 
 def test_a_schema_4_database_gets_the_ui_action_tables_and_keeps_its_facts(
@@ -275,7 +277,7 @@ def test_a_schema_4_database_gets_the_ui_action_tables_and_keeps_its_facts(
     with Runtime.open(db, trust=trust, clock=VirtualClock(), host=HostSimulator("manual")) as rt:
         assert rt.call("t1", "c1", "todo.add", {"title": "milk"})["id"] == "t1:result"
         assert rt.surface("c1", "todo").get().revision == 2
-        dump = rt._core.store.dump()
+        dump = engine_of(rt).store.dump()
         assert dump["ui_actions"] == [] and dump["ui_action_clients"] == []
         # the old App session's seq counter goes on: an action there is not running (todo
         # declares none), and the new app's actions take the next seqs of their session

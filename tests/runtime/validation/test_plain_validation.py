@@ -9,7 +9,8 @@ import jsonschema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lineup_runtime_lite.validation.checks import _plain_check, validator_for
+from lineup_runtime_lite.internals import plain_check
+from lineup_runtime_lite.validation.checks import validator_for
 
 SCALARS = ["string", "integer", "number", "boolean", "null"]
 
@@ -46,7 +47,7 @@ def plain_schemas() -> st.SearchStrategy[Any]:
 @settings(max_examples=400)
 @given(plain_schemas(), json_values)
 def test_the_quick_test_never_accepts_what_jsonschema_rejects(schema: Any, value: Any) -> None:
-    accepts = _plain_check(schema)
+    accepts = plain_check(schema)
     assert accepts is not None  # every generated schema is plain
     if accepts(value):
         assert jsonschema.Draft202012Validator(schema).is_valid(value), (schema, value)
@@ -63,7 +64,7 @@ def test_a_pydantic_style_input_schema_is_plain() -> None:
         "type": "object",
         "additionalProperties": False,
     }
-    accepts = _plain_check(schema)
+    accepts = plain_check(schema)
     assert accepts is not None
     assert accepts({"n": 1}) and accepts({"n": 1, "s": "x"})
     assert not accepts({"n": "1"}) and not accepts({}) and not accepts({"n": 1, "z": 0})
@@ -83,6 +84,6 @@ def test_constraining_keywords_are_left_to_jsonschema() -> None:
         {"anyOf": [{"type": "string"}]},
         {"type": "object", "additionalProperties": {"type": "string"}},
     ):
-        assert _plain_check(schema) is None, schema
+        assert plain_check(schema) is None, schema
     # and they still reject: the pattern is checked by jsonschema, not skipped
     assert validator_for({"type": "string", "pattern": "^a$"}).problems("b") != []

@@ -18,10 +18,11 @@ from lineup_build.signing import SigningKey
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, HostSimulator
 from lineup_runtime_lite.core.messages import AgentMessage
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.validation.checks import Unchecked, acheck_value, validator_for
 from lineup_runtime_lite.validation.pool import ValidatorPool
 from tests.runtime.conftest import build_source_app
-from tests.runtime.validation.test_validation_cost import SLOW, exponential_defs
+from tests.runtime.validation.validation_cost_kit import SLOW, exponential_defs
 
 #: The default budget: first-come service (8 values over 2 processes: about 4 budgets of
 #: waiting) is far from fair service (at most one budget, plus process starts under load).
@@ -107,7 +108,7 @@ def test_another_apps_value_is_validated_within_a_budget_of_a_flood_with_a_valid
         async with art:
             await art.install(slow_bundle)
             await art.install(other_bundle)
-            pool = art._engine.validators
+            pool = engine_of(art).validators
             # warm up: one value of each app, so both lanes and the spare stand ready
             await art.call("warm-o", "c-other", "other.check", {"x": 1})
             first_spare = await _spare(pool)

@@ -98,7 +98,7 @@ def test_a_session_says_what_its_start_waits_for(tmp_path: Path) -> None:
 
 
 def test_a_large_result_is_kept_in_the_timeline_as_its_size_and_a_preview(dev: Any) -> None:
-    from lineup_runtime_lite.web._devhost import TIMELINE_PREVIEW_CHARS, TIMELINE_RESULT_BYTES
+    from lineup_runtime_lite.internals import TIMELINE_PREVIEW_CHARS, TIMELINE_RESULT_BYTES
 
     for i in range(90):
         dev.host.call("dev", "todo.add", {"title": f"{i:03d}" + "x" * 197})

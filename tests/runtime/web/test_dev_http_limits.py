@@ -19,6 +19,7 @@ import pytest
 
 from lineup_build.init import init_project
 from lineup_runtime_lite import VirtualClock
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.serve import HttpLimits
 from lineup_runtime_lite.web.browser import DevServer
 from tests.runtime.serve_kit import address, socket_closed
@@ -100,5 +101,5 @@ def test_the_dev_host_serves_under_session_isolation(dev: DevServer) -> None:
     msg = dev.rt.call("c2", "other", "todo.add", {"title": "eggs"})
     if msg["stage"] == "accepted":
         dev.rt.settle()
-    assert len(dev.rt._core.workers) == 2  # one worker per App session
+    assert len(engine_of(dev.rt).workers) == 2  # one worker per App session
     assert _page(dev) == 200

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.web.browser import DevServer
-from tests.runtime.web.test_dev_ui_actions import _act, _answers, _binding, _connect, _item, dev
+from tests.runtime.web.dev_ui_actions_kit import _act, _answers, _binding, _connect, _item, dev
 
 __all__ = ["dev"]
 
@@ -52,11 +53,11 @@ def test_a_malformed_act_is_answered_once_with_its_code_and_the_bridge_serves(
     dev: DevServer, msg: dict[str, Any], want: str
 ) -> None:
     item = _item(dev)
-    before = dev.rt._core.store.dump()
+    before = engine_of(dev.rt).store.dump()
     with _connect(dev, _binding(dev).token) as ws:
         [refused] = _answers(ws, msg)
         assert refused["error"]["code"] == want and "accepted" not in refused
-        assert dev.rt._core.store.dump() == before
+        assert engine_of(dev.rt).store.dump() == before
         ok = _answers(ws, _act(2, "todo.toggle", {"id": item}, 1))
     assert ok[0]["accepted"] == 1 and ok[1]["outcome"]["revision"] == 2
 
@@ -92,11 +93,11 @@ def test_a_hostile_text_never_drops_the_bridge(dev: DevServer, text: str) -> Non
 
 def test_ten_megabytes_of_params_are_refused_before_acceptance(dev: DevServer) -> None:
     item = _item(dev)
-    before = dev.rt._core.store.dump()
+    before = engine_of(dev.rt).store.dump()
     with _connect(dev, _binding(dev).token) as ws:
         big = _act(1, "todo.rename", {"id": item, "title": "x" * 10_000_000}, 1)
         [refused] = _answers(ws, big)
         assert refused["error"]["code"] == "params_too_large" and "accepted" not in refused
-        assert dev.rt._core.store.dump() == before
+        assert engine_of(dev.rt).store.dump() == before
         ok = _answers(ws, _act(2, "todo.toggle", {"id": item}, 1))
     assert ok[0]["accepted"] == 1

@@ -1,0 +1,65 @@
+"""What the containment tests share: the hostile app's scope and version, a call's final
+AgentMessage, its result or error code, the app's worker and its log."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lineup_runtime_lite import Runtime
+from lineup_runtime_lite.core.messages import AgentMessage
+from lineup_runtime_lite.internals import engine_of
+from tests.sandbox_kit import poll
+
+SCOPE, VERSION = "hostile", "1.0.0"
+
+
+_ids = itertools.count(1)
+
+
+def final(rt: Runtime, conversation: str, method: str, params: Any) -> AgentMessage:
+    """Call `method` and return its final AgentMessage (activating the session if needed)."""
+    call_id = f"c{next(_ids)}"
+    msg = rt.call(call_id, conversation, method, params)
+    if msg["stage"] == "accepted":
+        rt.settle()
+        found = [m for m in rt.outbox.all() if m["id"] in (f"{call_id}:result", f"{call_id}:error")]
+        assert len(found) == 1, found
+        msg = found[0]
+    return msg
+
+
+def result(rt: Runtime, conversation: str, method: str, params: Any | None = None) -> Any:
+    msg = final(rt, conversation, method, params or {})
+    assert msg["kind"] == "result", msg
+    return msg["result"]
+
+
+def error_code(msg: Mapping[str, Any]) -> str:
+    assert msg["kind"] == "error", msg
+    return str(msg["error"]["code"])
+
+
+def worker(rt: Runtime, scope: str = SCOPE) -> Any:
+    return engine_of(rt).workers[scope, VERSION]
+
+
+def log_path(rt: Runtime, scope: str = SCOPE) -> Path:
+    return engine_of(rt).logs_dir / f"{scope}-{VERSION}.log"
+
+
+def log_line(rt: Runtime, prefix: str) -> str | None:
+    """The first worker-log line starting with `prefix`, polled for (bounded)."""
+
+    def find() -> str | None:
+        try:
+            text = log_path(rt).read_text(errors="replace")
+        except FileNotFoundError:
+            return None
+        return next((line for line in text.splitlines() if line.startswith(prefix)), None)
+
+    found = poll(find)
+    assert found is not None, f"no {prefix!r} line in the worker log"
+    return str(found)
