@@ -180,12 +180,19 @@ class Simulation:
         if step.action == "calls":
             return self._calls(a)
         if step.action == "host":
-            rt.host.event(
-                a["event"],
-                conversation=a["conversation"],
-                scope=self.resolve_scope(a["conversation"], a.get("scope")),
-                instance=a.get("instance"),
-            )
+            try:
+                rt.host.event(
+                    a["event"],
+                    conversation=a["conversation"],
+                    scope=self.resolve_scope(a["conversation"], a.get("scope")),
+                    instance=a.get("instance"),
+                )
+            except LineupError as exc:
+                if exc.code != "usage_invalid":
+                    raise
+                # nothing to address (no call started the app: an earlier step failed, or
+                # the scenario sends it first): the step's outcome, for its expectations
+                return [{"error": {"code": exc.code, "message": exc.message}}]
             rt.settle()
             return self._new_messages()
         if step.action == "clock":

@@ -75,6 +75,28 @@ def test_failed_expectation_exits_1(
     assert json.loads(out.splitlines()[-1])["error"]["code"] == "expectation_failed"
 
 
+def test_a_host_event_with_no_instance_to_address_is_the_steps_failed_expectation(
+    focus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing started the app (here: no call before; under a store fault: the refused
+    call): the step's outcome is the refusal, judged by its expectations (exit 1), not a
+    usage error that ends the run (exit 2)."""
+    first = tmp_path / "first.toml"
+    first.write_text(
+        '[scenario]\nversion = 2\nhost = "manual"\n'
+        '[[step]]\nhost = { event = "foreground_confirmed", conversation = "c1", '
+        'scope = "pomodoro" }\nexpect = []\n'
+    )
+    code, out, err = run_cli(["run", str(focus), "--scenario", str(first), "--json"], capsys)
+    assert code == 1, (out, err)
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[-1]["error"]["code"] == "expectation_failed"
+    [step] = lines[:-1]
+    [refused] = step["messages"]
+    assert refused["error"]["code"] == "usage_invalid"
+    assert "no instance to address" in refused["error"]["message"]
+
+
 @pytest.mark.parametrize(
     "text",
     [
