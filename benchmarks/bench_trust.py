@@ -54,19 +54,25 @@ from lineup_build.signing import key_from_seed
 from lineup_build.trust import TrustStore, TrustedKey
 from lineup_runtime_lite import Runtime
 import lineup_runtime_lite.api.async_runtime as ar
+try:  # where the checks live: their own module since the house issue, AsyncRuntime before
+    import lineup_runtime_lite.api.trusted_apps as ta
+    home, names = ta, ("check_app", "check_trust")
+    owner = ta.TrustedApps
+except ImportError:
+    home, names, owner = ar, ("_check_app", "_check_trust"), ar.AsyncRuntime
 
 key = key_from_seed(bytes.fromhex(spec["seed"]))
 trust = TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, ("*",), "bench")])
 verify_s = []
-if hasattr(ar, "verify_recorded"):
-    inner = ar.verify_recorded
+if hasattr(home, "verify_recorded"):
+    inner = home.verify_recorded
     def timed(*args, **kwargs):
         t0 = time.perf_counter()
         try:
             return inner(*args, **kwargs)
         finally:
             verify_s.append(time.perf_counter() - t0)
-    ar.verify_recorded = timed
+    home.verify_recorded = timed
     from lineup_runtime_lite.store.postgres import PostgresStore
     load = PostgresStore.load_bundle
     def timed_load(self, digest):  # reading the recorded bytes is part of verifying them
@@ -95,8 +101,8 @@ def timing(fn):
             finally:
                 checks[phase[0]] = checks.get(phase[0], 0.0) + time.perf_counter() - t0
     return wrapped
-for name in ("_check_app", "_check_trust"):  # what a worker start checks (both versions)
-    setattr(ar.AsyncRuntime, name, timing(getattr(ar.AsyncRuntime, name)))
+for name in names:  # what a worker start checks (both versions)
+    setattr(owner, name, timing(getattr(owner, name)))
 opts = dict(trust=trust, apps_dir=spec["apps"], isolation="session")
 with Runtime.open(spec["db"], node_id="installer", **opts) as rt:
     rt.install(spec["bundle"])
