@@ -197,11 +197,17 @@ class AsyncRuntime(DeprecatedSpellings):
     def sandbox(self) -> dict[str, Any]:
         """What the sandbox enforces for workers here: `files`, `network`, `privileges`,
         `process_tree`, `memory`, `tmp` (each a description, or None when not enforced),
-        `mode`, and `refused` (why `required` would refuse to start a worker, or None)."""
+        `mode`, and `refused` (why `required` would refuse to start a worker, or None);
+        and `workers_memory`, what the running workers hold now, each one's process tree
+        summed: `{"workers", "pss_kib", "uss_kib", "rss_kib"}` (PSS divides a shared page
+        among the processes that map it; RSS, beside it, counts it in each), or None while
+        no worker runs or where `/proc` cannot tell."""
         from lineup_sdk.sandbox import probe
 
         report = self._engine.sandbox_report
-        return dict(report) if report is not None else probe(self._options.sandbox)
+        out = dict(report) if report is not None else probe(self._options.sandbox)
+        out["workers_memory"] = self._engine.workers_memory()
+        return out
 
     @property
     def logs_dir(self) -> Path:

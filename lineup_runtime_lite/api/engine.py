@@ -666,6 +666,10 @@ class Engine:
     def sandbox_report(self) -> dict[str, Any] | None:
         return self.pool.sandbox_report
 
+    def workers_memory(self) -> dict[str, Any] | None:
+        """The running workers' memory by PSS, USS and RSS (`WorkerPool.memory`)."""
+        return self.pool.memory()
+
     async def close(self) -> None:
         for (_, action_id), outs in list(self._outcomes.items()):  # none waits on a stopped loop
             for out in outs:

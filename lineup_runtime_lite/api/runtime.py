@@ -377,7 +377,9 @@ class Runtime:
     def sandbox(self) -> dict[str, Any]:
         """What the sandbox enforces for workers here: `files`, `network`, `privileges`,
         `process_tree`, `memory`, `tmp` (each a description, or None when not enforced),
-        `mode`, and `refused` (why `required` would refuse to start a worker, or None)."""
+        `mode`, and `refused` (why `required` would refuse to start a worker, or None);
+        and `workers_memory`, the running workers' memory by PSS with RSS beside it (see
+        `AsyncRuntime.sandbox`)."""
         return self._art.sandbox
 
     # -- public API ----------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
 from lineup_runtime_lite.drivers.install import InstalledApp
 from lineup_runtime_lite.drivers.shell import Shell
+from lineup_runtime_lite.processes.proctree import Memory, tree_memory
 from lineup_runtime_lite.processes.worker import Worker, WorkerError, WorkerOptions
 from lineup_sdk.sandbox import SharedMemory
 
@@ -229,6 +230,22 @@ class WorkerPool:
                 return worker
             assert last is not None
             raise last
+
+    def memory(self) -> dict[str, Any] | None:
+        """What the running workers hold now, summed over each one's process tree (its
+        launcher included): `workers`, `pss_kib`, `uss_kib`, and `rss_kib` beside them
+        (RSS counts a page two processes share twice). None while no worker runs, or
+        where `/proc/<pid>/smaps_rollup` cannot be read (not Linux)."""
+        pids = [getattr(w, "pid", None) for w in [*self.workers.values(), *self.draining]]
+        total, counted = Memory(), 0
+        for pid in pids:
+            got = tree_memory(pid) if pid else None
+            if got is not None:
+                total += got
+                counted += 1
+        if not counted:
+            return None
+        return {"workers": counted, **total.as_kib()}
 
     async def close(self) -> None:
         if self._sweeper is not None:

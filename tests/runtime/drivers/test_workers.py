@@ -11,6 +11,7 @@ import pytest
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.internals import engine_of
+from lineup_runtime_lite.processes.proctree import tree_pids
 from lineup_sdk.bridge import READ_CHUNK
 from tests.runtime.conftest import APPS, build_app, message, ready
 
@@ -193,3 +194,18 @@ def test_rt_sandbox_reports_what_the_worker_enforced(probe: Runtime) -> None:
         "memory cgroup v2: 1024 MiB over the tree; data 1024 MiB per process",
         "data 1024 MiB per process only (no memory cgroup: not the whole tree)",
     )
+
+
+@pytest.mark.store
+def test_rt_sandbox_reports_the_workers_memory_by_pss_with_rss_beside_it(probe: Runtime) -> None:
+    assert probe.sandbox["workers_memory"] is None  # no worker runs yet
+    ready(probe)
+    used = probe.sandbox["workers_memory"]
+    assert used is not None and set(used) == {"workers", "pss_kib", "uss_kib", "rss_kib"}
+    assert used["workers"] == 1
+    # PSS divides the pages the launcher and its worker share: never above RSS
+    assert 0 < used["uss_kib"] <= used["pss_kib"] <= used["rss_kib"], used
+    # the whole tree is counted, the launcher outside the PID namespace included
+    (worker,) = engine_of(probe).workers.values()
+    if probe.sandbox["process_tree"] == "pid namespace":
+        assert len(tree_pids(worker.pid)) >= 2

@@ -543,6 +543,26 @@ def test_a_live_capability_of_another_conversation_cannot_be_used(
     assert "x-secret" not in str(msg)
 
 
+def test_what_one_session_leaves_in_its_tmp_is_out_of_another_sessions_reach(
+    open_runtime: Callable[..., Runtime],
+    trust: TrustStore,
+    hostile_bundle: Path,
+    probe_bundle: Path,
+) -> None:
+    """Under `isolation="session"` each session's worker has a private tmp of its own:
+    a file session x leaves there is not readable by session y. (Forked from a warm image, every session sees its own tmpfs at one path:
+    decision record 0007. So y may find nothing there instead of being refused. Either
+    way it never reads x's file.)"""
+    rt = open_runtime(trust, hostile_bundle, probe_bundle, isolation="session")
+    x_tmp = result(rt, "x", "hostile.env")["TMPDIR"]
+    assert result(rt, "x", "hostile.write", {"path": x_tmp}) == "ok"
+    secret = f"{x_tmp}/hostile-was-here"
+    assert result(rt, "x", "hostile.read", {"path": secret}) == "ok"
+    assert result(rt, "y", "hostile.read", {"path": secret}) in (*REFUSED, "ENOENT")
+    # and x's own file is still there for x
+    assert result(rt, "x", "hostile.write", {"path": x_tmp}) == "EEXIST"
+
+
 def test_a_handler_that_outlives_its_timeout_cannot_write(hostile: Runtime) -> None:
     assert result(hostile, "conv", "hostile.put", {"secret": "kept"}) == 1
     result(hostile, "other", "hostile.echo", {"text": "up"})
