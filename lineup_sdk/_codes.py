@@ -395,8 +395,11 @@ CODES: dict[str, tuple[str, str]] = {
     # --- `lineup serve` for the MCP clients people use (SPEC 13.2) ---
     "call_pending": (
         "The call is still running; `lineup serve` stopped holding the request (`--max-wait`) "
-        "so the client's own timeout cannot end it unanswered.",
-        "Call the `lineup-result` tool with the call_id in `details` for its final answer.",
+        "so the client's own timeout cannot end it unanswered, or the runtime closed while "
+        "`call()` waited for its final answer (the call stays stored and runs once the runtime "
+        "is open again).",
+        "Call the `lineup-result` tool with the call_id in `details` for its final answer; "
+        "from the Python API, the same call (same call_id) once the runtime is open answers it.",
     ),
     "call_not_found": (
         "`lineup-result` was asked for a call_id this conversation never made.",

@@ -364,9 +364,9 @@ class AsyncRuntime(DeprecatedSpellings):
         so neither a huge call nor an expensive schema blocks this loop.
 
         Raises:
-            LineupError: `store_unavailable` or `store_corrupt` (nothing was persisted or
-                sent; the same call may be retried), `usage_invalid` once closed. Every
-                problem with the call itself is an `error` message, not an exception.
+            LineupError: `store_unavailable`/`store_corrupt` (nothing persisted or sent: retry
+                the call), `usage_invalid` once closed, `call_pending` if it closes first.
+                Every problem with the call itself is an `error` message, not an exception.
         """
         call = (call_id, conversation_id, method, params)
         if inline(self._engine, method, params):

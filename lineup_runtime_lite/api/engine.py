@@ -9,6 +9,7 @@ and the background tasks (SPEC 5.2, 5.6).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -196,31 +197,23 @@ class Engine:
 
     def fail_waiters(self, why: str) -> None:
         """This node stopped (its lease was lost): whoever waits here is told to retry."""
-        for call_id, futs in list(self._finals.items()):
-            for fut in futs:
-                if not fut.done():
-                    fut.set_exception(
-                        LineupError(
-                            "store_unavailable",
-                            f"call {call_id!r}: {why}",
-                            hint="retry the same call_id: it replays on whichever node answers",
-                        )
-                    )
-                    fut.exception()  # a caller that went meanwhile leaves no "never retrieved"
-        self._finals.clear()
-        for (_, action_id), outs in list(self._outcomes.items()):
-            for out in outs:
-                if not out.done():
-                    out.set_exception(
-                        LineupError(
-                            "store_unavailable",
-                            f"action {action_id!r}: {why}",
-                            hint="send the same action again (same client_id and seq): it "
-                            "answers its outcome on whichever node answers",
-                        )
-                    )
-                    out.exception()
-        self._outcomes.clear()
+        _fail_all(
+            self._finals,
+            lambda call_id: LineupError(
+                "store_unavailable",
+                f"call {call_id!r}: {why}",
+                hint="retry the same call_id: it replays on whichever node answers",
+            ),
+        )
+        _fail_all(
+            self._outcomes,
+            lambda key: LineupError(
+                "store_unavailable",
+                f"action {key[1]!r}: {why}",
+                hint="send the same action again (same client_id and seq): it answers its "
+                "outcome on whichever node answers",
+            ),
+        )
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -234,9 +227,8 @@ class Engine:
             return
         exc = task.exception()
         if exc is not None:
-            # A reconcile step failed after its commit: the saved facts stay pending and the
-            # next reconcile re-drives them; whoever waits on a final that did commit is
-            # answered now.
+            # A reconcile step failed after its commit: the saved facts stay pending (the next
+            # reconcile re-drives them); whoever waits on a final that did commit is answered.
             log.warning("background step failed: %s: %s", type(exc).__name__, exc)
             self.wake_waiters()
 
@@ -475,44 +467,35 @@ class Engine:
                         fut.set_result(msg)
 
     def give_up_waiters(self, app_session_id: str, exc: BaseException | None) -> None:
-        """The session's pump gave up on a step that kept failing (the store): a waiter on
-        a call of that session gets its committed final, or `store_unavailable` (the call
-        stays delivered; its answer is stored when the store is back, and a retry of the
-        same call_id replays it)."""
+        """The session's pump gave up on a step that kept failing (the store): a waiter on a
+        call of that session gets its committed final, or `store_unavailable` (the call stays
+        delivered; its answer is stored when the store is back: the same call_id replays it)."""
         self.wake_waiters()
         why = exc.message if isinstance(exc, LineupError) else str(exc or "the store failed")
-        for key in [k for k in self._outcomes if k[0] == app_session_id]:
-            for out in self._outcomes.pop(key, []):
-                if not out.done():
-                    out.set_exception(
-                        LineupError(
-                            "store_unavailable",
-                            f"action {key[1]!r} was accepted, but its outcome could not be "
-                            f"stored: {why}",
-                            hint="send the same action again once the store is back: it "
-                            "answers the stored outcome",
-                        )
-                    )
-                    out.exception()
-        for call_id in list(self._finals):
-            try:
-                call = self.facts.call(call_id)
-            except Exception:  # the store cannot say: it keeps waiting
-                continue
-            if call is None or call.app_session_id != app_session_id:
-                continue
-            for fut in self._finals.pop(call_id, []):
-                if not fut.done():
-                    fut.set_exception(
-                        LineupError(
-                            "store_unavailable",
-                            f"call {call_id!r} was delivered, but its answer could not be "
-                            f"stored: {why}",
-                            hint="retry the same call_id once the store is back: it replays "
-                            "the stored answer",
-                        )
-                    )
-                    fut.exception()  # a caller that went meanwhile leaves no "never retrieved"
+        _fail_all(
+            {k: self._outcomes.pop(k) for k in list(self._outcomes) if k[0] == app_session_id},
+            lambda key: LineupError(
+                "store_unavailable",
+                f"action {key[1]!r} was accepted, but its outcome could not be stored: {why}",
+                hint="send the same action again once the store is back: it answers the "
+                "stored outcome",
+            ),
+        )
+        _fail_all(
+            {c: self._finals.pop(c) for c in list(self._finals) if self._of(c, app_session_id)},
+            lambda call_id: LineupError(
+                "store_unavailable",
+                f"call {call_id!r} was delivered, but its answer could not be stored: {why}",
+                hint="retry the same call_id once the store is back: it replays the stored answer",
+            ),
+        )
+
+    def _of(self, call_id: str, app_session_id: str) -> bool:
+        """Whether a call is the session's (when the store cannot say, its waiter waits)."""
+        with contextlib.suppress(Exception):
+            call = self.facts.call(call_id)
+            return call is not None and call.app_session_id == app_session_id
+        return False
 
     # -- Agent calls ---------------------------------------------------------------------
     async def call(
@@ -559,11 +542,11 @@ class Engine:
         )
 
         def claiming(tx: Facts) -> Decision:
-            # A store may run a batch's steps again before its COMMIT (PostgreSQL: carefully
-            # after a lost race, from the start after a serialization failure). Only the
-            # last run's decision is committed: what an earlier run reserved goes first (it
-            # would keep the session busy for good), and a call that run decides to queue
-            # (the session busy now: a kick marked by an earlier run, say) is not sent.
+            # A store may run a batch's steps again before its COMMIT (PostgreSQL: carefully after a
+            # lost race, from the start after a serialization failure). Only the last run's decision
+            # is committed: what an earlier run reserved goes first (it would keep the session busy
+            # for good), and a call that run decides to queue (the session busy now: a kick marked
+            # by an earlier run, say) is not sent.
             for session in fast:
                 self.delivery.release(session.app_session_id)
             fast.clear()
@@ -671,20 +654,15 @@ class Engine:
         return self.pool.memory()
 
     async def close(self) -> None:
-        for (_, action_id), outs in list(self._outcomes.items()):  # none waits on a stopped loop
-            for out in outs:
-                if not out.done():
-                    out.set_exception(
-                        LineupError(
-                            "action_pending",
-                            f"action {action_id!r}: the runtime closed before its outcome; "
-                            "it stays queued",
-                            hint="send the same action again (same client_id and seq) once "
-                            "the runtime is open: it answers its outcome",
-                        )
-                    )
-                    out.exception()
-        self._outcomes.clear()
+        _fail_all(  # none waits on a stopped loop
+            self._outcomes,
+            lambda key: LineupError(
+                "action_pending",
+                f"action {key[1]!r}: the runtime closed before its outcome; it stays queued",
+                hint="send the same action again (same client_id and seq) once the runtime is "
+                "open: it answers its outcome",
+            ),
+        )
         self.subs.close()
         self.validators.close()
         await self.pool.close()
@@ -694,6 +672,28 @@ class Engine:
         if pending:  # cancelled background steps leave their facts for the next open
             await asyncio.wait(pending, timeout=5)
         self.commits.close()  # the store thread, once its batch in flight has landed
+        # a final stopping committed answers its waiter; a call still queued: call_pending
+        with contextlib.suppress(Exception):  # the store cannot say: call_pending, then
+            self.wake_waiters()
+        _fail_all(
+            self._finals,
+            lambda call_id: LineupError(
+                "call_pending",
+                f"call {call_id!r}: the runtime closed before its final answer; the call "
+                "stays stored and runs once a runtime is open on this database",
+                hint="call again with the same call_id once the runtime is open: it answers "
+                "its final (the call never runs twice)",
+                details={"call_id": call_id},
+            ),
+        )
+
+
+def _fail_all(waiters: dict[Any, list[Any]], error: Callable[[Any], LineupError]) -> None:
+    """Fail every waiter of `waiters` (futures by key) with `error(key)`, and forget them."""
+    for key, fut in [(k, f) for k, futs in waiters.items() for f in futs if not f.done()]:
+        fut.set_exception(error(key))
+        fut.exception()  # a caller that went meanwhile leaves no "never retrieved"
+    waiters.clear()
 
 
 def _fresh_ids() -> NewIds:

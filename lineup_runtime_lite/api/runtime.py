@@ -442,7 +442,9 @@ class Runtime:
 
         Raises:
             LineupError: `store_unavailable` or `store_corrupt` (nothing was persisted or
-                sent; the same call may be retried), `usage_invalid` once closed. Every
+                sent; the same call may be retried), `usage_invalid` once closed,
+                `call_pending` when the runtime closes while the call waits for its final
+                (it stays stored: the same call_id answers it once open again). Every
                 problem with the call itself is an `error` message, not an exception.
         """
         return self._run(self._art.call(call_id, conversation_id, method, params))
