@@ -133,4 +133,7 @@ def _outcome_of(action_id: str, done: Action) -> ActionOutcome:
         error = _raised(outcome["error"])
         error.action_id = action_id  # type: ignore[attr-defined]
         raise error
+    # a result always stored the revision after it (`core.deliveries.action_done`); only
+    # an error's is None
+    assert done.revision is not None
     return {"action_id": action_id, "result": outcome["result"], "revision": done.revision}

@@ -104,7 +104,7 @@ class ActionState:
 class ActionDone:
     """A UI Action's one outcome (guarded: it has none yet). `outcome` is JSON text
     (`{"result": ...}` or `{"error": {...}}`); `revision` the session data's revision after
-    it; `action_id` names it for its waiters."""
+    a result (None after an error: nothing applied); `action_id` names it for its waiters."""
 
     app_session_id: str
     seq: int

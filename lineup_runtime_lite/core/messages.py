@@ -69,11 +69,13 @@ class AgentMessage(TypedDict):
 
 class ActionOutcome(TypedDict):
     """A UI Action's outcome (SPEC 17), as `Surface.act` returns it: its id, its handler's
-    result and the session data's revision after it."""
+    result and the session data's revision after it — always a number: the revision its
+    writes made, else the one stored when it answered (0 while the session has no data).
+    An error outcome is raised, never returned, so there is no revision-less outcome."""
 
     action_id: str
     result: Any
-    revision: int | None
+    revision: int
 
 
 class ActionAccepted(TypedDict):

@@ -128,7 +128,7 @@ class Action:
     """One accepted UI Action (SPEC 17): `seq` is its place in the App session's one queue
     (shared with the session's calls), `client_seq` the client's own number; `params` is
     its canonical JSON text; `outcome` (JSON text: `{"result": ...}` or `{"error": ...}`)
-    and `revision` once it is `done`."""
+    and `revision` (after a result; None after an error) once it is `done`."""
 
     app_session_id: str
     seq: int

@@ -54,6 +54,21 @@ def test_an_action_is_applied_and_answers_its_outcome_with_the_revision(q: Runti
     assert all("c1:" not in m["id"] for m in q.outbox.all())
 
 
+@pytest.mark.store
+def test_an_outcome_always_carries_an_integer_revision_0_before_any_data(q: Runtime) -> None:
+    """`ActionOutcome.revision` is an `int`, never None: an outcome that is answered (not
+    raised) carries the session data's revision after it, 0 while nothing is stored."""
+    start(q)  # an Agent call that writes nothing
+    s = q.surface("conv", "queue")
+    first = s.act("queue.peek", {}, client_id="c1", seq=1)
+    after: int = first["revision"] + 1  # typed `int`: no None to rule out first
+    assert first == {"action_id": "c1:1", "result": 0, "revision": 0}
+    assert type(first["revision"]) is int
+    assert s.act("queue.peek", {}, client_id="c1", seq=1) == first  # the stored replay too
+    pushed = s.act("queue.push", {"item": "a"}, client_id="c1", seq=2)
+    assert pushed["revision"] == after == s.get().revision
+
+
 # -- idempotency and order per client --------------------------------------------------------
 @pytest.mark.store
 def test_a_replayed_seq_answers_the_stored_outcome_and_appends_nothing(q: Runtime) -> None:
