@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite import AsyncRuntime, Runtime, VirtualClock
-from lineup_runtime_lite.api.options import RuntimeOptions, option_names
+from lineup_runtime_lite.api.options import RuntimeOptions, check_isolation, option_names
 from lineup_sdk.errors import LineupError
 from tests.users.docs_reference import option_docs, render_runtime_options
 
@@ -112,3 +113,115 @@ def test_the_runtime_keeps_the_options_it_was_opened_with(trust: TrustStore) -> 
     with Runtime.open(":memory:", trust=trust, clock=VirtualClock(), session_idle_s=7) as rt:
         options = rt._art._options
         assert options.session_idle_s == 7 and options.clock is rt.clock
+
+
+# -- each check's edges, on the options alone (no runtime is opened) ----------------------
+def _refused(trust: TrustStore, named: str, **kwargs: Any) -> LineupError:
+    """The options refused, naming the option as a word (the message says which to fix)."""
+    with pytest.raises(LineupError) as exc:
+        RuntimeOptions(":memory:", trust, **kwargs)
+    assert exc.value.code == "usage_invalid"
+    assert re.search(rf"(?<![\w]){re.escape(named)}(?![\w])", exc.value.message), (
+        named,
+        exc.value.message,
+    )
+    return exc.value
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"max_params_bytes": 0}, "max_params_bytes"),
+        ({"max_params_bytes": 1.5}, "max_params_bytes"),
+        ({"activation_timeout_s": 0}, "activation_timeout_s"),
+        ({"activation_timeout_s": True}, "activation_timeout_s"),
+        ({"worker_cpu_s": 0}, "worker_cpu_s"),
+        ({"worker_memory_mb": 63}, "worker_memory_mb"),
+        ({"worker_heartbeat_s": 0}, "worker_heartbeat_s"),
+        ({"worker_log_max_bytes": -1}, "worker_log_max_bytes"),
+        ({"worker_processes": 15}, "worker_processes"),
+        ({"worker_processes": 32769}, "worker_processes"),
+        ({"validation_budget_s": 3600.5}, "validation_budget_s"),
+        ({"session_idle_s": -1}, "session_idle_s"),
+        ({"workers_memory_mb": 1023}, "workers_memory_mb"),  # under worker_memory_mb
+        ({"workers_memory_mb": (1 << 30) + 1}, "workers_memory_mb"),
+        ({"db_schema": "s"}, "db_schema"),
+        ({"node_id": "a\x01"}, "node_id"),
+    ],
+    ids=lambda v: "-".join(f"{k}={v[k]!r}" for k in v) if isinstance(v, dict) else "",
+)
+def test_each_option_is_refused_just_past_its_bound(
+    trust: TrustStore, kwargs: dict[str, Any], named: str
+) -> None:
+    _refused(trust, named, **kwargs)
+
+
+def test_each_option_is_accepted_at_its_bound(trust: TrustStore) -> None:
+    options = RuntimeOptions(
+        Path("rt.db"),
+        trust,
+        max_params_bytes=1,
+        worker_memory_mb=64,
+        worker_heartbeat_s=0.5,
+        worker_log_max_bytes=0,
+        worker_processes=16,
+        validation_budget_s=3600,
+        workers_memory_mb=64,
+        node_id="node-1",
+    )
+    assert (options.max_params_bytes, options.worker_log_max_bytes) == (1, 0)
+    assert options.node_id == "node-1" and not options.postgres and not options.in_memory
+    top = RuntimeOptions(":memory:", trust, worker_processes=32768, workers_memory_mb=1 << 30)
+    assert top.in_memory and top.worker_processes == 32768
+
+
+@pytest.mark.parametrize("path", ["", 3, None], ids=["empty", "int", "none"])
+def test_a_path_that_is_no_file_path_is_refused(trust: TrustStore, path: Any) -> None:
+    with pytest.raises(LineupError) as exc:
+        RuntimeOptions(path, trust)
+    assert exc.value.code == "usage_invalid" and exc.value.message.startswith("path ")
+
+
+def test_a_trust_that_is_no_store_or_path_is_refused(trust: TrustStore) -> None:
+    with pytest.raises(LineupError) as exc:
+        RuntimeOptions(":memory:", 3)
+    assert exc.value.code == "usage_invalid" and exc.value.message.startswith("trust ")
+    assert RuntimeOptions(":memory:", "trust.toml").trust == "trust.toml"
+
+
+def test_isolation_is_one_of_two_and_a_wrong_one_gets_a_hint(trust: TrustStore) -> None:
+    assert [check_isolation(i) for i in ("app", "session")] == ["app", "session"]
+    refused = _refused(trust, "isolation", isolation="threads")
+    assert refused.hint and "session" in refused.hint
+
+
+def test_node_id_defaults_to_lineup_node_id_read_once(
+    trust: TrustStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LINEUP_NODE_ID", "from-env")
+    assert RuntimeOptions(":memory:", trust).node_id == "from-env"
+    assert RuntimeOptions(":memory:", trust, node_id="given").node_id == "given"
+    monkeypatch.setenv("LINEUP_NODE_ID", "")
+    assert RuntimeOptions(":memory:", trust).node_id is None  # empty: the default
+    monkeypatch.setenv("LINEUP_NODE_ID", "bad\x01id")
+    _refused(trust, "node_id")  # checked as a given one is
+
+
+def test_worker_env_is_checked_and_kept_sorted(trust: TrustStore) -> None:
+    options = RuntimeOptions(":memory:", trust, worker_env={"B_2": "two", "A": "1"})
+    assert options.worker_env_pairs == (("A", "1"), ("B_2", "two"))
+    assert RuntimeOptions(":memory:", trust).worker_env_pairs == ()
+    for env in (
+        {"lower": "1"},
+        {"1A": "1"},
+        {"A-B": "1"},
+        {"LINEUP_X": "1"},
+        {"PYTHONPATH": "/x"},
+        {3: "1"},
+        {"A": 3},
+        {"A": "a\0b"},
+    ):
+        _refused(trust, "worker_env", worker_env=env)
+    long = "a" * 10_000  # a hostile name is clipped in the message, not echoed whole
+    message = _refused(trust, "worker_env", worker_env={long: "1"}).message
+    assert repr("a" * 60) in message and len(message) < 300
