@@ -148,7 +148,7 @@ def _refused(trust: TrustStore, named: str, **kwargs: Any) -> LineupError:
         ({"db_schema": "s"}, "db_schema"),
         ({"node_id": "a\x01"}, "node_id"),
     ],
-    ids=lambda v: "-".join(f"{k}={v[k]!r}" for k in v) if isinstance(v, dict) else "",
+    ids=lambda v: next(iter(v)) if isinstance(v, dict) else "",
 )
 def test_each_option_is_refused_just_past_its_bound(
     trust: TrustStore, kwargs: dict[str, Any], named: str
