@@ -193,6 +193,8 @@ def test_isolation_is_one_of_two_and_a_wrong_one_gets_a_hint(trust: TrustStore) 
     assert [check_isolation(i) for i in ("app", "session")] == ["app", "session"]
     refused = _refused(trust, "isolation", isolation="threads")
     assert refused.hint and "session" in refused.hint
+    for choice in ("app", "session"):  # the message lists the choices, each as a word
+        assert re.search(rf"(?<![\w]){choice}(?![\w])", refused.message), refused.message
 
 
 def test_node_id_defaults_to_lineup_node_id_read_once(
@@ -221,7 +223,8 @@ def test_worker_env_is_checked_and_kept_sorted(trust: TrustStore) -> None:
         {"A": 3},
         {"A": "a\0b"},
     ):
-        _refused(trust, "worker_env", worker_env=env)
+        message = _refused(trust, "worker_env", worker_env=env).message
+        assert "LINEUP_*" in message and "PYTHON*" in message  # the names never passed
     long = "a" * 10_000  # a hostile name is clipped in the message, not echoed whole
     message = _refused(trust, "worker_env", worker_env={long: "1"}).message
     assert repr("a" * 60) in message and len(message) < 300

@@ -1,0 +1,144 @@
+"""What a node adds to the facts' transactions (`coordination.nodes.Nodes`), and its
+option checks, without a database server: the owner filter and a new session's owner run
+on SQLite (the same SQL both engines run), the locks, wake-ups and notifications are
+checked as the statements handed to the transaction. The lease, the epochs and the
+takeovers on PostgreSQL are in test_nodes_rules.py and test_nodes.py."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+from typing import Any
+
+import pytest
+
+from lineup_runtime_lite.coordination.nodes import (
+    LEASE_GUARD,
+    Nodes,
+    channel_of,
+    check_lease_s,
+    check_node_id,
+    default_node_id,
+)
+from lineup_sdk.errors import LineupError
+
+
+def node(writing: bool = True, node_id: str = "n1") -> Nodes:
+    def connect() -> Any:
+        raise AssertionError("no connection is opened here")
+
+    return Nodes(
+        connect, node_id=node_id, lease_s=1.0, schema="s", shown="db", writing=lambda: writing
+    )
+
+
+def refused(check: Any, value: Any, named: str) -> None:
+    with pytest.raises(LineupError) as exc:
+        check(value)
+    assert exc.value.code == "usage_invalid" and named in exc.value.message
+
+
+def test_a_node_id_is_1_to_200_printable_characters() -> None:
+    assert check_node_id("n") == "n"
+    assert check_node_id("n" * 200) == "n" * 200
+    for bad in ("", "n" * 201, None, 3, "tab\there", "nl\n"):
+        refused(check_node_id, bad, "node_id")
+
+
+def test_a_lease_is_0_2_to_3600_seconds_and_a_float() -> None:
+    assert check_lease_s(0.2) == 0.2 and check_lease_s(3600) == 3600.0
+    assert type(check_lease_s(1)) is float
+    for bad in (0.19, 3600.5, 0, -1, True, "1", None):
+        refused(check_lease_s, bad, "node_lease_s")
+
+
+def test_the_default_node_id_is_the_host_and_the_apps_folder_clipped() -> None:
+    assert default_node_id("/apps") == f"{socket.gethostname()}:/apps"[:200]
+    long = default_node_id("/" + "a" * 500)
+    assert len(long) == 200 and long.startswith(socket.gethostname() + ":/a")
+    assert check_node_id(long) == long
+
+
+def test_each_schema_has_its_own_channel_and_none_the_default_one() -> None:
+    assert channel_of(None) == "lineup_wake"
+    one, two = channel_of("a"), channel_of("b")
+    assert one != two and one == channel_of("a")
+    assert one.startswith("lineup_") and len(one) == len("lineup_") + 16
+    assert node().channel == channel_of("s")
+
+
+def _db() -> sqlite3.Connection:
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE owners (app_session_id TEXT PRIMARY KEY, node_id TEXT NOT NULL)")
+    db.execute("CREATE TABLE calls (call_id TEXT, app_session_id TEXT)")
+    db.executemany("INSERT INTO owners VALUES (?, ?)", [("s1", "n1"), ("s2", "n2"), ("s3", "n1")])
+    db.executemany(
+        "INSERT INTO calls VALUES (?, ?)",
+        [("c1", "s1"), ("c2", "s2"), ("c3", "s3"), ("c4", None), ("c5", "s9")],
+    )
+    return db
+
+
+def test_the_owner_filter_keeps_this_nodes_sessions_and_with_or_none_the_sessionless() -> None:
+    db = _db()
+
+    def calls(nodes: Nodes, or_none: bool = False) -> list[str]:
+        cond, args = nodes.mine("calls.app_session_id", or_none=or_none)
+        rows = db.execute(f"SELECT call_id FROM calls WHERE 1=1{cond} ORDER BY call_id", args)
+        return [r[0] for r in rows]
+
+    assert calls(node()) == ["c1", "c3"]
+    assert calls(node(), or_none=True) == ["c1", "c3", "c4"]
+    assert calls(node(node_id="n2")) == ["c2"]
+
+
+def test_a_new_session_is_recorded_as_this_nodes() -> None:
+    db = _db()
+    for sql, args in node().owner("s4"):
+        db.execute(sql, args)
+    assert db.execute("SELECT node_id FROM owners WHERE app_session_id='s4'").fetchall() == [
+        ("n1",)
+    ]
+
+
+def test_a_step_locks_each_session_once_and_only_on_the_writer() -> None:
+    reader = node(writing=False)
+    assert reader.lock("app_session_id=?", ("s1",)) == ()
+    nodes = node()
+    (first,) = nodes.lock("app_session_id=?", ("s1",))
+    assert first[1] == ("s1",) and "app_session_id=?" in first[0] and "FOR UPDATE" in first[0]
+    assert nodes.lock("app_session_id=?", ("s1",)) == ()  # locked already in this step
+    assert len(nodes.lock("app_session_id=?", ("s2",))) == 1
+    nodes.new_step()  # a rolled-back savepoint gave the locks back
+    assert len(nodes.lock("app_session_id=?", ("s1",))) == 1
+
+
+def test_a_batch_locks_its_sessions_in_one_order() -> None:
+    nodes = node()
+    assert nodes.lock_all([]) == ()
+    (stmt,) = nodes.lock_all([("c2", "b"), ("c1", "a"), ("c2", "b")])
+    sql, args = stmt
+    assert args == ("c1", "a", "c2", "b")  # each pair once, sorted
+    assert sql.count("(?, ?)") == 2 and "ORDER BY app_session_id FOR UPDATE" in sql
+
+
+def test_wake_ups_go_to_the_schemas_channel_and_finals_are_told_only_beside_others() -> None:
+    nodes = node()
+    assert nodes.wake([]) == ()
+    assert nodes.wake(["s:1", "r:"]) == (
+        ("SELECT pg_notify(?, ?)", (nodes.channel, "s:1")),
+        ("SELECT pg_notify(?, ?)", (nodes.channel, "r:")),
+    )
+    assert nodes.alone and nodes.tell("c:1") == ()  # no other node: nobody waits elsewhere
+    nodes.alone = False
+    assert nodes.tell("c:1") == (("SELECT pg_notify(?, ?)", (nodes.channel, "c:1")),)
+
+
+def test_the_lease_guard_names_this_node_and_its_epoch_and_a_lost_one_is_told() -> None:
+    nodes = node()
+    nodes.epoch = 42
+    assert nodes.guard() == (LEASE_GUARD, ("n1", 42))
+    told: list[str] = []
+    nodes.on_lost = lambda: told.append("lost")
+    nodes.lease_lost()
+    assert nodes.lost and told == ["lost"]
