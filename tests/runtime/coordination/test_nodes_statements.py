@@ -67,9 +67,17 @@ def test_each_schema_has_its_own_channel_and_none_the_default_one() -> None:
     assert node().channel == channel_of("s")
 
 
-def _db() -> sqlite3.Connection:
+def _db(notified: list[tuple[str, str]] | None = None) -> sqlite3.Connection:
+    """The tables the statements name, and `pg_notify` writing down what it is sent."""
     db = sqlite3.connect(":memory:")
+    sent = notified if notified is not None else []
+    db.create_function("pg_notify", 2, lambda channel, payload: sent.append((channel, payload)))
     db.execute("CREATE TABLE owners (app_session_id TEXT PRIMARY KEY, node_id TEXT NOT NULL)")
+    db.execute("CREATE TABLE app_sessions (app_session_id TEXT, conversation_id TEXT, scope TEXT)")
+    db.executemany(
+        "INSERT INTO app_sessions VALUES (?, ?, ?)",
+        [("s1", "c1", "a"), ("s2", "c2", "b"), ("s3", "c3", "a")],
+    )
     db.execute("CREATE TABLE calls (call_id TEXT, app_session_id TEXT)")
     db.executemany("INSERT INTO owners VALUES (?, ?)", [("s1", "n1"), ("s2", "n2"), ("s3", "n1")])
     db.executemany(
@@ -101,12 +109,19 @@ def test_a_new_session_is_recorded_as_this_nodes() -> None:
     ]
 
 
+def _locked(stmt: tuple[str, tuple[Any, ...]]) -> list[Any]:
+    """The sessions a lock statement takes (run on SQLite, which has no `FOR UPDATE`)."""
+    sql, args = stmt
+    assert sql.endswith(" FOR UPDATE")
+    return [r[0] for r in _db().execute(sql.removesuffix(" FOR UPDATE"), args)]
+
+
 def test_a_step_locks_each_session_once_and_only_on_the_writer() -> None:
     reader = node(writing=False)
     assert reader.lock("app_session_id=?", ("s1",)) == ()
     nodes = node()
     (first,) = nodes.lock("app_session_id=?", ("s1",))
-    assert first[1] == ("s1",) and "app_session_id=?" in first[0] and "FOR UPDATE" in first[0]
+    assert _locked(first) == [1]  # `SELECT 1` of the session's row
     assert nodes.lock("app_session_id=?", ("s1",)) == ()  # locked already in this step
     assert len(nodes.lock("app_session_id=?", ("s2",))) == 1
     nodes.new_step()  # a rolled-back savepoint gave the locks back
@@ -117,21 +132,27 @@ def test_a_batch_locks_its_sessions_in_one_order() -> None:
     nodes = node()
     assert nodes.lock_all([]) == ()
     (stmt,) = nodes.lock_all([("c2", "b"), ("c1", "a"), ("c2", "b")])
-    sql, args = stmt
-    assert args == ("c1", "a", "c2", "b")  # each pair once, sorted
-    assert sql.count("(?, ?)") == 2 and "ORDER BY app_session_id FOR UPDATE" in sql
+    assert stmt[1] == ("c1", "a", "c2", "b")  # each pair once, sorted
+    assert _locked(stmt) == [1, 1]  # both sessions' rows
+    assert "ORDER BY app_session_id" in stmt[0]  # one order: no deadlock between batches
 
 
 def test_wake_ups_go_to_the_schemas_channel_and_finals_are_told_only_beside_others() -> None:
     nodes = node()
+    notified: list[tuple[str, str]] = []
+    db = _db(notified)
+
+    def run(statements: Any) -> list[tuple[str, str]]:
+        notified.clear()
+        for sql, args in statements:
+            db.execute(sql, args)
+        return list(notified)
+
     assert nodes.wake([]) == ()
-    assert nodes.wake(["s:1", "r:"]) == (
-        ("SELECT pg_notify(?, ?)", (nodes.channel, "s:1")),
-        ("SELECT pg_notify(?, ?)", (nodes.channel, "r:")),
-    )
+    assert run(nodes.wake(["s:1", "r:"])) == [(nodes.channel, "s:1"), (nodes.channel, "r:")]
     assert nodes.alone and nodes.tell("c:1") == ()  # no other node: nobody waits elsewhere
     nodes.alone = False
-    assert nodes.tell("c:1") == (("SELECT pg_notify(?, ?)", (nodes.channel, "c:1")),)
+    assert run(nodes.tell("c:1")) == [(nodes.channel, "c:1")]
 
 
 def test_the_lease_guard_names_this_node_and_its_epoch_and_a_lost_one_is_told() -> None:
