@@ -91,7 +91,8 @@ def test_the_owner_filter_keeps_this_nodes_sessions_and_with_or_none_the_session
     db = _db()
 
     def calls(nodes: Nodes, or_none: bool = False) -> list[str]:
-        cond, args = nodes.mine("calls.app_session_id", or_none=or_none)
+        column = "calls.app_session_id"  # by default, a row of no session is not mine
+        cond, args = nodes.mine(column, or_none=True) if or_none else nodes.mine(column)
         rows = db.execute(f"SELECT call_id FROM calls WHERE 1=1{cond} ORDER BY call_id", args)
         return [r[0] for r in rows]
 
