@@ -128,14 +128,21 @@ def test_the_heartbeat_renews_the_lease_knows_the_others_and_reports_a_lost_one(
     a = nodes("n1", lease_s=1.0)
     a.register()
     lost: list[str] = []
+    taken: list[list[str]] = []
     a.on_lost = lambda: lost.append("lost")
+    a.on_taken = taken.append
     assert a.alone
     b = nodes("n2")
     b.register()
     # lapsed, but nobody took it over: the first beat renews it
     sql(url, "UPDATE nodes SET lease_until = now() - interval '1 second' WHERE node_id='n1'")
+    # a node that stopped: its sessions are the heartbeat's to take over, and to report
+    sql(url, "INSERT INTO nodes VALUES ('n9', 1, now() - interval '1 second', now())")
+    sql(url, "INSERT INTO owners VALUES ('s9', 'n9')")
     a.start()
     until(lambda: not a.alone, "the heartbeat saw the other node")
+    until(lambda: taken, "the takeover reported")
+    assert taken == [["s9"]] and a.owned() == {"s9"}
 
     def renewed() -> bool:
         rows = sql(
