@@ -43,7 +43,12 @@ def error_code(msg: Mapping[str, Any]) -> str:
 
 
 def worker(rt: Runtime, scope: str = SCOPE) -> Any:
-    return engine_of(rt).workers[scope, VERSION]
+    """The app version's worker (under `isolation="session"`: the one session worker up)."""
+    workers = engine_of(rt).workers
+    if (scope, VERSION) in workers:
+        return workers[scope, VERSION]
+    (only,) = [w for key, w in workers.items() if key[:2] == (scope, VERSION)]
+    return only
 
 
 def log_path(rt: Runtime, scope: str = SCOPE) -> Path:
