@@ -51,6 +51,19 @@ def worker(rt: Runtime, scope: str = SCOPE) -> Any:
     return only
 
 
+def worker_of(rt: Runtime, conversation: str, scope: str = SCOPE) -> Any:
+    """The worker serving `conversation` (its App session's under `isolation="session"`)."""
+    workers = engine_of(rt).workers
+    if (scope, VERSION) in workers:
+        return workers[scope, VERSION]
+    (sid,) = [
+        s["app_session_id"]
+        for s in rt.sessions(scope)
+        if s["conversation_id"] == conversation and s["version"] == VERSION
+    ]
+    return workers[scope, VERSION, sid]
+
+
 def log_path(rt: Runtime, scope: str = SCOPE) -> Path:
     return engine_of(rt).logs_dir / f"{scope}-{VERSION}.log"
 
