@@ -277,7 +277,9 @@ def test_a_live_capability_of_another_delivery_sent_with_the_own_id_ends_the_ask
         msg = final(rt, "y", "hostile.steal_live_own_id", {})
         if isolation == "app":
             assert error_code(msg) == "worker_protocol_error", msg
-            report = log_line(rt, "STEAL_OWN:")
+            found = log_line(rt, "STEAL_OWN:")
+            assert found is not None
+            report = found
         else:
             assert msg["result"] == "no other delivery in flight", msg
             report = ""
