@@ -43,7 +43,25 @@ def error_code(msg: Mapping[str, Any]) -> str:
 
 
 def worker(rt: Runtime, scope: str = SCOPE) -> Any:
-    return engine_of(rt).workers[scope, VERSION]
+    """The app version's worker (under `isolation="session"`: the one session worker up)."""
+    workers = engine_of(rt).workers
+    if (scope, VERSION) in workers:
+        return workers[scope, VERSION]
+    (only,) = [w for key, w in workers.items() if key[:2] == (scope, VERSION)]
+    return only
+
+
+def worker_of(rt: Runtime, conversation: str, scope: str = SCOPE) -> Any:
+    """The worker serving `conversation` (its App session's under `isolation="session"`)."""
+    workers = engine_of(rt).workers
+    if (scope, VERSION) in workers:
+        return workers[scope, VERSION]
+    (sid,) = [
+        s["app_session_id"]
+        for s in rt.sessions(scope)
+        if s["conversation_id"] == conversation and s["version"] == VERSION
+    ]
+    return workers[scope, VERSION, sid]
 
 
 def log_path(rt: Runtime, scope: str = SCOPE) -> Path:
