@@ -40,12 +40,18 @@ __all__ = [
 #: (taken with `pidfd_getfd`, closed by the worker at `go`). stdout and stderr are the
 #: log pipe's write end; stdin is /dev/null.
 INBOX, INBOX_W, BRIDGE_R, BRIDGE, LOG_R = 3, 4, 5, 6, 7
-#: The worker's own user, mount and PID namespaces, opened by itself (it is non-dumpable:
-#: nobody else may open them), for the runtime to take and hand to the helper.
-NS_USER, NS_MNT, NS_PID = 8, 9, 10
-NAMESPACES = (("user", NS_USER), ("mnt", NS_MNT), ("pid", NS_PID))
+#: The worker's own user and mount namespaces, opened by itself (it is non-dumpable: no
+#: one else may open them), for the runtime to take and hand to the helper.
+NS_USER, NS_MNT = 8, 9
+NAMESPACES = (("user", NS_USER), ("mnt", NS_MNT))
 #: Where the worker keeps the image's fork pipe until it is ready (then closed).
 _READY_FD = 255
+#: The session tmp, below the image's tmp root: each worker gets its own tmpfs mounted
+#: there, and the image's HOME and TMPDIR point there too (what its import writes there is
+#: hidden under every session's tmpfs). A folder below the root and not the root itself:
+#: Landlock skips a covered mount point when it walks up from a file, so a tmpfs mounted
+#: over the root would be covered by no rule of the image's layer.
+SESSION_TMP = "session"
 
 
 def threads_in(status: str) -> int:
@@ -184,6 +190,8 @@ def main(argv: list[str], report: dict[str, Any]) -> None:
     if report.get("refused"):
         _send(wfd, {"t": "fatal", "code": "sandbox_unavailable", "message": report["refused"]})
         os._exit(5)
+    session_tmp = os.path.join(tmp, SESSION_TMP)
+    os.makedirs(session_tmp, mode=0o700, exist_ok=True)
     reason = _unfit(report)
     read: list[str] = []
     if reason is None:
@@ -205,10 +213,17 @@ def main(argv: list[str], report: dict[str, Any]) -> None:
         sys.stderr.flush()
         os._exit(0)
     abi = int(str(report["files"]).rsplit(" ", 1)[-1])
+    # the generators the import made: each fork seeds them again (the stdlib does it for
+    # `random`'s own only), or every session would draw the same numbers
+    generators = [o for o in gc.get_objects() if isinstance(o, random.Random)]
     gc.freeze()  # the pages of long-lived objects stay shared with the forks
     gc.disable()
     _send(wfd, {"t": "image", "ok": True})
-    _fork_loop(rfd, wfd, lambda ready: become_worker(dispatcher, ready, abi, read, tmp, network))
+    _fork_loop(
+        rfd,
+        wfd,
+        lambda ready: become_worker(dispatcher, ready, abi, read, session_tmp, network, generators),
+    )
 
 
 def _fork_loop(rfd: int, wfd: int, child: Any) -> None:
@@ -270,15 +285,22 @@ def _fork(child: Any) -> dict[str, Any]:
 
 
 def become_worker(
-    dispatcher: Any, ready: int, abi: int, read: list[str], tmp: str, network: bool
+    dispatcher: Any,
+    ready: int,
+    abi: int,
+    read: list[str],
+    tmp: str,
+    network: bool,
+    generators: list[random.Random],
 ) -> None:
     """In the fork, before any delivery (decision record 0007, section 3): out of the
     image's reach (non-dumpable), its own namespaces (the worker is the init of its PID
     namespace; the middle process exits), its own pipes at fixed descriptors and nothing
-    else inherited, a second Landlock layer; then it waits for the runtime's `go` (which
-    comes once the helper has mapped its ids and mounted its tmpfs and procfs, and the
-    runtime has moved it into its control groups), closes the runtime's ends, stacks a
-    second seccomp filter, reseeds `random`, and serves."""
+    else inherited; then it waits for the runtime's `go` (which comes once the helper has
+    mapped its ids and mounted its tmpfs at `tmp`, and the runtime has moved it into its
+    control groups), closes the runtime's ends, narrows Landlock with a second layer (its
+    own tmpfs, `/proc/self`), stacks a second seccomp filter, reseeds the generators, and
+    serves."""
     from lineup_sdk._worker import serve
     from lineup_sdk.sandbox import _linux as k
 
@@ -306,13 +328,6 @@ def become_worker(
     for name, fd in NAMESPACES:
         got = os.open(f"/proc/self/ns/{name}", os.O_RDONLY)
         assert got == fd
-    rules = k.Landlock(abi, network=network)
-    for path in read:
-        rules.allow(path, k.FS_READ_FILE | k.FS_READ_DIR | k.FS_EXECUTE)
-    rules.allow("/proc", k.FS_READ_FILE | k.FS_READ_DIR)
-    rules.allow("/dev/null", k.FS_READ_FILE | k.FS_WRITE_FILE | k.FS_TRUNCATE)
-    rules.allow(tmp, rules.handled_fs)
-    rules.restrict()
     os.write(_READY_FD, b"r\n")
     os.close(_READY_FD)
     line = b""
@@ -323,10 +338,28 @@ def become_worker(
         line += chunk
     if json.loads(line).get("t") != "go":
         os._exit(4)
-    for fd in (INBOX_W, BRIDGE_R, LOG_R, NS_USER, NS_MNT, NS_PID):
+    for fd in (INBOX_W, BRIDGE_R, LOG_R, NS_USER, NS_MNT):
         os.close(fd)
+    k.drop_capabilities()  # the ones its own user namespace gave it
+    # after the mount: a rule is on the inode its path names when it is made (the tmpfs
+    # root now); `/proc/self` is this worker's entry in the image's procfs, and no other
+    # process's entry is reachable from here on
+    rules = k.Landlock(abi, network=network)
+    for path in read:
+        if path != "/proc/self":
+            rules.allow(path, k.FS_READ_FILE | k.FS_READ_DIR | k.FS_EXECUTE)
+    rules.allow("/proc/self", k.FS_READ_FILE | k.FS_READ_DIR)
+    rules.allow("/dev/null", k.FS_READ_FILE | k.FS_WRITE_FILE | k.FS_TRUNCATE)
+    rules.allow(tmp, rules.handled_fs)
+    rules.restrict()
     k.install_session_filter()
     random.seed()
+    for generator in generators:
+        random.Random.seed(generator)
+    if "tempfile" in sys.modules:  # a folder the import asked for is the image's
+        sys.modules["tempfile"].tempdir = None
+    # its command line says what a cold worker's does: the worker target, its pipes
+    sys.argv[2:] = ["lineup_sdk._worker", sys.argv[3], str(INBOX), str(BRIDGE)]
     gc.enable()
     code = asyncio.run(serve(dispatcher, INBOX, BRIDGE, None))
     sys.stdout.flush()

@@ -52,7 +52,7 @@ process_port: WorkerPort = Worker
 #: The internal switch of the warm image (decision record 0007): under
 #: `isolation="session"` with the process port, session workers are forked from an image
 #: of their app version when it passes its checks; off, every session starts cold.
-WARM_IMAGE = False
+WARM_IMAGE = True
 
 
 class WorkerPool:

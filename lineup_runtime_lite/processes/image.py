@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lineup_sdk._image import BRIDGE_R, INBOX_W, LOG_R, NAMESPACES, risky_shared_mappings
+from lineup_sdk._image import (
+    BRIDGE_R,
+    INBOX_W,
+    LOG_R,
+    NAMESPACES,
+    SESSION_TMP,
+    risky_shared_mappings,
+)
 from lineup_sdk.sandbox import Sandbox, SharedMemory, stop_tree
 
 __all__ = ["Forked", "Image", "ImageError", "stop_forked"]
@@ -36,7 +43,7 @@ __all__ = ["Forked", "Image", "ImageError", "stop_forked"]
 START_TIMEOUT_S = 30.0
 FORK_TIMEOUT_S = 10.0
 #: The descriptors a forked worker holds before `go`: its own and the runtime's ends.
-_WORKER_FDS = frozenset(range(11))
+_WORKER_FDS = frozenset(range(10))
 
 
 class ImageError(Exception):
@@ -142,6 +149,8 @@ class Image:
         self._box.helper = theirs.fileno()
         self._box.prepare()
         tmp = str(self._box.tmp)
+        # seen from the host too (inside, the image makes it in its own tmpfs)
+        os.makedirs(self._session_tmp(), mode=0o700, exist_ok=True)
         try:
             self._proc = subprocess.Popen(
                 self._box.argv(
@@ -160,7 +169,7 @@ class Image:
                 stdout=log_w,
                 stderr=subprocess.STDOUT,
                 cwd=str(self.app_dir),
-                env=self._box.env(),
+                env=self._box.env({"HOME": self._session_tmp(), "TMPDIR": self._session_tmp()}),
                 start_new_session=True,
             )
         except OSError as exc:
@@ -200,6 +209,10 @@ class Image:
             return self._cold("the image is not the helper's child")
         self.state, self.reason = "warm", None
         return True
+
+    def _session_tmp(self) -> str:
+        """Each session's tmp path: its own tmpfs there (the image's HOME and TMPDIR)."""
+        return os.path.join(str(self._box.tmp), SESSION_TMP)
 
     def _cold(self, reason: str) -> bool:
         self.state, self.reason = "cold", reason
@@ -306,7 +319,7 @@ class Image:
                 await loop.run_in_executor(None, _move, box, pid)
             req = {
                 **{"nspid": nspid, "uid": os.getuid(), "gid": os.getgid()},
-                **{"tmp": str(self._box.tmp), "tmp_mb": self._box.tmp_mb},
+                **{"tmp": self._session_tmp(), "tmp_mb": self._box.tmp_mb},
             }
             ns = self._namespaces(pid, pidfd)
             try:
@@ -327,8 +340,8 @@ class Image:
         report = {**(self.report or {})}
         report["tmp"] = f"private tmpfs {self._box.tmp_mb} MiB"
         report["process_tree"] = "pid namespace"
-        report["processes"] = report["memory"] = None
-        if box.groups is not None:
+        if box.groups is not None:  # else the image's per-process limits, inherited
+            report["processes"] = report["memory"] = None
             report.update(box.groups.describe(box.shared))
         return Forked(pid, pidfd, fds[0], fds[1], fds[2], report, box)
 

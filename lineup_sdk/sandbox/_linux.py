@@ -236,9 +236,10 @@ _ENOSYS = 38
 #: NEWNET).
 _CLONE_NAMESPACES = 0x7E020000
 #: What a session worker never needs and the image did (decision record 0007, 3.6).
-SESSION_REFUSED = (
-    *("unshare", "setns", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"),
-)
+#: `process_vm_readv`/`writev` stay allowed: in its own PID namespace a worker can name
+#: only its own session's processes, and the others are non-dumpable and in sibling
+#: Landlock domains besides (refused without the filter; a session may read its own).
+SESSION_REFUSED = ("unshare", "setns", "ptrace", "pidfd_getfd")
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
 
@@ -303,8 +304,8 @@ def seccomp_program(machine: str) -> bytes:
 
 def session_program(machine: str) -> bytes:
     """The second filter a session worker forked from an image stacks on the first:
-    `unshare`, `setns`, `ptrace`, `process_vm_readv`/`writev`, `pidfd_getfd` and a `clone`
-    with a namespace flag fail with EPERM; `clone3`, whose flags a filter cannot read, with
+    `unshare`, `setns`, `ptrace`, `pidfd_getfd` and a `clone` with a namespace flag fail
+    with EPERM; `clone3`, whose flags a filter cannot read, with
     ENOSYS (libc then falls back to `clone`). The first filter already refuses foreign ABIs.
 
     Raises:

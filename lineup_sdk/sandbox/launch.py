@@ -101,8 +101,8 @@ def _launcher(child: int, helper: int | None = None) -> None:
 
 def _helper_loop(child: int, helper: int) -> None:
     """Serve the runtime's requests until it closes the socket or the image exits: each
-    one JSON line with the user, mount and PID namespace descriptors of a worker forked
-    from the image (`_prepare_session`). The helper never reads what the image writes."""
+    one JSON line with the user and mount namespace descriptors of a worker forked from
+    the image (`_prepare_session`). The helper never reads what the image writes."""
     import select
     import socket
 
@@ -142,16 +142,17 @@ def _helper_loop(child: int, helper: int) -> None:
 
 
 def _prepare_session(req: dict[str, Any], ns: list[int]) -> None:
-    """The helper's part for one forked worker (`_helper_loop`): `nspid` is its pid in the
-    image's namespace (the helper's `/proc` is the image's procfs), `ns` its user, mount
-    and PID namespaces.
+    """The helper's part for one forked worker (`_helper_loop`): its uid and gid maps
+    (`nspid` is its pid in the image's namespace: the helper's `/proc` is the image's
+    procfs), then its private tmpfs, mounted by a throwaway child in its user and mount
+    namespaces `ns` (the worker cannot: Landlock refuses `mount` inside a domain).
 
     Raises:
         OSError: a step the kernel refused (the worker is then not used).
     """
     from lineup_sdk.sandbox import _linux as k
 
-    if len(ns) != 3:
+    if len(ns) != 2:
         raise OSError(0, "no namespaces")
     err_r, err_w = os.pipe()
     try:
@@ -173,27 +174,16 @@ def _prepare_session(req: dict[str, Any], ns: list[int]) -> None:
 
 
 def _throwaway(req: dict[str, Any], ns: list[int], err: int) -> None:
-    """The helper's throwaway child: into the worker's user (first: it grants the
-    capabilities the other two need), mount and PID namespaces, then a child there (its
-    procfs is the worker's namespace's) mounts the tmpfs and the procfs. Exits; what
-    failed is written to `err`."""
+    """The helper's throwaway child: into the worker's user namespace (first: it grants
+    the capabilities the mount needs) and mount namespace, where it mounts the session's
+    tmpfs. Exits; what failed is written to `err`."""
     from lineup_sdk.sandbox import _linux as k
 
     try:
-        for fd, nstype in zip(ns, (k.CLONE_NEWUSER, k.CLONE_NEWNS, k.CLONE_NEWPID), strict=True):
-            k.setns(fd, nstype)
-        second = os.fork()
-        if second == 0:
-            try:
-                if req.get("tmp") and req.get("tmp_mb"):
-                    k.mount_tmpfs(req["tmp"], int(req["tmp_mb"]), private=False)
-                k.mount_proc("/proc")
-            except BaseException as exc:
-                os.write(err, str(exc).encode()[:500])
-                os._exit(1)
-            os._exit(0)
-        _, status = os.waitpid(second, 0)
-        os._exit(os.waitstatus_to_exitcode(status))
+        k.setns(ns[0], k.CLONE_NEWUSER)
+        k.setns(ns[1], k.CLONE_NEWNS)
+        k.mount_tmpfs(req["tmp"], int(req["tmp_mb"]), private=False)
+        os._exit(0)
     except BaseException as exc:
         os.write(err, str(exc).encode()[:500])
     finally:
