@@ -357,7 +357,7 @@ def become_worker(
     for generator in generators:
         random.Random.seed(generator)
     if "tempfile" in sys.modules:  # a folder the import asked for is the image's
-        sys.modules["tempfile"].tempdir = None
+        sys.modules["tempfile"].tempdir = None  # type: ignore[attr-defined]
     # its command line says what a cold worker's does: the worker target, its pipes
     sys.argv[2:] = ["lineup_sdk._worker", sys.argv[3], str(INBOX), str(BRIDGE)]
     gc.enable()
