@@ -1,0 +1,119 @@
+"""What keeps a worker forked from a warm image to itself whatever code the image left in
+it (decision record 0007, "As built"): the second seccomp filter it stacks at `go`, and
+the runtime's own look at each fork from outside before `go` (its user namespace, its
+descriptors, its shared mappings)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lineup_runtime_lite.processes.image import Image, ImageError
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+SESSION_FILTER = r"""
+import ctypes, errno, json, os, threading
+from lineup_sdk.sandbox import _linux as k
+
+def attempt(fn):
+    try:
+        fn()
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, str(exc.errno))
+    return "ok"
+
+def clone3():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    if libc.syscall(ctypes.c_long(435), None, ctypes.c_size_t(0)) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+def thread():
+    done = []
+    t = threading.Thread(target=lambda: done.append(1))
+    t.start()
+    t.join()
+    assert done
+
+k.no_new_privs()
+k.install_session_filter()
+pidfd = os.pidfd_open(os.getpid())
+print(json.dumps({
+    "unshare": attempt(lambda: k.unshare(k.CLONE_NEWUSER)),
+    "pidfd_getfd": attempt(lambda: k.pidfd_getfd(pidfd, 0)),
+    "clone3": attempt(clone3),
+    "thread": attempt(thread),
+}))
+"""
+
+
+def test_the_session_filter_refuses_new_namespaces_and_other_descriptors_and_keeps_threads() -> (
+    None
+):
+    """A forked worker's second filter: no new namespace (`unshare`), no descriptor of
+    another process (`pidfd_getfd`); `clone3` answers ENOSYS so libc starts threads with
+    `clone`, which still works."""
+    got = subprocess.run(
+        [sys.executable, "-c", SESSION_FILTER],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=Path(__file__).parents[3],
+    )
+    out = json.loads(got.stdout)
+    assert out["unshare"] == "EPERM", out
+    assert out["pidfd_getfd"] == "EPERM", out
+    assert out["clone3"] == "ENOSYS", out
+    assert out["thread"] == "ok", out
+
+
+@pytest.fixture()
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A process holding one descriptor beyond a forked worker's ten (a pipe's)."""
+    r, w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"], pass_fds=(r,)
+        )
+    finally:
+        os.close(r)
+        os.close(w)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _image(tmp_path: Path) -> Image:
+    return Image(
+        tmp_path, "x", tmp_path / "log", sandbox="best_effort", memory_mb=None, processes=None
+    )
+
+
+def test_a_fork_holding_a_descriptor_beyond_its_own_is_refused_before_go(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """The runtime reads the fork's descriptors itself: any beyond its own ten (one an
+    at-fork hook or a patched `os.closerange` kept) refuses it."""
+    image = _image(tmp_path)
+    with pytest.raises(ImageError, match="descriptors"):
+        image._check_worker(sleeper.pid)
+
+
+def test_a_fork_left_in_the_images_user_namespace_is_refused_before_go(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    """A fork that did not enter its own user namespace (code left in the image skipped
+    it) is refused, whatever it holds."""
+    image = _image(tmp_path)
+    image._userns = os.stat(f"/proc/{sleeper.pid}/ns/user").st_ino
+    with pytest.raises(ImageError, match="user namespace"):
+        image._check_worker(sleeper.pid)
