@@ -206,6 +206,7 @@ def main(argv: list[str], report: dict[str, Any]) -> None:
         os._exit(3)
     _send(wfd, hello(dispatcher))
     if reason is None:
+        dispatcher.prepare()  # the forks share the handlers' models and validators
         reason = image_checks(keep=(rfd, wfd), writable_roots=(tmp,))
     if reason is not None:
         _send(wfd, {"t": "image", "ok": False, "reason": reason})
@@ -336,7 +337,7 @@ def become_worker(
         if not chunk:
             os._exit(0)  # the runtime did not take it
         line += chunk
-    if json.loads(line).get("t") != "go":
+    if json.loads(line).get("t") != "prepared":
         os._exit(4)
     for fd in (INBOX_W, BRIDGE_R, LOG_R, NS_USER, NS_MNT):
         os.close(fd)
@@ -361,7 +362,7 @@ def become_worker(
     # its command line says what a cold worker's does: the worker target, its pipes
     sys.argv[2:] = ["lineup_sdk._worker", sys.argv[3], str(INBOX), str(BRIDGE)]
     gc.enable()
-    code = asyncio.run(serve(dispatcher, INBOX, BRIDGE, None))
+    code = asyncio.run(serve(dispatcher, INBOX, BRIDGE, None, gated=True))
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

@@ -162,11 +162,13 @@ async def serve(
     sandbox: dict[str, Any] | None,
     *,
     entry: str = "",
+    gated: bool = False,
 ) -> int:
     """Serve the bridge on `rfd`/`wfd`: the sandbox report first when there is one (the
     cold path: before any author code runs, so it cannot rewrite it), then the entry's
-    import unless `dispatcher` is given (a worker forked from an image has it), the hello,
-    and deliveries until the runtime closes the pipe."""
+    import unless `dispatcher` is given (a worker forked from an image has it), the hello
+    (`gated`: once the runtime's `go` line comes), and deliveries until the runtime
+    closes the pipe."""
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
         concurrent.futures.ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="handler")
@@ -195,7 +197,8 @@ async def serve(
             await asyncio.sleep(0)
             return 3
     served = dispatcher
-    bridge.send(hello(served))
+    if not gated:
+        bridge.send(hello(served))
     tasks: set[asyncio.Task[None]] = set()
     # sync deliveries in flight: id -> monotonic time after which the handler is stuck
     overdue_at: dict[int, float] = {}
@@ -268,7 +271,18 @@ async def serve(
             stuck = sum(1 for t in overdue_at.values() if t < now)
             bridge.send({"t": "pong", "id": msg["id"], "stuck": stuck})
 
-    inbox.on_line = on_line
+    def on_go(line: bytes) -> None:
+        try:
+            go = json.loads(line).get("t") == "go"
+        except (ValueError, RecursionError, AttributeError):
+            go = False
+        if not go:
+            inbox.end(4)
+            return
+        inbox.on_line = on_line
+        bridge.send(hello(served))
+
+    inbox.on_line = on_go if gated else on_line
     inbox._flush_early()
     return await ended
 

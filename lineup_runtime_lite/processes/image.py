@@ -15,6 +15,7 @@ the version's sessions to cold starts (`state` `cold`, `reason` why).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import os
@@ -42,6 +43,8 @@ __all__ = ["Forked", "Image", "ImageError", "stop_forked"]
 #: come back ready.
 START_TIMEOUT_S = 30.0
 FORK_TIMEOUT_S = 10.0
+#: Forks an image keeps ready ahead of new sessions (each an idle worker's memory).
+SPARES = 2
 #: The descriptors a forked worker holds before `go`: its own and the runtime's ends.
 _WORKER_FDS = frozenset(range(10))
 
@@ -110,10 +113,11 @@ class Image:
         self._helper_w: asyncio.StreamWriter | None = None
         self._transports: list[asyncio.BaseTransport] = []
         self._lock = asyncio.Lock()
-        #: One fork made ahead, ready for its `go`: a new session takes it, and the next
-        #: one is made meanwhile (the fork, the helper and the control-group move are
-        #: then off the first call's path).
-        self._spare: asyncio.Task[Forked] | None = None
+        #: Forks made ahead, each ready for its `go` (the fork, the helper, the
+        #: control-group move and the worker's own narrowing are then off a new
+        #: session's first call); a new session takes one and they are made up again.
+        self._ready: collections.deque[Forked] = collections.deque()
+        self._making: asyncio.Task[None] | None = None
         self._userns: int | None = None
         self._image_pid: int | None = None
         self.forked: set[int] = set()
@@ -208,6 +212,7 @@ class Image:
             await self.stop()
             return self._cold("the image is not the helper's child")
         self.state, self.reason = "warm", None
+        self.refill()
         return True
 
     def _session_tmp(self) -> str:
@@ -258,18 +263,39 @@ class Image:
         )
 
     async def take(self) -> Forked:
-        """A session worker ready for `go`: the spare if there is one (waited for if it
-        is still being made), else a fork made now; then the next spare is begun.
+        """A session worker ready for `go`: a spare if one is ready, else the one being
+        made (waited for); then the spares are made up again, one at a time.
 
         Raises:
             ImageError: as `fork` (the image is then cold).
         """
-        task, self._spare = self._spare, None
-        forked = await task if task is not None else await self.fork(self._session_box())
+        while True:
+            if self._ready:
+                forked = self._ready.popleft()
+                self.refill()
+                return forked
+            if not self.warm:
+                raise ImageError(self.reason or "stopped")
+            self.refill()
+            assert self._making is not None
+            await asyncio.shield(self._making)
+
+    def refill(self) -> None:
+        """Make spares, one at a time, until `SPARES` are ready."""
+        if self.warm and self._making is None and len(self._ready) < SPARES:
+            self._making = asyncio.get_running_loop().create_task(self._make())
+            self._making.add_done_callback(_retrieved)
+
+    async def _make(self) -> None:
+        try:
+            forked = await self.fork(self._session_box())
+        finally:
+            self._making = None
         if self.warm:
-            self._spare = asyncio.get_running_loop().create_task(self.fork(self._session_box()))
-            self._spare.add_done_callback(_retrieved)
-        return forked
+            self._ready.append(forked)
+            self.refill()
+        else:
+            forked.discard()
 
     async def fork(self, box: Sandbox) -> Forked:
         """One session worker, its groups `box`'s (prepared here), ready for `go`.
@@ -332,6 +358,7 @@ class Image:
             if not reply.get("ok"):
                 raise ImageError(f"the helper: {reply.get('error') or 'no answer'}")
             self._check_worker(pid)
+            os.write(fds[0], b'{"t":"prepared"}\n')  # it narrows itself, then waits for go
         except BaseException:
             for fd in (pidfd, *fds):
                 os.close(fd)
@@ -397,11 +424,13 @@ class Image:
         PID namespace), and remove its folder and groups."""
         if self.warm:
             self._cold("stopped")
-        spare, self._spare = self._spare, None
-        if spare is not None and spare is not asyncio.current_task():
-            spare.cancel()
+        making, self._making = self._making, None
+        if making is not None and making is not asyncio.current_task():
+            making.cancel()
             with contextlib.suppress(BaseException):
-                (await spare).discard()
+                await making
+        while self._ready:
+            self._ready.popleft().discard()
         if self._ctl is not None:
             with contextlib.suppress(OSError):
                 os.close(self._ctl)
@@ -418,7 +447,7 @@ class Image:
         self._box.cleanup()
 
 
-def _retrieved(task: asyncio.Task[Forked]) -> None:
+def _retrieved(task: asyncio.Task[None]) -> None:
     if not task.cancelled():
         task.exception()  # a failed spare: the image is cold, the next take says why
 
