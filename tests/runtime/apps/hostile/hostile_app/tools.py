@@ -499,7 +499,7 @@ async def taint_put(ctx: ToolContext, which: str, text: str) -> dict[str, Any]:
 @tools.tool("hostile.taint_get", activation="app_ready")
 async def taint_get(ctx: ToolContext, which: str) -> str:
     """What an import-time thing holds as this worker sees it."""
-    return taint.get(which)
+    return str(taint.get(which))
 
 
 @tools.tool("hostile.import_file", activation="app_ready")
@@ -525,7 +525,7 @@ async def reach(
     ctx: ToolContext, pids: list[int], addr: int, files: list[str], tmp: str | None = None
 ) -> dict[str, Any]:
     """Try every way at other processes and files; what `/proc` lists beside it."""
-    got = taint.reach(pids, addr, files, tmp)
+    got: dict[str, Any] = taint.reach(pids, addr, files, tmp)
     got["listing"] = taint.proc_listing()
     return got
 
@@ -537,13 +537,14 @@ def fork_spy(
     """Aim the at-fork hooks, fork, and report what every hook found so far (those that
     ran when this worker was made included)."""
     taint.TARGETS.update(pids=pids, addr=addr, files=files, tmp=tmp)
-    return taint.fork_and_report()
+    found: dict[str, Any] = taint.fork_and_report()
+    return found
 
 
 @tools.tool("hostile.sysv", activation="app_ready")
 async def sysv(ctx: ToolContext, key: int, text: str | None = None) -> str:
     """Make SysV segment `key` holding `text`, or (no text) read the one that exists."""
-    return taint.sysv(key, text)
+    return str(taint.sysv(key, text))
 
 
 @tools.tool("hostile.listen", activation="app_ready")
