@@ -38,6 +38,7 @@ from tests.runtime.processes.containment_kit import (
     _ids,
     error_code,
     final,
+    host_pid,
     log_line,
     log_path,
     result,
@@ -211,7 +212,9 @@ def test_the_worker_cannot_read_outside_its_app(
     rt = hostile_on_trust_file
     path = _targets(rt, tmp_path)[target]
     assert path.exists()
-    assert result(rt, "conv", "hostile.read", {"path": str(path)}) in REFUSED
+    # (a worker with a /proc of its own PID namespace finds no such process there)
+    refused = (*REFUSED, "ENOENT") if target == "runtime-process-environ" else REFUSED
+    assert result(rt, "conv", "hostile.read", {"path": str(path)}) in refused
     # the control: the same tool reads the app's own files
     own = engine_of(rt).apps_dir / SCOPE / VERSION / "hostile_app" / "tools.py"
     assert result(rt, "conv", "hostile.read", {"path": str(own)}) == "ok"
@@ -421,7 +424,8 @@ def test_a_setsid_daemon_forked_by_a_handler_is_gone_after_close(
     open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path, isolation: str
 ) -> None:
     rt = open_runtime(trust, hostile_bundle, isolation=isolation)
-    pid = result(rt, "conv", "hostile.daemon")
+    named = result(rt, "conv", "hostile.daemon")  # as the worker's own /proc numbers it
+    pid = host_pid(worker(rt).pid, named)
     assert pid_alive(pid) and pid != worker(rt).pid
     rt.close()
     assert poll(lambda: not pid_alive(pid), within_s=5), f"daemon {pid} survived close()"
@@ -434,6 +438,7 @@ from lineup_build.signing import key_from_seed
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.internals import engine_of
+from tests.runtime.processes.containment_kit import host_pid
 
 key = key_from_seed(bytes(range(1, 33)))
 trust = TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, ("*",), "t")])
@@ -447,8 +452,8 @@ rt = Runtime.open(
 rt.install(sys.argv[2])
 rt.call("w", "c", "hostile.echo", {"text": "x"})
 rt.settle()
-daemon = rt.call("d", "c", "hostile.daemon", {})["result"]
 (worker,) = engine_of(rt).workers.values()  # the conversation's (its session's under session)
+daemon = host_pid(worker.pid, rt.call("d", "c", "hostile.daemon", {})["result"])
 print(json.dumps({"daemon": daemon, "worker": worker.pid}), flush=True)
 if sys.argv[3] == "blocked":
     threading.Thread(target=rt.call, args=("b", "c", "hostile.block_loop", {})).start()
