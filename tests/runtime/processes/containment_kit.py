@@ -11,6 +11,7 @@ from typing import Any
 from lineup_runtime_lite import Runtime
 from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.internals import engine_of
+from lineup_runtime_lite.processes.proctree import tree_pids
 from tests.sandbox_kit import poll
 
 SCOPE, VERSION = "hostile", "1.0.0"
@@ -62,6 +63,21 @@ def worker_of(rt: Runtime, conversation: str, scope: str = SCOPE) -> Any:
         if s["conversation_id"] == conversation and s["version"] == VERSION
     ]
     return workers[scope, VERSION, sid]
+
+
+def host_pid(root: int, named: int) -> int:
+    """The host's pid of the process in `root`'s tree that a worker named `named`, by what
+    its own `/proc` says: a cold worker sees the host's `/proc` (the host's number), one
+    forked from a warm image a `/proc` of its own namespace (that namespace's number)."""
+    for pid in tree_pids(root):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
+        if str(named) in (*nspid[:1], *nspid[-1:]):
+            return pid
+    raise AssertionError(f"no process {named} in the tree of {root}")
 
 
 def log_path(rt: Runtime, scope: str = SCOPE) -> Path:

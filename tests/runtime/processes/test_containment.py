@@ -29,7 +29,6 @@ from lineup_build.trust import TrustedKey, TrustStore
 from lineup_build.verify import check_bundle
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.internals import engine_of
-from lineup_runtime_lite.processes.proctree import tree_pids
 from lineup_sdk.errors import LineupError
 from lineup_sdk.sandbox import REPORT_KEYS, describe, probe, simulate_unavailable
 from tests.runtime.conftest import APPS, build_app
@@ -39,6 +38,7 @@ from tests.runtime.processes.containment_kit import (
     _ids,
     error_code,
     final,
+    host_pid,
     log_line,
     log_path,
     result,
@@ -207,14 +207,13 @@ def hostile_on_trust_file(
     ],
 )
 def test_the_worker_cannot_read_outside_its_app(
-    hostile_on_trust_file: Runtime, tmp_path: Path, target: str, isolation: str
+    hostile_on_trust_file: Runtime, tmp_path: Path, target: str
 ) -> None:
     rt = hostile_on_trust_file
     path = _targets(rt, tmp_path)[target]
     assert path.exists()
-    refused = REFUSED
-    if target == "runtime-process-environ" and isolation == "session":
-        refused = (*REFUSED, "ENOENT")  # a warm image's procfs: the runtime is not in it
+    # (a worker with a /proc of its own PID namespace finds no such process there)
+    refused = (*REFUSED, "ENOENT") if target == "runtime-process-environ" else REFUSED
     assert result(rt, "conv", "hostile.read", {"path": str(path)}) in refused
     # the control: the same tool reads the app's own files
     own = engine_of(rt).apps_dir / SCOPE / VERSION / "hostile_app" / "tools.py"
@@ -425,16 +424,11 @@ def test_a_setsid_daemon_forked_by_a_handler_is_gone_after_close(
     open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path, isolation: str
 ) -> None:
     rt = open_runtime(trust, hostile_bundle, isolation=isolation)
-    pid = result(rt, "conv", "hostile.daemon")
-    # the daemon as the host numbers it: a worker forked from a warm image sees its image's
-    # procfs, so its own pid is not the host's; orphaned, it is in the worker's tree (the
-    # init of its PID namespace reaps it)
-    tree = tree_pids(worker(rt).pid)
-    assert len(tree) >= 2 and all(pid_alive(p) for p in tree), (pid, tree)
+    named = result(rt, "conv", "hostile.daemon")  # as the worker's own /proc numbers it
+    pid = host_pid(worker(rt).pid, named)
+    assert pid_alive(pid) and pid != worker(rt).pid
     rt.close()
-    assert poll(lambda: not [p for p in tree if pid_alive(p)], within_s=5), (
-        f"daemon {pid} survived close(): {tree}"
-    )
+    assert poll(lambda: not pid_alive(pid), within_s=5), f"daemon {pid} survived close()"
 
 
 KILLED_RUNTIME = """
@@ -444,7 +438,7 @@ from lineup_build.signing import key_from_seed
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.internals import engine_of
-from lineup_runtime_lite.processes.proctree import tree_pids
+from tests.runtime.processes.containment_kit import host_pid
 
 key = key_from_seed(bytes(range(1, 33)))
 trust = TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, ("*",), "t")])
@@ -458,11 +452,9 @@ rt = Runtime.open(
 rt.install(sys.argv[2])
 rt.call("w", "c", "hostile.echo", {"text": "x"})
 rt.settle()
-daemon = rt.call("d", "c", "hostile.daemon", {})["result"]
 (worker,) = engine_of(rt).workers.values()  # the conversation's (its session's under session)
-tree = tree_pids(worker.pid)  # the daemon among them, as the host numbers it
-assert len(tree) >= 2, tree
-print(json.dumps({"tree": tree, "worker": worker.pid}), flush=True)
+daemon = host_pid(worker.pid, rt.call("d", "c", "hostile.daemon", {})["result"])
+print(json.dumps({"daemon": daemon, "worker": worker.pid}), flush=True)
 if sys.argv[3] == "blocked":
     threading.Thread(target=rt.call, args=("b", "c", "hostile.block_loop", {})).start()
 else:
@@ -493,16 +485,15 @@ def test_a_killed_runtime_leaves_no_worker_tree(
         text=True,
         cwd=Path(__file__).parents[3],
     )
-    pids: list[int] = []
+    pids: dict[str, int] = {}
     try:
         assert proc.stdout is not None
-        got = json.loads(proc.stdout.readline())
-        pids = [got["worker"], *got["tree"]]
+        pids = json.loads(proc.stdout.readline())
         assert poll(lambda: log.exists() and b"BLOCKING" in log.read_bytes())
         proc.kill()
         proc.wait()
-        survivors = poll(lambda: not [p for p in pids if pid_alive(p)], within_s=5)
-        assert survivors, f"still running after the runtime was killed: {got}"
+        survivors = poll(lambda: not [p for p in pids.values() if pid_alive(p)], within_s=5)
+        assert survivors, f"still running after the runtime was killed: {pids}"
     finally:
         proc.kill()
         proc.wait()
@@ -510,11 +501,10 @@ def test_a_killed_runtime_leaves_no_worker_tree(
             proc.stdout.close()
         if pids:  # our own leftovers: the worker's tree ends on SIGTERM
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pids[0], signal.SIGTERM)
-            for pid in pids[1:]:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            poll(lambda: not [p for p in pids if pid_alive(p)], within_s=5)
+                os.kill(pids["worker"], signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pids["daemon"], signal.SIGKILL)
+            poll(lambda: not [p for p in pids.values() if pid_alive(p)], within_s=5)
 
 
 def test_a_handler_printing_without_bound_leaves_the_log_capped(

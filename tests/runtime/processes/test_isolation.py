@@ -237,11 +237,15 @@ def _sessions_part_on(rt: Runtime, which: str) -> None:
     """What session x writes into the import-time thing `which` is not what y reads, and
     y's write does not reach x."""
     put = result(rt, "x", "hostile.taint_put", {"which": which, "text": SECRET})
-    assert put["outcome"] == "ok", put
+    # a worker forked from an image closes what it inherited: x may find its pair closed,
+    # or its number reused by a pipe of the worker's own
+    closed = which == "pair" and put["outcome"] in ("EBADF", "ENOTSOCK")
+    assert put["outcome"] == "ok" or closed, put
     y_sees = result(rt, "y", "hostile.taint_get", {"which": which})
     assert SECRET not in y_sees, y_sees
     result(rt, "y", "hostile.taint_put", {"which": which, "text": "y's"})
-    assert SECRET in result(rt, "x", "hostile.taint_get", {"which": which})  # x's own, still
+    if not closed:  # x's own, still
+        assert SECRET in result(rt, "x", "hostile.taint_get", {"which": which})
 
 
 @pytest.mark.parametrize(
@@ -382,7 +386,12 @@ def test_an_at_fork_hook_registered_at_import_reaches_no_other_session(
     assert {"before", "after_in_parent", "after_in_child"} <= events, events
     assert {"c_prepare", "c_parent", "c_child"} <= events, events
     assert _spied(findings, x_pids) == []
-    assert SECRET not in json.dumps(got)
+    # nor through any process the hooks found by themselves: x's secret (its vault, its
+    # file) and its file's name appear in no outcome they brought back
+    outcomes = [
+        v for f in findings for got_on in (*f["pids"].values(), f["files"]) for v in got_on.values()
+    ]
+    assert [o for o in outcomes if SECRET in o or "left-by-x" in o] == []
     assert result(rt, "x", "hostile.taint_get", {"which": "vault"}) == SECRET
 
 

@@ -50,6 +50,22 @@ def _outcome(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def _bridge_fd(ctx: ToolContext) -> int:
+    """The bridge's write end (non-blocking: asyncio owns it), found from the worker's own
+    objects: its number differs between a cold worker and one forked from a warm image."""
+    sd: Any = ctx.session_data
+    return int(sd._bridge._writer.get_extra_info("pipe").fileno())
+
+
+def _inbox_transport(loop: Any) -> Any:
+    """The transport reading the worker's inbox (its only read pipe)."""
+    for key in loop._selector.get_map().values():
+        owner = getattr(getattr(key.data[0], "_callback", None), "__self__", None)
+        if type(owner).__name__ == "_UnixReadPipeTransport":
+            return owner
+    raise LookupError("no inbox")
+
+
 def _say(line: str) -> None:
     """One line in the worker log (how a handler reports after its final answer)."""
     sys.stdout.write(line + "\n")
@@ -297,7 +313,7 @@ def _bad_line(kind: str, own: int) -> bytes:
 def bad_line(ctx: ToolContext, kind: str) -> None:
     """Write one malformed bridge line straight to the bridge, then wait."""
     sd: Any = ctx.session_data
-    fd = int(sys.argv[-1])  # the bridge's write end (non-blocking: asyncio owns it)
+    fd = _bridge_fd(ctx)
     view = memoryview(_bad_line(kind, sd._delivery))
     while view:
         try:
@@ -368,7 +384,7 @@ async def alloc(ctx: ToolContext, mb: int) -> str:
 @tools.tool("hostile.partial_line", activation="app_ready", timeout_s=60)
 def partial_line(ctx: ToolContext) -> None:
     """Start a bridge line and never finish it."""
-    os.write(int(sys.argv[-1]), b'{"t":"result","id":')
+    os.write(_bridge_fd(ctx), b'{"t":"result","id":')
     time.sleep(60)
 
 
@@ -437,14 +453,13 @@ def burn(ctx: ToolContext) -> str:
 @tools.tool("hostile.close_inbox", activation="app_ready", timeout_s=60)
 async def close_inbox(ctx: ToolContext) -> None:
     """Close the worker's own inbox (the runtime → worker pipe), then never answer."""
-    os.close(int(sys.argv[-2]))
+    os.close(_inbox_transport(asyncio.get_running_loop()).get_extra_info("pipe").fileno())
     await asyncio.sleep(60)
 
 
 def _stop_reading_inbox(loop: Any) -> None:
     """Pause the inbox's transport, kept referenced (collected, it would close the pipe)."""
-    key = loop._selector.get_key(int(sys.argv[-2]))
-    _SAVED["inbox"] = key.data[0]._callback.__self__
+    _SAVED["inbox"] = _inbox_transport(loop)
     _SAVED["inbox"].pause_reading()
 
 
@@ -471,7 +486,7 @@ def flood(ctx: ToolContext, n: int, stop_reading: bool = True) -> None:
 
     loop.call_soon_threadsafe(stop)
     stopped.wait(10)
-    fd = int(sys.argv[-1])  # the bridge's write end (non-blocking: asyncio owns it)
+    fd = _bridge_fd(ctx)
     lines = b"".join(
         json.dumps(
             {"t": "sd", "id": 10**6 + i, "d": sd._delivery, "cap": sd._cap, "op": "get"}
@@ -499,7 +514,7 @@ async def taint_put(ctx: ToolContext, which: str, text: str) -> dict[str, Any]:
 @tools.tool("hostile.taint_get", activation="app_ready")
 async def taint_get(ctx: ToolContext, which: str) -> str:
     """What an import-time thing holds as this worker sees it."""
-    return taint.get(which)
+    return str(taint.get(which))
 
 
 @tools.tool("hostile.import_file", activation="app_ready")
@@ -525,7 +540,7 @@ async def reach(
     ctx: ToolContext, pids: list[int], addr: int, files: list[str], tmp: str | None = None
 ) -> dict[str, Any]:
     """Try every way at other processes and files; what `/proc` lists beside it."""
-    got = taint.reach(pids, addr, files, tmp)
+    got: dict[str, Any] = taint.reach(pids, addr, files, tmp)
     got["listing"] = taint.proc_listing()
     return got
 
@@ -537,13 +552,14 @@ def fork_spy(
     """Aim the at-fork hooks, fork, and report what every hook found so far (those that
     ran when this worker was made included)."""
     taint.TARGETS.update(pids=pids, addr=addr, files=files, tmp=tmp)
-    return taint.fork_and_report()
+    found: dict[str, Any] = taint.fork_and_report()
+    return found
 
 
 @tools.tool("hostile.sysv", activation="app_ready")
 async def sysv(ctx: ToolContext, key: int, text: str | None = None) -> str:
     """Make SysV segment `key` holding `text`, or (no text) read the one that exists."""
-    return taint.sysv(key, text)
+    return str(taint.sysv(key, text))
 
 
 @tools.tool("hostile.listen", activation="app_ready")

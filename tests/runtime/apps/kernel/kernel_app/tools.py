@@ -20,13 +20,12 @@ tools = define_agent_tools(app_scope="kernel")
 
 #: Children forked by `forks`, kept to be reaped by `reap`.
 _CHILDREN: list[int] = []
-#: Names this worker process (its pid is 1 in its own PID namespace).
+#: Names this worker process (its pid is 1 in its own PID namespace), made at its first
+#: call: what the import made is the same in every worker forked from one warm image.
 _PROCESS: list[str] = []
 
 
 def _process() -> str:
-    """This worker process's id, made on first use (one made at import would be the warm
-    image's, the same in every session worker forked from it)."""
     if not _PROCESS:
         _PROCESS.append(os.urandom(8).hex())
     return _PROCESS[0]
