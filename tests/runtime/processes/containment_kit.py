@@ -68,14 +68,15 @@ def worker_of(rt: Runtime, conversation: str, scope: str = SCOPE) -> Any:
 def host_pid(root: int, named: int) -> int:
     """The host's pid of the process in `root`'s tree that a worker named `named`, by what
     its own `/proc` says: a cold worker sees the host's `/proc` (the host's number), one
-    forked from a warm image a `/proc` of its own namespace (that namespace's number)."""
+    forked from a warm image its image's procfs (the image namespace's number, the
+    next-to-last of three in `NSpid`: host, image, the worker's own)."""
     for pid in tree_pids(root):
         try:
             status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
         nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith("NSpid:")), [])
-        if str(named) in (*nspid[:1], *nspid[-1:]):
+        if str(named) in (*nspid[:1], *(nspid[-2:-1] if len(nspid) >= 3 else ())):
             return pid
     raise AssertionError(f"no process {named} in the tree of {root}")
 
