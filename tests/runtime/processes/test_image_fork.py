@@ -9,12 +9,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from lineup_runtime_lite import HostSimulator, Runtime
+from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.processes.image import Image, ImageError
+from tests.runtime.processes.test_isolation import result
+from tests.sandbox_kit import pid_alive, poll
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -117,3 +121,21 @@ def test_a_fork_left_in_the_images_user_namespace_is_refused_before_go(
     image._userns = os.stat(f"/proc/{sleeper.pid}/ns/user").st_ino
     with pytest.raises(ImageError, match="user namespace"):
         image._check_worker(sleeper.pid)
+
+
+def test_an_image_stops_with_its_versions_last_session_worker(
+    file_runtime: Callable[..., Runtime], kernel_bundle: Path
+) -> None:
+    """The idle sweep that recycles a version's last session worker stops its image too
+    (its launcher, the image and its spare forks); the next session starts a new one."""
+    host = HostSimulator(policy="auto")
+    rt = file_runtime(kernel_bundle, host=host, isolation="session", session_idle_s=0.2)
+    result(rt, "x", "kernel.remember", {"value": "x"})
+    pool = engine_of(rt).pool
+    (image,) = pool.images.values()
+    assert image.warm and image.pid is not None
+    launcher = image.pid
+    assert poll(lambda: not engine_of(rt).workers and not pool.images, within_s=10)
+    assert poll(lambda: not pid_alive(launcher), within_s=5), "the image outlived its sessions"
+    assert result(rt, "y", "kernel.remember", {"value": "y"})["before"] == {}
+    assert rt.sandbox["image"] == {"state": "warm", "reason": None}
