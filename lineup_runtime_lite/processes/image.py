@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lineup_runtime_lite.processes.logs import LogPipe
 from lineup_sdk._image import (
     BRIDGE_R,
     INBOX_W,
@@ -143,8 +144,10 @@ class Image:
         """Start the image and read its verdict; True if it is warm. Whatever goes wrong
         (an import error included: the cold start that follows reports it) leaves it cold,
         stopped, with the reason."""
-        from lineup_runtime_lite.processes.worker import _LogPipe
+        from lineup_sdk.sandbox._linux import CAP_SYS_PTRACE, has_capability
 
+        if not has_capability(CAP_SYS_PTRACE):
+            return self._cold(NO_PTRACE)
         loop = asyncio.get_running_loop()
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
@@ -188,7 +191,7 @@ class Image:
             theirs.close()
         self._ctl = p2c_w
         log_t, _ = await loop.connect_read_pipe(
-            lambda: _LogPipe(self.log_path, 1 << 20), os.fdopen(log_r, "rb", buffering=0)
+            lambda: LogPipe(self.log_path, 1 << 20), os.fdopen(log_r, "rb", buffering=0)
         )
         self._replies = asyncio.StreamReader(limit=1 << 20)
         read_t, _ = await loop.connect_read_pipe(
@@ -445,6 +448,14 @@ class Image:
             t.close()
         self._transports = []
         self._box.cleanup()
+
+
+#: Why sessions start cold for a runtime without CAP_SYS_PTRACE (not run as root): a forked
+#: worker is non-dumpable, so only a runtime holding it may take its pipes (`pidfd_getfd`).
+NO_PTRACE = (
+    "a warm image needs CAP_SYS_PTRACE (a runtime run as root) to take a forked worker's"
+    " pipes with pidfd_getfd; sessions start cold, each its own contained process"
+)
 
 
 def _retrieved(task: asyncio.Task[None]) -> None:

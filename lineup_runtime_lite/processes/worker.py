@@ -23,8 +23,9 @@ import termios
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
+from lineup_runtime_lite.processes.logs import LogPipe
 from lineup_runtime_lite.processes.proctree import tree_cpu_s
 from lineup_sdk.bridge import MAX_MESSAGE, ProtocolError, connect_lines, parse_line
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, Sandbox, SharedMemory, stop_tree
@@ -76,38 +77,6 @@ class WorkerError(Exception):
         super().__init__(message)
         self.kind = kind
         self.reason = reason
-
-
-class _LogPipe(asyncio.Protocol):
-    """The worker's stdout and stderr, appended to its log file up to a byte budget."""
-
-    def __init__(self, path: Path, max_bytes: int) -> None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the umask aside
-        self._fh: IO[bytes] | None = open(  # noqa: SIM115 - closed on EOF
-            path, "ab", opener=lambda name, flags: os.open(name, flags, 0o600)
-        )
-        self._left = max(0, max_bytes - self._fh.tell())
-        self._noted = False
-
-    def data_received(self, data: bytes) -> None:
-        if self._fh is None:
-            return
-        if len(data) <= self._left:
-            self._fh.write(data)
-            self._left -= len(data)
-        else:
-            if self._left:
-                self._fh.write(data[: self._left])
-                self._left = 0
-            if not self._noted:
-                self._noted = True
-                self._fh.write(b"\n[lineup: worker log truncated at its size limit]\n")
-        self._fh.flush()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
 
 
 class _BridgeReader(asyncio.Protocol):
@@ -303,7 +272,7 @@ class Worker:
             except OSError as exc:
                 raise WorkerError("start", f"cannot start the worker: {exc}") from None
         log_t, _ = await loop.connect_read_pipe(
-            lambda: _LogPipe(self.log_path, self.options.log_max_bytes),
+            lambda: LogPipe(self.log_path, self.options.log_max_bytes),
             os.fdopen(log_r, "rb", buffering=0),
         )
         read_t, reader = await connect_lines(loop, lambda: _BridgeReader(self), c2p_r)

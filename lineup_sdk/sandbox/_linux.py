@@ -166,6 +166,23 @@ def no_new_privs() -> None:
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
 
 
+#: CAP_SYS_PTRACE's bit: what lets a runtime take a non-dumpable worker's pipes.
+CAP_SYS_PTRACE = 19
+
+
+def has_capability(cap: int) -> bool:
+    """Whether this process holds capability `cap` in its effective set (`CapEff` in
+    `/proc/self/status`); False where that cannot be read."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> cap & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def drop_capabilities() -> None:
     """Empty the bounding, ambient, effective, permitted and inheritable sets."""
     last = 40

@@ -98,3 +98,21 @@ def log_line(rt: Runtime, prefix: str) -> str | None:
     found = poll(find)
     assert found is not None, f"no {prefix!r} line in the worker log"
     return str(found)
+
+
+def needs_warm_image() -> None:
+    """For a test of the warm image itself: a runtime without CAP_SYS_PTRACE (not run as
+    root) never has one, its sessions start cold (that path is tested on its own), so the
+    test skips there, saying so; CI runs as root and fails instead of skipping."""
+    import os
+
+    import pytest
+
+    from lineup_sdk.sandbox._linux import CAP_SYS_PTRACE, has_capability
+
+    if has_capability(CAP_SYS_PTRACE):
+        return
+    reason = "the warm image needs CAP_SYS_PTRACE (run as root); sessions start cold here"
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}: CI must run the warm-image tests", pytrace=False)
+    pytest.skip(reason)

@@ -17,7 +17,7 @@ import pytest
 from lineup_runtime_lite import HostSimulator, Runtime
 from lineup_runtime_lite.internals import engine_of
 from lineup_runtime_lite.processes.image import Image, ImageError
-from tests.runtime.processes.test_isolation import result
+from tests.runtime.processes.containment_kit import needs_warm_image, result
 from tests.sandbox_kit import pid_alive, poll
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
@@ -128,6 +128,7 @@ def test_an_image_stops_with_its_versions_last_session_worker(
 ) -> None:
     """The idle sweep that recycles a version's last session worker stops its image too
     (its launcher, the image and its spare forks); the next session starts a new one."""
+    needs_warm_image()
     host = HostSimulator(policy="auto")
     rt = file_runtime(kernel_bundle, host=host, isolation="session", session_idle_s=0.2)
     result(rt, "x", "kernel.remember", {"value": "x"})
