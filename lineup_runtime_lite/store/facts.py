@@ -533,6 +533,13 @@ class SqlFacts:
         rows = self.db.execute("SELECT body FROM outbox ORDER BY id").fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def outbox_after(self, position: int, limit: int) -> list[tuple[int, AgentMessage]]:
+        # through the key: the rows after `position`, never the history before it
+        rows = self.db.execute(
+            "SELECT id, body FROM outbox WHERE id > ? ORDER BY id LIMIT ?", (position, limit)
+        ).fetchall()
+        return [(int(r[0]), json.loads(r[1])) for r in rows]
+
     def ack(self, ids: list[str]) -> None:
         self.db.executemany("UPDATE outbox SET acked=1 WHERE msg_id=?", [(i,) for i in ids])
 

@@ -66,6 +66,11 @@ READS: dict[str, tuple[Callable[[SqlFacts], Any], Callable[[Any], Any] | None]] 
     "intent_heads": (lambda f: f.intent_heads(), lambda r: {i.instance for i in r}),
     "outbox_pending": (lambda f: f.outbox_pending(100), lambda r: {m["call_id"] for m in r}),
     "intents_pending": (lambda f: f.intents_pending(), None),
+    # the dev Host's poll (`rt.outbox.after`): what follows the history's 200,000 messages
+    "outbox_after": (
+        lambda f: f.outbox_after(2 * HISTORY, 100),
+        lambda r: {m["call_id"] for _, m in r},
+    ),
     "due_operations": (lambda f: f.due_operations(T0 + 2_000_000), None),
     "next_deadline": (lambda f: f.next_deadline(), None),
     "delivered_of_session": (lambda f: f.delivered_calls("ps2"), None),
@@ -90,7 +95,7 @@ READS: dict[str, tuple[Callable[[SqlFacts], Any], Callable[[Any], Any] | None]] 
     "client_mark": (lambda f: f.client_mark("hs3", "hclient"), None),
     "call_and_session": (lambda f: f.call_and_session("hc9", "hconv3", "todo"), None),
 }
-EXPECTED = {**PENDING, "outbox_pending": {"pc1"}}
+EXPECTED = {**PENDING, "outbox_pending": {"pc1"}, "outbox_after": {"pc1"}}
 
 
 class Recording:
