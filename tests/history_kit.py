@@ -30,9 +30,11 @@ def add_history(
     version: str = "1.0.0",
     owner: str | None = None,
     actions: int | None = None,
+    marks: int = 0,
 ) -> None:
     """Insert `calls` finished calls (and what they left behind) and `actions` finished UI
-    Actions (default: as many as calls) through `db.execute` (a `sqlite3` connection, or a
+    Actions (default: as many as calls) and `marks` MCP task marks (`Runtime.mark_call`, of
+    the first calls) through `db.execute` (a `sqlite3` connection, or a
     PostgreSQL store's connection), inside the caller's transaction; on PostgreSQL, node
     `owner` owns every App session."""
     sessions = max(1, calls // CALLS_PER_SESSION)
@@ -94,6 +96,13 @@ def add_history(
             _numbers(min(sessions, actions)) + "INSERT INTO ui_action_clients "
             "(app_session_id, client_id, last_seq) SELECT 'hs' || i, 'hclient', "
             f"{per_actions} FROM n",
+        )
+    if marks:
+        run(
+            "INSERT INTO call_marks (mark, call_id, conversation_id, created_ms) "
+            "SELECT 'mcp_task', call_id, conversation_id, created_ms FROM calls "
+            "WHERE call_id LIKE 'hc%' AND created_ms <= ?",
+            (T0 + marks,),
         )
     run(
         _numbers(sessions) + "INSERT INTO host_intents (dedup_key, body, delivered, instance, "

@@ -496,9 +496,18 @@ class Runtime:
         """Whether `mark_call(call_id, mark)` was done (in this or an earlier process)."""
         return self._run(self._art.call_marked(call_id, mark))
 
-    def marked_calls(self, mark: str) -> list[str]:
-        """The call_ids `mark_call` marked with `mark`, in no particular order."""
-        return self._run(self._art.marked_calls(mark))
+    def marked_calls(
+        self,
+        mark: str,
+        conversation_id: str | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """The call_ids `mark_call` marked with `mark` (see `AsyncRuntime.marked_calls`)."""
+        return self._run(
+            self._art.marked_calls(mark, conversation_id, after=after, limit=limit)
+        )
 
     def app_session(self, conversation_id: str, scope: str) -> dict[str, Any] | None:
         """A conversation's App session for a scope (see `AsyncRuntime.app_session`)."""

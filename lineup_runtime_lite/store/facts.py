@@ -650,6 +650,51 @@ class SqlFacts:
         ).fetchall()
         return [str(r[0])[len(prefix) :] for r in rows]
 
+    # -- an embedder's marks of calls (`Runtime.mark_call`) ------------------------------
+    def add_call_mark(self, mark: str, call_id: str) -> bool:
+        """Mark an accepted call (again: nothing changes); False when there is no such call."""
+        found = self.db.execute("SELECT 1 FROM calls WHERE call_id=?", (call_id,)).fetchone()
+        if found is None:
+            return False
+        self.db.execute(
+            "INSERT INTO call_marks (mark, call_id, conversation_id, created_ms) "
+            "SELECT ?, call_id, conversation_id, created_ms FROM calls WHERE call_id=? "
+            "ON CONFLICT DO NOTHING",
+            (mark, call_id),
+        )
+        return True
+
+    def call_marked(self, mark: str, call_id: str) -> bool:
+        row = self.db.execute(
+            "SELECT 1 FROM call_marks WHERE mark=? AND call_id=?", (mark, call_id)
+        ).fetchone()
+        return row is not None
+
+    def marked_calls(
+        self,
+        mark: str,
+        conversation_id: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """The calls marked `mark` (of one conversation), oldest first; with `after`, those
+        after that marked call; at most `limit`: through the index, never every mark."""
+        where, args = "mark=?", [mark]
+        if conversation_id is not None:
+            where += " AND conversation_id=?"
+            args.append(conversation_id)
+        if after is not None:
+            where += (
+                " AND (created_ms, call_id) > (SELECT created_ms, call_id FROM call_marks "
+                "WHERE mark=? AND call_id=?)"
+            )
+            args += [mark, after]
+        sql = f"SELECT call_id FROM call_marks WHERE {where} ORDER BY created_ms, call_id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [str(r[0]) for r in self.db.execute(sql, tuple(args)).fetchall()]
+
     def meta_value(self, key: str) -> str | None:
         """A value of the meta table (None when the key is absent)."""
         row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()

@@ -42,6 +42,7 @@ HISTORY_TABLES = (
     "owners",
     "ui_actions",
     "ui_action_clients",
+    "call_marks",
 )
 #: The partial indexes holding only unfinished rows (a scan of one reads pending work).
 PARTIAL = (
@@ -94,8 +95,18 @@ READS: dict[str, tuple[Callable[[SqlFacts], Any], Callable[[Any], Any] | None]] 
     "action": (lambda f: f.action("hs3", "hclient", 4), None),
     "client_mark": (lambda f: f.client_mark("hs3", "hclient"), None),
     "call_and_session": (lambda f: f.call_and_session("hc9", "hconv3", "todo"), None),
+    # `lineup serve`'s MCP tasks (`Runtime.mark_call`): tasks/get and a tasks/list page
+    "call_marked": (lambda f: f.call_marked("mcp_task", "hc7"), None),
+    "marked_calls_page": (lambda f: f.marked_calls("mcp_task", "hconv2", None, 100), len),
+    "marked_calls_after": (lambda f: f.marked_calls("mcp_task", "hconv2", "hc1", 100), len),
 }
-EXPECTED = {**PENDING, "outbox_pending": {"pc1"}, "outbox_after": {"pc1"}}
+EXPECTED = {
+    **PENDING,
+    "outbox_pending": {"pc1"},
+    "outbox_after": {"pc1"},
+    "marked_calls_page": HISTORY // 5_000,  # 20 calls per conversation
+    "marked_calls_after": HISTORY // 5_000 - 1,
+}
 
 
 class Recording:
@@ -138,7 +149,7 @@ def history_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Store(path).close()
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("BEGIN")
-    add_history(con, HISTORY)
+    add_history(con, HISTORY, marks=HISTORY)
     add_pending(con)
     con.execute("COMMIT")
     con.close()
@@ -271,7 +282,7 @@ def pg_history(pg_server: Any) -> Iterator[Any]:
     store = PostgresStore(fresh_database(pg_server), node_id="history-node")
     try:
         with store.transaction(fault_points=False) as db:
-            add_history(db, HISTORY, owner="history-node")
+            add_history(db, HISTORY, owner="history-node", marks=HISTORY)
             add_pending(db, owner="history-node")
             # another node's pending work: this node's reads must not find it
             db.execute(
@@ -315,11 +326,12 @@ def test_postgres_reads_of_pending_work_do_not_grow_with_history(
         assert shown(found) == EXPECTED[name]
 
 
-@pytest.mark.parametrize("start", [3, 4])
-def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
-    """Schema 4's indexes and schema 5's UI Action tables (SPEC 17) have PostgreSQL twins: a
-    database written at schema 3 or 4 gets what it lacks on open, its facts kept; one below
-    the first PostgreSQL schema is refused."""
+@pytest.mark.parametrize("start", [3, 4, 5])
+def test_postgres_moves_an_older_database_to_6(pg_url: str, start: int) -> None:
+    """Schema 4's indexes, schema 5's UI Action tables (SPEC 17) and schema 6's call marks
+    have PostgreSQL twins: a database written at schema 3, 4 or 5 gets what it lacks on
+    open, its facts kept and its call marks moved out of `meta`; one below the first
+    PostgreSQL schema is refused."""
     import psycopg
 
     from lineup_runtime_lite.internals import V4_INDEXES, V5_INDEXES
@@ -327,7 +339,7 @@ def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
     from lineup_runtime_lite.store.schema import SCHEMA_VERSION
     from lineup_sdk.errors import LineupError
 
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
     names = [stmt.split(" ON ")[0].split()[-1] for stmt in (*V4_INDEXES, *V5_INDEXES)]
     store = open_database(pg_url, node_id="n1")
     try:
@@ -340,14 +352,22 @@ def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
         if start == 3:
             for name in names[: len(V4_INDEXES)]:
                 conn.execute(f"DROP INDEX {name}")
-        conn.execute("DROP TABLE ui_actions")
-        conn.execute("DROP TABLE ui_action_clients")
+        if start < 5:
+            conn.execute("DROP TABLE ui_actions")
+            conn.execute("DROP TABLE ui_action_clients")
+        conn.execute("DROP TABLE call_marks")
+        for key in ("call_mark:mcp_task:hc3", "call_mark:mcp_task:hc1", "call_mark:x:nocall"):
+            conn.execute("INSERT INTO meta VALUES (%s, '1')", (key,))
     store = open_database(pg_url, node_id="n1")
     try:
-        assert store.meta("schema_version") == "5"
+        assert store.meta("schema_version") == "6"
         found = {r[0] for r in store.all("SELECT indexname FROM pg_indexes")}
-        assert set(names) <= found
+        assert set(names) | {"call_marks_conversation"} <= found
         assert store.one("SELECT count(*) FROM calls")[0] == 40
+        assert store.all(
+            "SELECT mark, call_id, conversation_id, created_ms FROM call_marks ORDER BY call_id"
+        ) == [("mcp_task", "hc1", "hconv2", T0 + 1), ("mcp_task", "hc3", "hconv2", T0 + 3)]
+        assert store.one("SELECT count(*) FROM meta WHERE substr(key, 1, 10) = 'call_mark:'")[0] == 0
         with store.transaction(fault_points=False) as db:  # the new tables take actions
             db.execute(
                 "INSERT INTO ui_actions (app_session_id, seq, client_id, client_seq, name, "
