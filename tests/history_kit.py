@@ -101,7 +101,7 @@ def add_history(
         run(
             "INSERT INTO call_marks (mark, call_id, conversation_id, created_ms) "
             "SELECT 'mcp_task', call_id, conversation_id, created_ms FROM calls "
-            "WHERE call_id LIKE 'hc%' AND created_ms <= ?",
+            "WHERE substr(call_id, 1, 2) = 'hc' AND created_ms <= ?",
             (T0 + marks,),
         )
     run(
