@@ -225,6 +225,15 @@ class SqlFacts:
         ).fetchone()
         return session_record(row) if row is not None else None
 
+    def session_mine(self, app_session_id: str) -> bool:
+        """Whether the App session is this node's (one keyed read; always, for an existing
+        session, with one runtime)."""
+        mine, args = self._mine("app_sessions.app_session_id")
+        row = self.db.execute(
+            f"SELECT 1 FROM app_sessions WHERE app_session_id=?{mine}", (app_session_id, *args)
+        ).fetchone()
+        return row is not None
+
     def app_version(self, scope: str) -> str | None:
         row = self.db.execute("SELECT version FROM apps WHERE scope=?", (scope,)).fetchone()
         return str(row[0]) if row is not None else None
@@ -555,6 +564,15 @@ class SqlFacts:
         rows = self.db.execute("SELECT scope, version FROM apps ORDER BY scope").fetchall()
         return [(str(r[0]), str(r[1])) for r in rows]
 
+    def installed_stamp(self) -> list[tuple[str, str, str, str, str]]:
+        """Every current version's `(scope, version, manifest_sha256, key_id, dir)`: what
+        changes when an install, an uninstall or an edit of a record does (one read)."""
+        rows = self.db.execute(
+            "SELECT a.scope, a.version, v.manifest_sha256, v.key_id, v.dir FROM apps a "
+            "JOIN app_versions v ON v.scope=a.scope AND v.version=a.version ORDER BY a.scope"
+        ).fetchall()
+        return [(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
+
     def app_rows(self) -> list[dict[str, Any]]:
         rows = self.db.execute(
             "SELECT a.scope, a.version, v.key_id, v.manifest_sha256, v.manifest FROM apps a "
@@ -679,7 +697,8 @@ class SqlFacts:
     ) -> list[str]:
         """The calls marked `mark` (of one conversation), oldest first; with `after`, those
         after that marked call; at most `limit`: through the index, never every mark."""
-        where, args = "mark=?", [mark]
+        where = "mark=?"
+        args: list[Any] = [mark]
         if conversation_id is not None:
             where += " AND conversation_id=?"
             args.append(conversation_id)
