@@ -1,6 +1,6 @@
-"""Several nodes at any age (issue 36): what a node runs to register, to beat and to know
-its App sessions, and the Registry poll, are bounded by what is pending or changed, never
-by history. The database holds 100,000 finished calls in 5,000 App sessions, all owned by
+"""Several nodes at any age (issue 36): what a node runs to register, to beat (taking a
+lapsed node's sessions over) and to know its App sessions, and the Registry poll, are
+bounded by what is pending or changed, never by history. The database holds 100,000 finished calls in 5,000 App sessions, all owned by
 the node (`tests/history_kit.py`); every statement any psycopg connection ran while the
 node opened and beat is explained again (`EXPLAIN ANALYZE`, in a transaction rolled back)
 and the rows each plan node read are counted."""
@@ -37,6 +37,16 @@ def history_url(pg_url: str) -> str:
         with store.transaction(fault_points=False) as db:
             add_history(db, HISTORY, owner="n1", marks=HISTORY)
             add_pending(db, owner="n1")
+            # a node whose lease lapsed long ago, with one App session: taken over at once
+            db.execute(
+                "INSERT INTO nodes (node_id, epoch, lease_until) "
+                "VALUES ('lost', 1, now() - interval '1 hour')"
+            )
+            db.execute(
+                "INSERT INTO app_sessions (app_session_id, conversation_id, scope, version, "
+                "created_ms) VALUES ('lost1', 'lostconv', 'todo', '1.0.0', 0)"
+            )
+            db.execute("INSERT INTO owners (app_session_id, node_id) VALUES ('lost1', 'lost')")
         for table in HISTORY_TABLES:
             store.db.execute(f"ANALYZE {table}")  # as autovacuum would have
     finally:
@@ -91,6 +101,10 @@ def test_a_node_opens_and_beats_reading_no_history(
         assert rt.sessions("todo")  # the node serves the sessions it owns
     finally:
         rt.close()
+    with psycopg.connect(history_url) as conn:
+        taken = conn.execute("SELECT node_id FROM owners WHERE app_session_id='lost1'").fetchone()
+    assert taken == ("n1",)  # the lapsed node's session, taken over
+    assert any("UPDATE owners" in sql for sql, _ in statements)
     rows = _explained(history_url, statements)
     assert any("owners" in sql for sql in rows), "the node's statements were seen"
     heavy = {sql: n for sql, n in rows.items() if n > MAX_ROWS}

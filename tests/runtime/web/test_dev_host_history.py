@@ -83,10 +83,12 @@ def test_a_poll_reads_what_is_new_not_the_history(dev: Any) -> None:
         if e["source"] == "agent" and e.get("call_id") == answer["call_id"]
     ]
     assert mine and {e["stage"] for e in mine} >= {"result"}
+    failed = dev.host.call("dev", "todo.complete", {"item_id": "nope"})  # stored: not
+    assert failed["kind"] == "error" and failed["error"]["code"] == "app.not_found"
+    entries = [e for e in dev.host.state()["timeline"] if e.get("call_id") == failed["call_id"]]
+    assert entries and not any(e.get("rejected") for e in entries), entries
     refused = dev.host.call("dev", "todo.add", {"title": ""})  # not stored: rejected
-    entries = [
-        e for e in dev.host.state()["timeline"] if e.get("call_id") == refused["call_id"]
-    ]
+    entries = [e for e in dev.host.state()["timeline"] if e.get("call_id") == refused["call_id"]]
     assert [e.get("rejected") for e in entries] == [True]
 
 
