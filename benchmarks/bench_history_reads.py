@@ -24,7 +24,7 @@ PostgreSQL (a throwaway server; the node `n1` owns every App session):
 
 The "before" side runs the statements main ran (written out here), the "after" side the
 runtime's own reads. Run: python benchmarks/bench_history_reads.py [--calls 100000]
-[--rounds 5] [--reps 20] [--smoke]
+[--rounds 5] [--reps 20] [--engines sqlite,postgresql] [--smoke]
 """
 
 from __future__ import annotations
@@ -120,9 +120,12 @@ def sqlite_rounds(path: Path, rounds: int, reps: int) -> dict[str, list[float]]:
 
 
 def pg_rounds(url: str, calls: int, apps: int, rounds: int, reps: int) -> dict[str, list[float]]:
+    import psycopg
+
     from lineup_runtime_lite.store.postgres import PostgresStore
 
-    store = PostgresStore(url, node_id="n1")
+    store = PostgresStore(url, node_id="n1", lease_s=3600)  # no heartbeat runs here
+    conn = psycopg.connect(url, autocommit=True)
     try:
         with store.transaction(fault_points=False) as db:
             add_history(db, calls, owner="n1", actions=0)
@@ -134,10 +137,13 @@ def pg_rounds(url: str, calls: int, apps: int, rounds: int, reps: int) -> dict[s
                 db.execute("INSERT INTO apps VALUES (?, '1.0.0')", (f"app{n}",))
         for table in ("calls", "app_sessions", "owners", "nodes", "app_versions", "apps"):
             store.db.execute(f"ANALYZE {table}")
-        facts, run = store.facts, store.db.execute
+        facts = store.facts
+
+        def run(sql: str, args: tuple[Any, ...]) -> Any:
+            return conn.execute(sql.replace("?", "%s"), args)
 
         def beat_before() -> None:
-            with store.transaction(fault_points=False):
+            with conn.transaction():
                 run("DELETE FROM nodes WHERE lease_until < now() AND node_id <> ?", ("n1",))
                 run(
                     "UPDATE owners SET node_id=? WHERE node_id <> ? AND node_id NOT IN "
@@ -146,7 +152,7 @@ def pg_rounds(url: str, calls: int, apps: int, rounds: int, reps: int) -> dict[s
                 ).fetchall()
 
         def beat_after() -> None:
-            with store.transaction(fault_points=False):
+            with conn.transaction():
                 run(
                     "DELETE FROM nodes WHERE lease_until < now() AND node_id <> ? "
                     "RETURNING node_id",
@@ -154,7 +160,7 @@ def pg_rounds(url: str, calls: int, apps: int, rounds: int, reps: int) -> dict[s
                 ).fetchall()
 
         def register_before() -> None:
-            with store.transaction(fault_points=False):
+            with conn.transaction():
                 run(
                     "INSERT INTO owners (app_session_id, node_id) SELECT app_session_id, ? "
                     "FROM app_sessions WHERE app_session_id NOT IN (SELECT app_session_id "
@@ -196,6 +202,7 @@ def pg_rounds(url: str, calls: int, apps: int, rounds: int, reps: int) -> dict[s
         out["registry_poll_trips_after"] = [float(store.round_trips - trips)]
         return out
     finally:
+        conn.close()
         store.close()
 
 
@@ -212,16 +219,21 @@ def main() -> None:
     ap.add_argument("--apps", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--engines", default="sqlite,postgresql", help="which to measure")
     ap.add_argument("--smoke", action="store_true", help="a tiny size, one round")
     args = ap.parse_args()
     if args.smoke:
         args.calls, args.rounds, args.reps = 200, 1, 2
     print(f"history: {args.calls} finished calls; {args.rounds} rounds; ms, median [spread]")
-    with tempfile.TemporaryDirectory(prefix="lineup-bench-history-reads-") as tmp:
-        bundle = build_bundle(Path(tmp))
-        path = Path(tmp) / "history.db"
-        sqlite_db(path, bundle, args.calls)
-        show("SQLite", sqlite_rounds(path, args.rounds, args.reps))
+    engines = args.engines.split(",")
+    if "sqlite" in engines:
+        with tempfile.TemporaryDirectory(prefix="lineup-bench-history-reads-") as tmp:
+            bundle = build_bundle(Path(tmp))
+            path = Path(tmp) / "history.db"
+            sqlite_db(path, bundle, args.calls)
+            show("SQLite", sqlite_rounds(path, args.rounds, args.reps))
+    if "postgresql" not in engines:
+        return
     if pg_bindir() is None:
         print("PostgreSQL: no server binaries found (LINEUP_PG_BINDIR): skipped")
         return

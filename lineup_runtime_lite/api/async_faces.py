@@ -64,9 +64,7 @@ class AsyncOutbox:
         self._rt._check_open()
         return self._rt._engine.facts.outbox_all()
 
-    async def after(
-        self, position: int = 0, limit: int = 100
-    ) -> tuple[list[AgentMessage], int]:
+    async def after(self, position: int = 0, limit: int = 100) -> tuple[list[AgentMessage], int]:
         """Up to `limit` (1–1000) messages written after `position`, acked or not, oldest
         first, and the position to read from next (`position` again when there were none):
         a reader that follows the outbox (a timeline) reads what is new, never the history

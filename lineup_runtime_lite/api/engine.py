@@ -288,7 +288,8 @@ class Engine:
     async def refresh_registry(self) -> None:
         """Verify what the current versions' records need off this loop (a store that
         keeps bundles, SPEC 16.1: once per manifest and trust store), then project them."""
-        stamp = self._registry_stamp()
+        # (only nodes poll: one runtime reloads when it installs, and reads no stamp)
+        stamp = self._registry_stamp() if self._owned is not None else None
         if self._verify_ahead is not None:
             await self._verify_ahead(self.facts.installed())
         self.load_registry()

@@ -505,9 +505,7 @@ class Runtime:
         limit: int | None = None,
     ) -> list[str]:
         """The call_ids `mark_call` marked with `mark` (see `AsyncRuntime.marked_calls`)."""
-        return self._run(
-            self._art.marked_calls(mark, conversation_id, after=after, limit=limit)
-        )
+        return self._run(self._art.marked_calls(mark, conversation_id, after=after, limit=limit))
 
     def app_session(self, conversation_id: str, scope: str) -> dict[str, Any] | None:
         """A conversation's App session for a scope (see `AsyncRuntime.app_session`)."""

@@ -25,6 +25,7 @@ from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.core.port import CallRead, Facts, LostRace
 from lineup_runtime_lite.core.rows import Action, Activation, Call, Intent, Operation, Session
 from lineup_runtime_lite.store.connection import SqlConnection
+from lineup_runtime_lite.store.marks import CallMarks
 from lineup_runtime_lite.store.records import (
     action_record,
     activation_record,
@@ -59,7 +60,7 @@ _ACTION_ITEM = (
 _OF_SESSION = "app_session_id=?"
 
 
-class SqlFacts:
+class SqlFacts(CallMarks):
     """`Facts` over one database connection: SQLite's, or PostgreSQL's through the store's
     router (`store.postgres`); the statements are written once, in SQL both engines run.
     `coordination` is what differs with several nodes (`Solo` unless the store says)."""
@@ -568,8 +569,9 @@ class SqlFacts:
         """Every current version's `(scope, version, manifest_sha256, key_id, dir)`: what
         changes when an install, an uninstall or an edit of a record does (one read)."""
         rows = self.db.execute(
-            "SELECT a.scope, a.version, v.manifest_sha256, v.key_id, v.dir FROM apps a "
-            "JOIN app_versions v ON v.scope=a.scope AND v.version=a.version ORDER BY a.scope"
+            "SELECT apps.scope, apps.version, manifest_sha256, key_id, dir FROM apps "
+            "JOIN app_versions ON app_versions.scope=apps.scope "
+            "AND app_versions.version=apps.version ORDER BY apps.scope"
         ).fetchall()
         return [(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
 
@@ -667,52 +669,6 @@ class SqlFacts:
             "SELECT key FROM meta WHERE substr(key, 1, ?)=?", (len(prefix), prefix)
         ).fetchall()
         return [str(r[0])[len(prefix) :] for r in rows]
-
-    # -- an embedder's marks of calls (`Runtime.mark_call`) ------------------------------
-    def add_call_mark(self, mark: str, call_id: str) -> bool:
-        """Mark an accepted call (again: nothing changes); False when there is no such call."""
-        found = self.db.execute("SELECT 1 FROM calls WHERE call_id=?", (call_id,)).fetchone()
-        if found is None:
-            return False
-        self.db.execute(
-            "INSERT INTO call_marks (mark, call_id, conversation_id, created_ms) "
-            "SELECT ?, call_id, conversation_id, created_ms FROM calls WHERE call_id=? "
-            "ON CONFLICT DO NOTHING",
-            (mark, call_id),
-        )
-        return True
-
-    def call_marked(self, mark: str, call_id: str) -> bool:
-        row = self.db.execute(
-            "SELECT 1 FROM call_marks WHERE mark=? AND call_id=?", (mark, call_id)
-        ).fetchone()
-        return row is not None
-
-    def marked_calls(
-        self,
-        mark: str,
-        conversation_id: str | None = None,
-        after: str | None = None,
-        limit: int | None = None,
-    ) -> list[str]:
-        """The calls marked `mark` (of one conversation), oldest first; with `after`, those
-        after that marked call; at most `limit`: through the index, never every mark."""
-        where = "mark=?"
-        args: list[Any] = [mark]
-        if conversation_id is not None:
-            where += " AND conversation_id=?"
-            args.append(conversation_id)
-        if after is not None:
-            where += (
-                " AND (created_ms, call_id) > (SELECT created_ms, call_id FROM call_marks "
-                "WHERE mark=? AND call_id=?)"
-            )
-            args += [mark, after]
-        sql = f"SELECT call_id FROM call_marks WHERE {where} ORDER BY created_ms, call_id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        return [str(r[0]) for r in self.db.execute(sql, tuple(args)).fetchall()]
 
     def meta_value(self, key: str) -> str | None:
         """A value of the meta table (None when the key is absent)."""

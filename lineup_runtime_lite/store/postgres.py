@@ -445,7 +445,7 @@ class PostgresStore:
                 db.execute(stmt)
             text = str(row[0]) if row else ""
             version = int(text) if text.isdigit() else 0
-            if not (had_owners and had_owners[0]) and PG_FIRST_VERSION <= version:
+            if not (had_owners and had_owners[0]) and version >= PG_FIRST_VERSION:
                 for stmt, args in adopt_unowned(self.coordination.node_id):
                     db.execute(stmt, args)
             if PG_FIRST_VERSION <= version < SCHEMA_VERSION:  # each step's twin, in order

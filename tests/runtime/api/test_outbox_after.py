@@ -35,5 +35,5 @@ def test_after_pages_through_the_outbox_from_a_position(
         assert [m["call_id"] for m in new] == ["c9"] * len(new) and new
         for bad in ((-1, 10), ("0", 10), (0, 0), (0, 1001)):
             with pytest.raises(LineupError) as exc:
-                rt.outbox.after(*bad)  # type: ignore[arg-type]
+                rt.outbox.after(*bad)
             assert exc.value.code == "usage_invalid"

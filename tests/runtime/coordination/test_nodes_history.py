@@ -18,9 +18,8 @@ import pytest
 
 from lineup_build.trust import TrustStore
 from lineup_runtime_lite.internals import engine_of
-from tests.history_kit import add_history, add_pending
+from tests.history_kit import HISTORY_TABLES, MAX_ROWS, add_history, add_pending, rows_read
 from tests.runtime.coordination.nodes_kit import LEASE_S, node, until
-from tests.runtime.store.test_pending_work import HISTORY_TABLES, MAX_ROWS, _rows_read
 
 HISTORY = 100_000
 #: Statements worth explaining: reads and writes (not LISTEN, locks, notifications).
@@ -84,7 +83,7 @@ def _explained(url: str, seen: list[tuple[str, Any]]) -> dict[str, int]:
                 row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchone()
             assert row is not None
             plan = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-            out[sql] = _rows_read(plan[0]["Plan"])
+            out[sql] = rows_read(plan[0]["Plan"])
     return out
 
 
@@ -134,7 +133,7 @@ def test_the_registry_poll_reads_once_unless_something_changed(
             await a.install(todo_bundle)
             engine = engine_of(a)
             assert "todo.add" in engine.registry
-            store = engine.store
+            store: Any = engine.store  # a PostgresStore: it counts its round trips
             for _ in range(3):
                 before = store.round_trips
                 assert await engine.poll_registry() is False

@@ -25,25 +25,17 @@ from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.store.facts import SqlFacts
 from lineup_runtime_lite.store.sqlite import Store
-from tests.history_kit import PENDING, T0, add_history, add_pending
+from tests.history_kit import (
+    HISTORY_TABLES,
+    MAX_ROWS,
+    PENDING,
+    T0,
+    add_history,
+    add_pending,
+    rows_read,
+)
 
 HISTORY = 100_000
-#: The tables that grow with every call served.
-HISTORY_TABLES = (
-    "calls",
-    "receipts",
-    "outbox",
-    "activations",
-    "app_sessions",
-    "operations",
-    "im_records",
-    "host_intents",
-    "session_data",
-    "owners",
-    "ui_actions",
-    "ui_action_clients",
-    "call_marks",
-)
 #: The partial indexes holding only unfinished rows (a scan of one reads pending work).
 PARTIAL = (
     "calls_queued",
@@ -55,8 +47,6 @@ PARTIAL = (
 )
 #: Virtual-machine steps one statement may take (a scan of the history takes millions).
 MAX_STEPS = 20_000
-#: Rows one statement may read on PostgreSQL (the history has 100,000 calls).
-MAX_ROWS = 200
 
 #: What a timer tick, a pump, recovery and open read, each with the pending rows it finds.
 READS: dict[str, tuple[Callable[[SqlFacts], Any], Callable[[Any], Any] | None]] = {
@@ -260,20 +250,6 @@ def test_open_recovery_and_a_tick_read_no_history(
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------
-def _rows_read(node: dict[str, Any]) -> int:
-    """Rows a plan node and its children read: what each scan returned and what its
-    filters removed, per loop."""
-    loops = int(node.get("Actual Loops", 1))
-    own = 0
-    if "Scan" in node["Node Type"]:
-        own = (
-            int(node.get("Actual Rows", 0))
-            + int(node.get("Rows Removed by Filter", 0))
-            + int(node.get("Rows Removed by Index Recheck", 0))
-        ) * loops
-    return own + sum(_rows_read(child) for child in node.get("Plans", ()))
-
-
 @pytest.fixture(scope="module")
 def pg_history(pg_server: Any) -> Iterator[Any]:
     from lineup_runtime_lite.store.postgres import PostgresStore
@@ -320,7 +296,7 @@ def test_postgres_reads_of_pending_work_do_not_grow_with_history(
     for sql, args in recording.seen:
         (row,) = pg_history.all("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, args)
         plan = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-        rows = _rows_read(plan[0]["Plan"])
+        rows = rows_read(plan[0]["Plan"])
         assert rows <= MAX_ROWS, (sql, rows, json.dumps(plan, indent=1)[:3000])
     if name in EXPECTED and shown is not None:
         assert shown(found) == EXPECTED[name]
@@ -367,7 +343,9 @@ def test_postgres_moves_an_older_database_to_6(pg_url: str, start: int) -> None:
         assert store.all(
             "SELECT mark, call_id, conversation_id, created_ms FROM call_marks ORDER BY call_id"
         ) == [("mcp_task", "hc1", "hconv2", T0 + 1), ("mcp_task", "hc3", "hconv2", T0 + 3)]
-        assert store.one("SELECT count(*) FROM meta WHERE substr(key, 1, 10) = 'call_mark:'")[0] == 0
+        assert (
+            store.one("SELECT count(*) FROM meta WHERE substr(key, 1, 10) = 'call_mark:'")[0] == 0
+        )
         with store.transaction(fault_points=False) as db:  # the new tables take actions
             db.execute(
                 "INSERT INTO ui_actions (app_session_id, seq, client_id, client_seq, name, "
