@@ -201,7 +201,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     5: tuple(_if_not_exists(stmt) for stmt in (*_V5_TABLES, *_V5_INDEXES)),
     # 6: call marks in their own table, found by mark and conversation (issue 36: every
     # `tasks/list` read every mark ever written), moved there from `meta`.
-    6: (_V6_TABLE, _V6_INDEX, _V6_MOVE_SQLITE, _V6_DROP),
+    # As with schema 5, a database that has the table already keeps it.
+    6: (_if_not_exists(_V6_TABLE), _if_not_exists(_V6_INDEX), _V6_MOVE_SQLITE, _V6_DROP),
 }
 assert sorted(MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"
 
@@ -237,7 +238,12 @@ PG_FIRST_VERSION = 3
 PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: _V4_INDEXES,
     5: (*(_pg_table(stmt) for stmt in _V5_TABLES), *_V5_INDEXES),
-    6: (_pg_table(_V6_TABLE), _V6_INDEX, _V6_MOVE_PG, _V6_DROP),
+    6: (
+        _if_not_exists(_pg_table(_V6_TABLE)),
+        _if_not_exists(_V6_INDEX),
+        _V6_MOVE_PG,
+        _V6_DROP,
+    ),
 }
 assert sorted(PG_MIGRATIONS) == list(range(PG_FIRST_VERSION + 1, SCHEMA_VERSION + 1)), (
     "a PostgreSQL twin for every step"
