@@ -10,7 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 from lineup_runtime_lite.api import ui_actions
-from lineup_runtime_lite.api.arguments import Owner, check_ids, check_limit, usable_id
+from lineup_runtime_lite.api.arguments import (
+    Owner,
+    check_ids,
+    check_limit,
+    check_position,
+    usable_id,
+)
 from lineup_runtime_lite.api.clock import format_ts
 from lineup_runtime_lite.core.actions import ActionEvent
 from lineup_runtime_lite.core.messages import ActionAccepted, ActionOutcome, AgentMessage
@@ -57,6 +63,21 @@ class AsyncOutbox:
         """Every message ever written, acked or not (timelines and tests)."""
         self._rt._check_open()
         return self._rt._engine.facts.outbox_all()
+
+    async def after(self, position: int = 0, limit: int = 100) -> tuple[list[AgentMessage], int]:
+        """Up to `limit` (1–1000) messages written after `position`, acked or not, oldest
+        first, and the position to read from next (`position` again when there were none):
+        a reader that follows the outbox (a timeline) reads what is new, never the history
+        before it. Positions are the store's own (0 is before the first message).
+
+        Raises:
+            LineupError: `usage_invalid` for a limit outside 1–1000 or a negative position.
+        """
+        check_position(position)
+        check_limit(limit)
+        self._rt._check_open()
+        rows = self._rt._engine.facts.outbox_after(position, limit)
+        return [m for _, m in rows], (rows[-1][0] if rows else position)
 
 
 class _AsyncHostPort:

@@ -421,12 +421,24 @@ class AsyncRuntime(DeprecatedSpellings):
     async def call_marked(self, call_id: str, mark: str) -> bool:
         """Whether `mark_call(call_id, mark)` was done (in this or an earlier process)."""
         self._check_open()
-        return self._engine.facts.meta_value(f"call_mark:{mark}:{call_id}") is not None
+        return self._engine.facts.call_marked(mark, call_id)
 
-    async def marked_calls(self, mark: str) -> list[str]:
-        """The call_ids `mark_call` marked with `mark`, in no particular order."""
+    async def marked_calls(
+        self,
+        mark: str,
+        conversation_id: str | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """The call_ids `mark_call` marked with `mark` (of one conversation), oldest first;
+        with `after` (a call_id this returned), the ones after it; at most `limit`.
+
+        Raises:
+            LineupError: `usage_invalid` for a bad mark, conversation id or limit.
+        """
         self._check_open()
-        return self._engine.facts.meta_keys(f"call_mark:{mark}:")
+        return reads.marked_calls(self._engine.facts, mark, conversation_id, after, limit)
 
     async def app_session(self, conversation_id: str, scope: str) -> dict[str, Any] | None:
         """A conversation's App session for an app scope (`app_session_id`, `version` it is

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from lineup_runtime_lite.api.arguments import check_ids, check_limit, usable_id
+from lineup_runtime_lite.api.arguments import check_ids, check_limit, check_position, usable_id
 from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface
 from lineup_runtime_lite.api.async_runtime import AsyncRuntime
 from lineup_runtime_lite.api.clock import Clock
@@ -60,6 +60,19 @@ class Outbox:
     def all(self) -> list[AgentMessage]:
         """Every message ever written, acked or not (timelines and tests)."""
         return self._rt._run(self._outbox.all())
+
+    def after(self, position: int = 0, limit: int = 100) -> tuple[list[AgentMessage], int]:
+        """Up to `limit` (1–1000) messages written after `position`, acked or not, oldest
+        first, and the position to read from next (`position` again when there were none):
+        a reader that follows the outbox (a timeline) reads what is new, never the history
+        before it.
+
+        Raises:
+            LineupError: `usage_invalid` for a limit outside 1–1000 or a negative position.
+        """
+        check_position(position)
+        check_limit(limit)
+        return self._rt._run(self._outbox.after(position, limit))
 
 
 class Surface:
@@ -483,9 +496,16 @@ class Runtime:
         """Whether `mark_call(call_id, mark)` was done (in this or an earlier process)."""
         return self._run(self._art.call_marked(call_id, mark))
 
-    def marked_calls(self, mark: str) -> list[str]:
-        """The call_ids `mark_call` marked with `mark`, in no particular order."""
-        return self._run(self._art.marked_calls(mark))
+    def marked_calls(
+        self,
+        mark: str,
+        conversation_id: str | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """The call_ids `mark_call` marked with `mark` (see `AsyncRuntime.marked_calls`)."""
+        return self._run(self._art.marked_calls(mark, conversation_id, after=after, limit=limit))
 
     def app_session(self, conversation_id: str, scope: str) -> dict[str, Any] | None:
         """A conversation's App session for a scope (see `AsyncRuntime.app_session`)."""
