@@ -8,7 +8,7 @@ SQLite (a runtime on the file):
   nothing new;
 * tasks/list: `lineup serve`'s task list of one conversation holding every task — before,
   every `call_mark:` meta row and each task's record; after, one page (100) of the
-  conversation's marks (`rt.marked_calls(mark, conversation, limit=100)`) and their records.
+  conversation's marks (`rt.marks.calls(mark, conversation, limit=100)`) and their records.
 
 PostgreSQL (a throwaway server; the node `n1` owns every App session):
 * heartbeat: the take-over statements of one beat with no lease lapsed — before, the
@@ -103,7 +103,7 @@ def sqlite_rounds(path: Path, rounds: int, reps: int) -> dict[str, list[float]]:
                 rt.call_record(call_id)
 
         def tasks_after() -> None:
-            for call_id in rt.marked_calls(MARK, "mcp", limit=PAGE):
+            for call_id in rt.marks.calls(MARK, "mcp", limit=PAGE):
                 rt.call_record(call_id)
 
         sides: list[tuple[str, Callable[[], Any], int]] = [

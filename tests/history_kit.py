@@ -59,7 +59,7 @@ def add_history(
     marks: int = 0,
 ) -> None:
     """Insert `calls` finished calls (and what they left behind) and `actions` finished UI
-    Actions (default: as many as calls) and `marks` MCP task marks (`Runtime.mark_call`, of
+    Actions (default: as many as calls) and `marks` MCP task marks (`Runtime.marks.add`, of
     the first calls) through `db.execute` (a `sqlite3` connection, or a
     PostgreSQL store's connection), inside the caller's transaction; on PostgreSQL, node
     `owner` owns every App session."""

@@ -28,15 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from lineup_runtime_lite.processes.logs import LogPipe
-from lineup_sdk._image import (
+from lineup_sdk.sandbox import Sandbox, SharedMemory, stop_tree
+from lineup_sdk.sandbox.forks import (
     BRIDGE_R,
+    CAP_SYS_PTRACE,
     INBOX_W,
     LOG_R,
     NAMESPACES,
     SESSION_TMP,
+    has_capability,
     risky_shared_mappings,
 )
-from lineup_sdk.sandbox import Sandbox, SharedMemory, stop_tree
 
 __all__ = ["Forked", "Image", "ImageError", "stop_forked"]
 
@@ -144,8 +146,6 @@ class Image:
         """Start the image and read its verdict; True if it is warm. Whatever goes wrong
         (an import error included: the cold start that follows reports it) leaves it cold,
         stopped, with the reason."""
-        from lineup_sdk.sandbox._linux import CAP_SYS_PTRACE, has_capability
-
         if not has_capability(CAP_SYS_PTRACE):
             return self._cold(NO_PTRACE)
         loop = asyncio.get_running_loop()
@@ -337,7 +337,7 @@ class Image:
             if _nspid(pid) != [pid, nspid, 1]:  # the pid was not reused meanwhile
                 raise ImageError("the worker is gone")
             for fd in (INBOX_W, BRIDGE_R, LOG_R):
-                from lineup_sdk.sandbox._linux import pidfd_getfd
+                from lineup_sdk.sandbox.forks import pidfd_getfd
 
                 fds.append(pidfd_getfd(pidfd, fd))
                 if not stat.S_ISFIFO(os.fstat(fds[-1]).st_mode):
@@ -378,7 +378,7 @@ class Image:
     def _namespaces(self, pid: int, pidfd: int) -> list[int]:
         """The worker's user, mount and PID namespaces, from the descriptors it opened
         itself, each checked to be what `/proc/<pid>/ns` says (not the image's)."""
-        from lineup_sdk.sandbox._linux import pidfd_getfd
+        from lineup_sdk.sandbox.forks import pidfd_getfd
 
         out: list[int] = []
         try:

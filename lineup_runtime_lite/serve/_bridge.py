@@ -361,13 +361,13 @@ class Bridge:
         record = await self.own_call(task_id, meta)
         if record is None:
             return None
-        if not await anyio.to_thread.run_sync(self.rt.call_marked, task_id, TASK_MARK):
+        if not await anyio.to_thread.run_sync(self.rt.marks.has, task_id, TASK_MARK):
             return None
         return record
 
     async def mark_task(self, call_id: str) -> None:
         """Remember that a request created this call as a task (kept with the call)."""
-        await anyio.to_thread.run_sync(self.rt.mark_call, call_id, TASK_MARK)
+        await anyio.to_thread.run_sync(self.rt.marks.add, call_id, TASK_MARK)
 
     async def own_tasks(
         self, meta: Any, cursor: str | None = None
@@ -377,11 +377,11 @@ class Bridge:
         the conversation's marks through their index, never every task ever created."""
         _, conversation = self.ids(meta)
         if cursor is not None and not await anyio.to_thread.run_sync(
-            self.rt.call_marked, cursor, TASK_MARK
+            self.rt.marks.has, cursor, TASK_MARK
         ):
             raise MCPError(mt.INVALID_PARAMS, "Invalid cursor: it names no task")
         ids = await anyio.to_thread.run_sync(
-            lambda: self.rt.marked_calls(
+            lambda: self.rt.marks.calls(
                 TASK_MARK, str(conversation), after=cursor, limit=TASKS_PAGE
             )
         )

@@ -108,7 +108,7 @@ def needs_warm_image() -> None:
 
     import pytest
 
-    from lineup_sdk.sandbox._linux import CAP_SYS_PTRACE, has_capability
+    from lineup_sdk.sandbox.forks import CAP_SYS_PTRACE, has_capability
 
     if has_capability(CAP_SYS_PTRACE):
         return

@@ -41,6 +41,21 @@ def _history_db(db: Path, trust: TrustStore, todo_bundle: Path) -> None:
     con.close()
 
 
+class CountingMarks:
+    """`rt.marks`, counting the marked call ids its `calls` hands the bridge."""
+
+    def __init__(self, counting: Counting) -> None:
+        self._counting = counting
+
+    def calls(self, *args: Any, **kwargs: Any) -> list[str]:
+        found = self._counting._rt.marks.calls(*args, **kwargs)
+        self._counting.marked += len(found)
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._counting._rt.marks, name)
+
+
 class Counting:
     """The runtime, counting the call records and marked call ids it hands the bridge."""
 
@@ -53,10 +68,9 @@ class Counting:
         self.records += 1
         return self._rt.call_record(call_id)
 
-    def marked_calls(self, *args: Any, **kwargs: Any) -> list[str]:
-        found = self._rt.marked_calls(*args, **kwargs)
-        self.marked += len(found)
-        return found
+    @property
+    def marks(self) -> Any:
+        return CountingMarks(self)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._rt, name)

@@ -85,7 +85,7 @@ READS: dict[str, tuple[Callable[[SqlFacts], Any], Callable[[Any], Any] | None]] 
     "action": (lambda f: f.action("hs3", "hclient", 4), None),
     "client_mark": (lambda f: f.client_mark("hs3", "hclient"), None),
     "call_and_session": (lambda f: f.call_and_session("hc9", "hconv3", "todo"), None),
-    # `lineup serve`'s MCP tasks (`Runtime.mark_call`): tasks/get and a tasks/list page
+    # `lineup serve`'s MCP tasks (`Runtime.marks`): tasks/get and a tasks/list page
     "call_marked": (lambda f: f.call_marked("mcp_task", "hc7"), None),
     "marked_calls_page": (lambda f: f.marked_calls("mcp_task", "hconv2", None, 100), len),
     "marked_calls_after": (lambda f: f.marked_calls("mcp_task", "hconv2", "hc1", 100), len),

@@ -298,7 +298,7 @@ def test_call_marks_move_from_meta_to_their_table(tmp_path: Path, trust: TrustSt
     """Schema 6 (issue 36): the marks an older runtime kept as `call_mark:<mark>:<call_id>`
     meta rows move to `call_marks`, each with its call's conversation and time; a mark of a
     call the database does not hold is dropped, and no mark is left in `meta`. The database
-    is the schema-4 fixture with the marks a schema-5 runtime wrote (`Runtime.mark_call`)."""
+    is the schema-4 fixture with the marks a schema-5 runtime wrote (`Runtime.marks.add`)."""
     db = tmp_path / "old5.db"
     shutil.copyfile(FIXTURE_4, db)
     con = sqlite3.connect(db)
@@ -315,10 +315,10 @@ def test_call_marks_move_from_meta_to_their_table(tmp_path: Path, trust: TrustSt
     con.commit()
     con.close()
     with Runtime.open(db, trust=trust, clock=VirtualClock()) as rt:
-        assert rt.marked_calls("mcp_task") == ["t1", "t2"]
-        assert rt.marked_calls("mcp_task", "c1", after="t1") == ["t2"]
-        assert rt.marked_calls("other") == ["t1"] and rt.marked_calls("a_b") == ["t2"]
-        assert rt.call_marked("t2", "mcp_task") and not rt.call_marked("gone", "mcp_task")
+        assert rt.marks.calls("mcp_task") == ["t1", "t2"]
+        assert rt.marks.calls("mcp_task", "c1", after="t1") == ["t2"]
+        assert rt.marks.calls("other") == ["t1"] and rt.marks.calls("a_b") == ["t2"]
+        assert rt.marks.has("t2", "mcp_task") and not rt.marks.has("gone", "mcp_task")
     con = sqlite3.connect(db)
     try:
         rows = con.execute(
