@@ -14,16 +14,18 @@ if TYPE_CHECKING:
     from lineup_runtime_lite.api.async_runtime import (
         DEFAULT_ISOLATION,
         ISOLATIONS,
+        AsyncMarks,
         AsyncOutbox,
         AsyncRuntime,
         AsyncSurface,
         check_isolation,
     )
     from lineup_runtime_lite.api.clock import Clock, RealClock, VirtualClock
-    from lineup_runtime_lite.api.runtime import Outbox, Runtime, Surface
+    from lineup_runtime_lite.api.runtime import Marks, Outbox, Runtime, Surface
     from lineup_runtime_lite.host.simulator import HostSimulator
 
 __all__ = [  # noqa: RUF022 (plainly sorted: tests/build/test_layering.py)
+    "AsyncMarks",
     "AsyncOutbox",
     "AsyncRuntime",
     "AsyncSurface",
@@ -31,6 +33,7 @@ __all__ = [  # noqa: RUF022 (plainly sorted: tests/build/test_layering.py)
     "DEFAULT_ISOLATION",
     "HostSimulator",
     "ISOLATIONS",
+    "Marks",
     "Outbox",
     "RealClock",
     "Runtime",
@@ -42,6 +45,7 @@ __all__ = [  # noqa: RUF022 (plainly sorted: tests/build/test_layering.py)
 # Loaded on first use, so importing one inner module (`lineup_runtime_lite.core`, the pure
 # transitions) does not pay for the whole runtime: the store, sqlite3, the drivers.
 _LAZY = {
+    "AsyncMarks": "lineup_runtime_lite.api.async_runtime",
     "AsyncOutbox": "lineup_runtime_lite.api.async_runtime",
     "AsyncRuntime": "lineup_runtime_lite.api.async_runtime",
     "AsyncSurface": "lineup_runtime_lite.api.async_runtime",
@@ -49,6 +53,7 @@ _LAZY = {
     "DEFAULT_ISOLATION": "lineup_runtime_lite.api.async_runtime",
     "HostSimulator": "lineup_runtime_lite.host.simulator",
     "ISOLATIONS": "lineup_runtime_lite.api.async_runtime",
+    "Marks": "lineup_runtime_lite.api.runtime",
     "Outbox": "lineup_runtime_lite.api.runtime",
     "RealClock": "lineup_runtime_lite.api.clock",
     "Runtime": "lineup_runtime_lite.api.runtime",

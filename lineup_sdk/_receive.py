@@ -129,6 +129,17 @@ class Dispatcher:
             route = self._routes[kind, method] = _Route(decl.handler, shape, _dumper(shape))
         return route
 
+    def prepare(self) -> None:
+        """Build every route now (a warm image does, so that its forks share them instead
+        of each building its own at its first delivery); a handler whose route cannot be
+        built fails at its delivery, as without this."""
+        wanted = [("tool", m) for m in self.methods()] + [("action", a) for a in self.actions()]
+        for kind, method in wanted:
+            try:
+                self._route(method, kind)
+            except Exception:  # reported by dispatch, as if never prepared
+                continue
+
     def is_sync(self, method: str, kind: str = "tool") -> bool:
         """Whether `method`'s handler runs in a thread (a plain `def`)."""
         try:

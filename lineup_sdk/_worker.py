@@ -126,7 +126,49 @@ def _find_actions(module: Any, scope: str) -> ActionRegistry | None:
     return found[0] if found else None
 
 
+def load(entry: str) -> Dispatcher:
+    """Import the entry and find its registry and UI Actions (author code runs here).
+
+    Raises:
+        BaseException: whatever the import raised, or RuntimeError for an entry without
+            exactly one registry.
+    """
+    module = importlib.import_module(entry)
+    registry = _find_registry(module)
+    return Dispatcher(registry, _find_actions(module, registry.app_scope))
+
+
+def hello(dispatcher: Dispatcher) -> dict[str, Any]:
+    """What the worker serves: tools and UI Actions separately (the runtime compares each
+    with the manifest, SPEC 17), its pid and its handler threads."""
+    return {
+        "t": "hello",
+        "methods": dispatcher.methods(),
+        "actions": dispatcher.actions(),
+        "pid": os.getpid(),
+        "threads": HANDLER_THREADS,
+    }
+
+
 async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int:
+    """The cold path: report the sandbox, import the entry, then serve."""
+    return await serve(None, rfd, wfd, sandbox, entry=entry)
+
+
+async def serve(
+    dispatcher: Dispatcher | None,
+    rfd: int,
+    wfd: int,
+    sandbox: dict[str, Any] | None,
+    *,
+    entry: str = "",
+    gated: bool = False,
+) -> int:
+    """Serve the bridge on `rfd`/`wfd`: the sandbox report first when there is one (the
+    cold path: before any author code runs, so it cannot rewrite it), then the entry's
+    import unless `dispatcher` is given (a worker forked from an image has it), the hello
+    (`gated`: once the runtime's `go` line comes), and deliveries until the runtime
+    closes the pipe."""
     loop = asyncio.get_running_loop()
     loop.set_default_executor(
         concurrent.futures.ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="handler")
@@ -138,29 +180,25 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
         asyncio.Protocol, os.fdopen(wfd, "wb", buffering=0)
     )
     bridge = _Bridge(transport)
-    # what is enforced, sent before any author code can run (and so cannot rewrite it)
-    bridge.send({"t": "sandbox", "report": sandbox})
-    if sandbox.get("refused"):
-        bridge.send({"t": "fatal", "code": "sandbox_unavailable", "message": sandbox["refused"]})
-        await asyncio.sleep(0)
-        return 5
-    try:
-        module = importlib.import_module(entry)
-        registry = _find_registry(module)
-        dispatcher = Dispatcher(registry, _find_actions(module, registry.app_scope))
-    except BaseException as exc:  # report any import failure, then stop
-        logging.getLogger("lineup.worker").exception("cannot import %s", entry)
-        bridge.send({"t": "fatal", "message": f"{type(exc).__name__}: {exc}"})
-        await asyncio.sleep(0)
-        return 3
-    # tools and UI Actions separately: the runtime compares each with the manifest (SPEC 17)
-    hello = {
-        "t": "hello",
-        "methods": dispatcher.methods(),
-        "actions": dispatcher.actions(),
-        "pid": os.getpid(),
-    }
-    bridge.send({**hello, "threads": HANDLER_THREADS})
+    if sandbox is not None:
+        bridge.send({"t": "sandbox", "report": sandbox})
+        if sandbox.get("refused"):
+            bridge.send(
+                {"t": "fatal", "code": "sandbox_unavailable", "message": sandbox["refused"]}
+            )
+            await asyncio.sleep(0)
+            return 5
+    if dispatcher is None:
+        try:
+            dispatcher = load(entry)
+        except BaseException as exc:  # report any import failure, then stop
+            logging.getLogger("lineup.worker").exception("cannot import %s", entry)
+            bridge.send({"t": "fatal", "message": f"{type(exc).__name__}: {exc}"})
+            await asyncio.sleep(0)
+            return 3
+    served = dispatcher
+    if not gated:
+        bridge.send(hello(served))
     tasks: set[asyncio.Task[None]] = set()
     # sync deliveries in flight: id -> monotonic time after which the handler is stuck
     overdue_at: dict[int, float] = {}
@@ -189,10 +227,10 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
                 conversation_id=c["conversation_id"],
                 session_data=session_data,
             )
-        if dispatcher.is_sync(msg["method"], kind):
+        if served.is_sync(msg["method"], kind):
             overdue_at[msg["id"]] = time.monotonic() + float(c.get("timeout_s", 30))
         try:
-            out = await dispatcher.dispatch(msg["method"], msg["params"], ctx, kind=kind)
+            out = await served.dispatch(msg["method"], msg["params"], ctx, kind=kind)
         finally:
             overdue_at.pop(msg["id"], None)
         reply: dict[str, Any] = {"t": "result", "id": msg["id"], "ok": out.ok}
@@ -233,7 +271,18 @@ async def _serve(entry: str, rfd: int, wfd: int, sandbox: dict[str, Any]) -> int
             stuck = sum(1 for t in overdue_at.values() if t < now)
             bridge.send({"t": "pong", "id": msg["id"], "stuck": stuck})
 
-    inbox.on_line = on_line
+    def on_go(line: bytes) -> None:
+        try:
+            go = json.loads(line).get("t") == "go"
+        except (ValueError, RecursionError, AttributeError):
+            go = False
+        if not go:
+            inbox.end(4)
+            return
+        inbox.on_line = on_line
+        bridge.send(hello(served))
+
+    inbox.on_line = on_go if gated else on_line
     inbox._flush_early()
     return await ended
 

@@ -11,11 +11,37 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PENDING", "T0", "add_history", "add_pending"]
+__all__ = [
+    "HISTORY_TABLES",
+    "MAX_ROWS",
+    "PENDING",
+    "T0",
+    "add_history",
+    "add_pending",
+    "rows_read",
+]
 
 #: Calls per conversation in the history (each conversation has one App session).
 CALLS_PER_SESSION = 20
 T0 = 1_767_225_600_000  # 2026-01-01T00:00Z, the virtual clock's start
+#: The tables that grow with every call served.
+HISTORY_TABLES = (
+    "calls",
+    "receipts",
+    "outbox",
+    "activations",
+    "app_sessions",
+    "operations",
+    "im_records",
+    "host_intents",
+    "session_data",
+    "owners",
+    "ui_actions",
+    "ui_action_clients",
+    "call_marks",
+)
+#: Rows one statement may read on PostgreSQL (the history has 100,000 calls).
+MAX_ROWS = 200
 
 
 def _numbers(n: int) -> str:
@@ -30,9 +56,11 @@ def add_history(
     version: str = "1.0.0",
     owner: str | None = None,
     actions: int | None = None,
+    marks: int = 0,
 ) -> None:
     """Insert `calls` finished calls (and what they left behind) and `actions` finished UI
-    Actions (default: as many as calls) through `db.execute` (a `sqlite3` connection, or a
+    Actions (default: as many as calls) and `marks` MCP task marks (`Runtime.marks.add`, of
+    the first calls) through `db.execute` (a `sqlite3` connection, or a
     PostgreSQL store's connection), inside the caller's transaction; on PostgreSQL, node
     `owner` owns every App session."""
     sessions = max(1, calls // CALLS_PER_SESSION)
@@ -94,6 +122,13 @@ def add_history(
             _numbers(min(sessions, actions)) + "INSERT INTO ui_action_clients "
             "(app_session_id, client_id, last_seq) SELECT 'hs' || i, 'hclient', "
             f"{per_actions} FROM n",
+        )
+    if marks:
+        run(
+            "INSERT INTO call_marks (mark, call_id, conversation_id, created_ms) "
+            "SELECT 'mcp_task', call_id, conversation_id, created_ms FROM calls "
+            "WHERE substr(call_id, 1, 2) = 'hc' AND created_ms <= ?",
+            (T0 + marks,),
         )
     run(
         _numbers(sessions) + "INSERT INTO host_intents (dedup_key, body, delivered, instance, "
@@ -208,3 +243,17 @@ def add_pending(
         "INSERT INTO outbox (msg_id, call_id, body, acked) VALUES ('pm1', 'pc1', ?, 0)",
         ('{"call_id":"pc1","stage":"accepted"}',),
     )
+
+
+def rows_read(node: dict[str, Any]) -> int:
+    """Rows a plan node and its children read: what each scan returned and what its
+    filters removed, per loop."""
+    loops = int(node.get("Actual Loops", 1))
+    own = 0
+    if "Scan" in node["Node Type"]:
+        own = (
+            int(node.get("Actual Rows", 0))
+            + int(node.get("Rows Removed by Filter", 0))
+            + int(node.get("Rows Removed by Index Recheck", 0))
+        ) * loops
+    return own + sum(rows_read(child) for child in node.get("Plans", ()))

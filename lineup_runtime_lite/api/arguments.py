@@ -14,7 +14,15 @@ if TYPE_CHECKING:
     from lineup_runtime_lite.api.clock import Clock
     from lineup_runtime_lite.api.engine import Engine
 
-__all__ = ["MAX_FETCH", "Owner", "check_ids", "check_limit", "small", "usable_id"]
+__all__ = [
+    "MAX_FETCH",
+    "Owner",
+    "check_ids",
+    "check_limit",
+    "check_position",
+    "small",
+    "usable_id",
+]
 
 #: The most messages one `outbox.fetch` returns.
 MAX_FETCH = 1000
@@ -25,6 +33,15 @@ def check_limit(limit: Any) -> None:
         raise LineupError(
             "usage_invalid",
             f"outbox.fetch(limit) takes an integer from 1 to {MAX_FETCH}, not {limit!r}",
+        )
+
+
+def check_position(position: Any) -> None:
+    if type(position) is not int or position < 0:
+        raise LineupError(
+            "usage_invalid",
+            f"outbox.after(position) takes an integer of 0 or more, not {position!r}",
+            hint="0 for the first message, then the position the last read returned",
         )
 
 

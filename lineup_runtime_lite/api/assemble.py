@@ -155,6 +155,7 @@ def _engine_factory(
             workers_memory_mb=options.workers_memory_mb if session else None,
             model_of=apps.model_of if store.keeps_bundles else None,
             verify_ahead=apps.verify_ahead,
+            trust_stamp=apps.trust_stamp,
         )
         sim.bind(made.host_event)
         return made

@@ -1,4 +1,5 @@
-"""The faces an `AsyncRuntime` hands out: `art.outbox` (the Agent channel), `art.host`
+"""The faces an `AsyncRuntime` hands out: `art.outbox` (the Agent channel), `art.marks`
+(an embedder's marks on accepted calls), `art.host`
 (the Host simulator's event entry) and `art.surface(conversation_id, scope)` (the Surface's
 view, and its UI Action entry, SPEC 17)."""
 
@@ -9,8 +10,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from lineup_runtime_lite.api import ui_actions
-from lineup_runtime_lite.api.arguments import Owner, check_ids, check_limit, usable_id
+from lineup_runtime_lite.api import reads, ui_actions
+from lineup_runtime_lite.api.arguments import (
+    Owner,
+    check_ids,
+    check_limit,
+    check_position,
+    usable_id,
+)
 from lineup_runtime_lite.api.clock import format_ts
 from lineup_runtime_lite.core.actions import ActionEvent
 from lineup_runtime_lite.core.messages import ActionAccepted, ActionOutcome, AgentMessage
@@ -20,7 +27,7 @@ from lineup_runtime_lite.validation.params import Rejection, check_envelope
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 
-__all__ = ["MAX_ACTION_SEQ", "AsyncOutbox", "AsyncSurface"]
+__all__ = ["MAX_ACTION_SEQ", "AsyncMarks", "AsyncOutbox", "AsyncSurface"]
 
 
 class AsyncOutbox:
@@ -57,6 +64,63 @@ class AsyncOutbox:
         """Every message ever written, acked or not (timelines and tests)."""
         self._rt._check_open()
         return self._rt._engine.facts.outbox_all()
+
+    async def after(self, position: int = 0, limit: int = 100) -> tuple[list[AgentMessage], int]:
+        """Up to `limit` (1–1000) messages written after `position`, acked or not, oldest
+        first, and the position to read from next (`position` again when there were none):
+        a reader that follows the outbox (a timeline) reads what is new, never the history
+        before it. Positions are the store's own (0 is before the first message).
+
+        Raises:
+            LineupError: `usage_invalid` for a limit outside 1–1000 or a negative position.
+        """
+        check_position(position)
+        check_limit(limit)
+        self._rt._check_open()
+        rows = self._rt._engine.facts.outbox_after(position, limit)
+        return [m for _, m in rows], (rows[-1][0] if rows else position)
+
+
+class AsyncMarks:
+    """`art.marks`: short snake_case marks an embedder keeps with accepted calls, in the
+    state beside them, as long as the call (they survive restarts: `lineup serve` marks
+    the calls that created MCP tasks)."""
+
+    def __init__(self, rt: Owner) -> None:
+        self._rt = rt
+
+    async def add(self, call_id: str, mark: str) -> None:
+        """Keep `mark` with the accepted call `call_id` (once; adding it again changes
+        nothing).
+
+        Raises:
+            LineupError: `usage_invalid` for a mark that is not a short snake_case name or a
+                call_id the runtime never accepted.
+        """
+        self._rt._check_open()
+        reads.mark_call(self._rt._engine, call_id, mark)
+
+    async def has(self, call_id: str, mark: str) -> bool:
+        """Whether `add(call_id, mark)` was done (in this or an earlier process)."""
+        self._rt._check_open()
+        return self._rt._engine.facts.call_marked(mark, call_id)
+
+    async def calls(
+        self,
+        mark: str,
+        conversation_id: str | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """The call_ids marked with `mark` (of one conversation), oldest first; with
+        `after` (a call_id this returned), the ones after it; at most `limit`.
+
+        Raises:
+            LineupError: `usage_invalid` for a bad mark, conversation id or limit.
+        """
+        self._rt._check_open()
+        return reads.marked_calls(self._rt._engine.facts, mark, conversation_id, after, limit)
 
 
 class _AsyncHostPort:

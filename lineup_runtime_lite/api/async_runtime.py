@@ -17,7 +17,12 @@ from lineup_build.reader import Limits
 from lineup_runtime_lite.api import reads
 from lineup_runtime_lite.api.arguments import MAX_FETCH, usable_id
 from lineup_runtime_lite.api.assemble import assemble
-from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface, _AsyncHostPort
+from lineup_runtime_lite.api.async_faces import (
+    AsyncMarks,
+    AsyncOutbox,
+    AsyncSurface,
+    _AsyncHostPort,
+)
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.api.deadlines import Deadlines
 from lineup_runtime_lite.api.deprecated import DeprecatedSpellings
@@ -51,6 +56,7 @@ __all__ = [
     "DEFAULT_ISOLATION",
     "ISOLATIONS",
     "MAX_FETCH",
+    "AsyncMarks",
     "AsyncOutbox",
     "AsyncRuntime",
     "AsyncSurface",
@@ -67,6 +73,8 @@ class AsyncRuntime(DeprecatedSpellings):
     host: _AsyncHostPort
     #: The Agent channel (`await art.outbox.fetch(...)`, `await art.outbox.ack(...)`).
     outbox: AsyncOutbox
+    #: Marks kept with accepted calls (`await art.marks.add(call_id, mark)`, `has`, `calls`).
+    marks: AsyncMarks
     _engine: Engine
 
     def __init__(self) -> None:  # use AsyncRuntime.open
@@ -134,6 +142,7 @@ class AsyncRuntime(DeprecatedSpellings):
         try:
             rt.host = _AsyncHostPort(rt, parts.host)
             rt.outbox = AsyncOutbox(rt)
+            rt.marks = AsyncMarks(rt)
             rt._make_engine = parts.make_engine
             rt._engine = parts.make_engine()
             await rt._engine.refresh_registry()
@@ -406,27 +415,6 @@ class AsyncRuntime(DeprecatedSpellings):
         a call_id it never accepted (rejections are not persisted)."""
         self._check_open()
         return reads.call_record(self._engine.facts, call_id)
-
-    async def mark_call(self, call_id: str, mark: str) -> None:
-        """Keep `mark` with an accepted call, in the state beside it (an embedder's note
-        that survives restarts: `lineup serve` marks the calls that created MCP tasks).
-
-        Raises:
-            LineupError: `usage_invalid` for a mark that is not a short snake_case name or a
-                call_id the runtime never accepted.
-        """
-        self._check_open()
-        reads.mark_call(self._engine, call_id, mark)
-
-    async def call_marked(self, call_id: str, mark: str) -> bool:
-        """Whether `mark_call(call_id, mark)` was done (in this or an earlier process)."""
-        self._check_open()
-        return self._engine.facts.meta_value(f"call_mark:{mark}:{call_id}") is not None
-
-    async def marked_calls(self, mark: str) -> list[str]:
-        """The call_ids `mark_call` marked with `mark`, in no particular order."""
-        self._check_open()
-        return self._engine.facts.meta_keys(f"call_mark:{mark}:")
 
     async def app_session(self, conversation_id: str, scope: str) -> dict[str, Any] | None:
         """A conversation's App session for an app scope (`app_session_id`, `version` it is

@@ -19,6 +19,7 @@ from typing import Any
 from lineup_build.model import Manifest
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.api.input_checks import ainput_problems, input_problems
+from lineup_runtime_lite.coordination import OwnedSessions
 from lineup_runtime_lite.core.calls import CallEvent, NewIds
 from lineup_runtime_lite.core.decisions import Decision, NewCall, NewIntent
 from lineup_runtime_lite.core.handlers import CatalogHandler
@@ -75,6 +76,7 @@ class Engine:
         workers_memory_mb: int | None = None,
         model_of: Callable[[str, str], Manifest] | None = None,
         verify_ahead: Callable[[list[tuple[str, str]]], Awaitable[None]] | None = None,
+        trust_stamp: Callable[[], str] | None = None,
     ) -> None:
         self.store = store
         self.facts: Facts = store.facts
@@ -89,6 +91,9 @@ class Engine:
         self.untrusted: dict[tuple[str, str], LineupError] = {}
         self.model_of = model_of or self._row_model
         self._verify_ahead = verify_ahead
+        self._trust_stamp = trust_stamp
+        #: What the Registry was last projected from (`_registry_stamp`; None: not yet).
+        self._projected: object = None
         self._versions: dict[tuple[str, str], tuple[Manifest, dict[str, RegistryEntry]]] = {}
         self._finals: dict[str, list[asyncio.Future[AgentMessage]]] = {}
         #: Callers waiting for a UI Action's outcome, by `(app_session_id, action_id)`.
@@ -111,8 +116,11 @@ class Engine:
         self.activations = ActivationDriver(self, self.pool, self.handlers, check_trust)
         self.host = HostRelay(self, host_intent)
         self.timers = Timers(self, self.activations, self.delivery, self.host, self.handlers)
-        #: On a database of several nodes: the App sessions this node owns (None: all).
-        self._owned: set[str] | None = store.coordination.owned()
+        #: On a database of several nodes: whose App sessions are this node's, each
+        #: looked up when first asked (None: all are, there is one runtime).
+        self._owned: OwnedSessions | None = (
+            OwnedSessions(self.facts.session_mine) if store.coordination.several() else None
+        )
         self._reconciling = False
         if verify_ahead is None:
             self.load_registry()  # else `refresh_registry`, off the loop, before use
@@ -128,7 +136,7 @@ class Engine:
         """Sessions a decision creates are this node's (marked before its COMMIT: should it
         fail, the fresh ids name nothing anyone else could own)."""
         if self._owned is not None:
-            self._owned.update(session_ids)
+            self._owned.add(session_ids)
 
     # -- several nodes (SPEC 15) -----------------------------------------------------------
     def on_wake(self, payloads: list[str]) -> None:
@@ -138,8 +146,10 @@ class Engine:
         `d:<app_session_id>` its session data changed (Surface subscribers here), `r:` the
         installed apps changed; none at all is the polling tick, which re-drives
         everything (a wake-up lost with a listener's connection)."""
-        if not payloads or "r:" in payloads:  # an install on another node (or the poll)
+        if "r:" in payloads:  # an install on another node
             self.spawn(self._reload())
+        elif not payloads:  # the poll: a reload only when what it is made from changed
+            self.spawn(self.poll_registry())
         calls = [p[2:] for p in payloads if p.startswith("c:")]
         if calls:
             self.wake_waiters(calls)
@@ -189,7 +199,7 @@ class Engine:
         restart would (their deliveries in flight there end `delivery_interrupted`, their
         queues are delivered here, their deadlines fire)."""
         assert self._owned is not None
-        self._owned.update(session_ids)
+        self._owned.add(session_ids)
         for sid in session_ids:
             for item in self.facts.delivered_in(sid):  # calls and UI Actions alike
                 await self.delivery.interrupt(item)
@@ -270,9 +280,32 @@ class Engine:
     async def refresh_registry(self) -> None:
         """Verify what the current versions' records need off this loop (a store that
         keeps bundles, SPEC 16.1: once per manifest and trust store), then project them."""
+        # (only nodes poll: one runtime reloads when it installs, and reads no stamp)
+        stamp = self._registry_stamp() if self._owned is not None else None
         if self._verify_ahead is not None:
             await self._verify_ahead(self.facts.installed())
         self.load_registry()
+        self._projected = stamp  # (a change since is seen by the next poll)
+
+    def _registry_stamp(self) -> object:
+        """What the Registry is projected from, in one read: every current version's
+        scope, version, manifest hash, key id and folder, and the trust store's
+        fingerprint."""
+        trust = self._trust_stamp() if self._trust_stamp is not None else None
+        return (tuple(self.facts.installed_stamp()), trust)
+
+    async def poll_registry(self) -> bool:
+        """The nodes' poll (a lost `r:` wake-up): project the Registry again only when what
+        it is made from changed since — one read per poll, not two per installed app.
+        Whether it did."""
+        try:
+            if self._registry_stamp() == self._projected:
+                return False
+        except LineupError as exc:
+            log.warning("reloading the installed apps: %s", exc.message)
+            return False
+        await self._reload()
+        return True
 
     async def _reload(self) -> None:
         try:

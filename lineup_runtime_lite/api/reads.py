@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from lineup_runtime_lite.api.arguments import usable_id
 from lineup_runtime_lite.api.engine import Engine
 from lineup_runtime_lite.drivers.appcache import read_listed
 from lineup_runtime_lite.drivers.install import InstalledApp
@@ -23,7 +24,9 @@ __all__ = [
     "app_list",
     "app_session",
     "call_record",
+    "check_mark",
     "mark_call",
+    "marked_calls",
     "session_list",
     "surface_document",
     "view_key",
@@ -99,17 +102,37 @@ def app_session(facts: Facts, conversation_id: str, scope: str) -> dict[str, Any
 
 
 def mark_call(engine: Engine, call_id: str, mark: str) -> None:
-    """`AsyncRuntime.mark_call()`: keep `mark` with an accepted call, in its meta row.
+    """`AsyncRuntime.mark_call()`: keep `mark` with an accepted call (`call_marks`, kept as
+    long as the call).
 
     Raises:
         LineupError: `usage_invalid` for a bad mark or a call never accepted.
     """
-    if not _MARK.fullmatch(mark):
-        raise LineupError("usage_invalid", f"a call mark must match {_MARK.pattern}")
+    check_mark(mark)
     if engine.facts.call_summary(call_id) is None:
         raise LineupError("usage_invalid", f"no accepted call {call_id!r} to mark")
     with engine.store.transaction():
-        engine.facts.set_meta(f"call_mark:{mark}:{call_id}", "1")
+        engine.facts.add_call_mark(mark, call_id)
+
+
+def check_mark(mark: Any) -> None:
+    """A call mark: a short snake_case name (`usage_invalid`)."""
+    if not isinstance(mark, str) or not _MARK.fullmatch(mark):
+        raise LineupError("usage_invalid", f"a call mark must match {_MARK.pattern}")
+
+
+def marked_calls(
+    facts: Facts, mark: Any, conversation_id: Any, after: Any, limit: Any
+) -> list[str]:
+    """`AsyncRuntime.marked_calls()`, its arguments checked (`usage_invalid`)."""
+    check_mark(mark)
+    if conversation_id is not None:
+        usable_id("conversation_id", conversation_id)
+    if after is not None and not isinstance(after, str):
+        raise LineupError("usage_invalid", f"after names a marked call_id, not {after!r}")
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise LineupError("usage_invalid", f"limit is a positive integer, not {limit!r}")
+    return facts.marked_calls(mark, conversation_id, after, limit)
 
 
 def worker_log(engine: Engine, scope: str, version: Any) -> Path:

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from lineup_runtime_lite.api.arguments import check_ids, check_limit, usable_id
-from lineup_runtime_lite.api.async_faces import AsyncOutbox, AsyncSurface
+from lineup_runtime_lite.api.arguments import check_ids, check_limit, check_position, usable_id
+from lineup_runtime_lite.api.async_faces import AsyncMarks, AsyncOutbox, AsyncSurface
 from lineup_runtime_lite.api.async_runtime import AsyncRuntime
 from lineup_runtime_lite.api.clock import Clock
 from lineup_runtime_lite.api.options import RuntimeOptions
@@ -27,7 +27,7 @@ from lineup_runtime_lite.drivers.install import InstallResult
 from lineup_sdk.context import Snapshot
 from lineup_sdk.errors import LineupError
 
-__all__ = ["Outbox", "Runtime", "Surface"]
+__all__ = ["Marks", "Outbox", "Runtime", "Surface"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -60,6 +60,45 @@ class Outbox:
     def all(self) -> list[AgentMessage]:
         """Every message ever written, acked or not (timelines and tests)."""
         return self._rt._run(self._outbox.all())
+
+    def after(self, position: int = 0, limit: int = 100) -> tuple[list[AgentMessage], int]:
+        """Up to `limit` (1–1000) messages written after `position`, acked or not, oldest
+        first, and the position to read from next (`position` again when there were none):
+        a reader that follows the outbox (a timeline) reads what is new, never the history
+        before it.
+
+        Raises:
+            LineupError: `usage_invalid` for a limit outside 1–1000 or a negative position.
+        """
+        check_position(position)
+        check_limit(limit)
+        return self._rt._run(self._outbox.after(position, limit))
+
+
+class Marks:
+    """`rt.marks`: marks kept with accepted calls (see `AsyncMarks`)."""
+
+    def __init__(self, rt: Runtime, marks: AsyncMarks) -> None:
+        self._rt, self._marks = rt, marks
+
+    def add(self, call_id: str, mark: str) -> None:
+        """Keep `mark` with the accepted call `call_id` (see `AsyncMarks.add`)."""
+        self._rt._run(self._marks.add(call_id, mark))
+
+    def has(self, call_id: str, mark: str) -> bool:
+        """Whether `add(call_id, mark)` was done (in this or an earlier process)."""
+        return self._rt._run(self._marks.has(call_id, mark))
+
+    def calls(
+        self,
+        mark: str,
+        conversation_id: str | None = None,
+        *,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """The call_ids marked with `mark`, oldest first (see `AsyncMarks.calls`)."""
+        return self._rt._run(self._marks.calls(mark, conversation_id, after=after, limit=limit))
 
 
 class Surface:
@@ -247,6 +286,8 @@ class Runtime:
 
     host: _HostPort
     outbox: Outbox
+    #: Marks kept with accepted calls (`rt.marks.add(call_id, mark)`, `has`, `calls`).
+    marks: Marks
     _art: AsyncRuntime
 
     def __init__(self) -> None:  # use Runtime.open
@@ -288,6 +329,7 @@ class Runtime:
             raise
         rt.host = _HostPort(rt, rt._art)
         rt.outbox = Outbox(rt, rt._art.outbox)
+        rt.marks = Marks(rt, rt._art.marks)
         return rt
 
     # -- loop plumbing -------------------------------------------------------------------
@@ -476,18 +518,6 @@ class Runtime:
         every persisted `messages` entry, oldest first (receipts, then the final); None for
         a call_id it never accepted (rejections are not persisted)."""
         return self._run(self._art.call_record(call_id))
-
-    def mark_call(self, call_id: str, mark: str) -> None:
-        """Keep `mark` with an accepted call (see `AsyncRuntime.mark_call`)."""
-        self._run(self._art.mark_call(call_id, mark))
-
-    def call_marked(self, call_id: str, mark: str) -> bool:
-        """Whether `mark_call(call_id, mark)` was done (in this or an earlier process)."""
-        return self._run(self._art.call_marked(call_id, mark))
-
-    def marked_calls(self, mark: str) -> list[str]:
-        """The call_ids `mark_call` marked with `mark`, in no particular order."""
-        return self._run(self._art.marked_calls(mark))
 
     def app_session(self, conversation_id: str, scope: str) -> dict[str, Any] | None:
         """A conversation's App session for a scope (see `AsyncRuntime.app_session`)."""

@@ -73,6 +73,10 @@ class TrustedApps:
                 self._stamp = stamp
         return self.trust
 
+    def trust_stamp(self) -> str:
+        """The trust store's fingerprint now (re-read when its file changed)."""
+        return self._trust_key()[1]
+
     def _trust_key(self) -> tuple[Any, str]:
         """The trust store now and its fingerprint (a store given as an object may have
         changed in place)."""

@@ -15,10 +15,12 @@ the runtime's loop (`coordination.lifecycle`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-__all__ = ["Coordination", "Statement"]
+__all__ = ["Coordination", "OwnedSessions", "Statement"]
 
 #: An SQL statement (`?` placeholders) and its arguments, for the facts to run in the
 #: transaction at hand.
@@ -63,8 +65,9 @@ class Coordination(Protocol):
         ...
 
     # -- on the runtime's loop: the node's life ----------------------------------------
-    def owned(self) -> set[str] | None:
-        """The App sessions this node owns now (None: all, there is one runtime)."""
+    def several(self) -> bool:
+        """Whether App sessions have owners (several nodes): the runtime then asks whose
+        each is (`OwnedSessions`); with one runtime every session is its own."""
         ...
 
     def join(
@@ -80,3 +83,46 @@ class Coordination(Protocol):
     def rejoin(self) -> None:
         """After the lease was lost: stop and register again (a new epoch)."""
         ...
+
+
+class OwnedSessions:
+    """Whose App sessions are this node's, as the runtime asks on a database of several
+    nodes: each looked up when first asked (`mine(app_session_id)`, one keyed read) and
+    remembered, the most recently asked `limit` at most — never every session the node
+    ever owned, loaded at open. An answer stands while the node lives: a session becomes
+    this node's only when it creates it or takes it over (`add`), and another node takes
+    this node's sessions only after its lease lapsed, when it stops and starts over."""
+
+    def __init__(self, mine: Callable[[str], bool], limit: int = 65_536) -> None:
+        self._mine = mine
+        self._limit = limit
+        self._known: OrderedDict[str, bool] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, app_session_id: object) -> bool:
+        sid = str(app_session_id)
+        with self._lock:
+            known = self._known.get(sid)
+            if known is not None:
+                self._known.move_to_end(sid)
+                return known
+        found = self._mine(sid)
+        self._remember({sid: found})
+        return found
+
+    def add(self, session_ids: Iterable[str]) -> None:
+        """Sessions that are this node's now (made here, or taken over)."""
+        self._remember(dict.fromkeys(session_ids, True))
+
+    def _remember(self, answers: dict[str, bool]) -> None:
+        with self._lock:
+            for sid, mine in answers.items():
+                self._known[sid] = mine
+                self._known.move_to_end(sid)
+            while len(self._known) > self._limit:
+                self._known.popitem(last=False)
+
+    def __len__(self) -> int:
+        """How many answers are remembered (at most `limit`)."""
+        with self._lock:
+            return len(self._known)

@@ -42,6 +42,7 @@ __all__ = [
     "NODE_TABLES",
     "NODE_TABLE_NAMES",
     "Nodes",
+    "adopt_unowned",
     "check_lease_s",
     "check_node_id",
     "default_node_id",
@@ -105,6 +106,25 @@ def live_nodes(conn: Any) -> list[str]:
         "SELECT node_id FROM nodes WHERE lease_until > now() ORDER BY node_id"
     ).fetchall()
     return [str(r[0]) for r in rows]
+
+
+def adopt_unowned(node_id: str) -> tuple[Statement, ...]:
+    """What makes the App sessions of a database one runtime served before nodes (no
+    `owners` table yet) the sessions of `node_id`, run once where that table is made, in
+    the same transaction: the owner of each, and the node's row with a lapsed lease (should
+    the node never register, another takes them over as from a lost node)."""
+    return (
+        (
+            "INSERT INTO nodes (node_id, epoch, lease_until) VALUES (?, 0, now()) "
+            "ON CONFLICT DO NOTHING",
+            (node_id,),
+        ),
+        (
+            "INSERT INTO owners (app_session_id, node_id) SELECT app_session_id, ? "
+            "FROM app_sessions ON CONFLICT DO NOTHING",
+            (node_id,),
+        ),
+    )
 
 
 def _lock_key(schema: str | None, node_id: str) -> int:
@@ -361,34 +381,14 @@ class Nodes:
             ).fetchone()
             if row is None:
                 return None
-            # sessions of no node (a database one runtime served before nodes): adopted
-            conn.execute(
-                "INSERT INTO owners (app_session_id, node_id) SELECT app_session_id, %s "
-                "FROM app_sessions WHERE app_session_id NOT IN (SELECT app_session_id "
-                "FROM owners) ON CONFLICT DO NOTHING",
-                (self.node_id,),
-            )
+        # (the App sessions of a database one runtime served before nodes were adopted
+        # once, when the `owners` table was made: `adopt_unowned`; never looked for here)
         return int(row[0])
 
-    def owned(self) -> set[str]:
-        """The App sessions this node owns now (`Coordination`).
-
-        Raises:
-            LineupError: `store_unavailable` when the database fails (never psycopg's own).
-        """
-        import psycopg
-
-        try:
-            rows = self._control.execute(
-                "SELECT app_session_id FROM owners WHERE node_id=%s", (self.node_id,)
-            ).fetchall()
-        except psycopg.Error as exc:
-            raise LineupError(
-                "store_unavailable",
-                f"{self._shown}: reading node {self.node_id!r}'s App sessions failed "
-                f"({type(exc).__name__}); nothing was changed",
-            ) from None
-        return {str(r[0]) for r in rows}
+    def several(self) -> bool:
+        """App sessions have owners here (`Coordination`): the runtime looks each up when
+        first asked (`OwnedSessions`, `Facts.session_mine`), never loading every one."""
+        return True
 
     # -- threads -------------------------------------------------------------------------
     def start(self) -> None:
@@ -494,14 +494,21 @@ class Nodes:
         """Delete the rows of nodes whose lease lapsed (waiting for any transaction of
         theirs in flight) and take their sessions: the ids taken."""
         with conn.transaction():
-            conn.execute(
-                "DELETE FROM nodes WHERE lease_until < now() AND node_id <> %s", (self.node_id,)
-            )
-            rows = conn.execute(
-                "UPDATE owners SET node_id=%s WHERE node_id <> %s AND node_id NOT IN "
-                "(SELECT node_id FROM nodes) RETURNING app_session_id",
-                (self.node_id, self.node_id),
+            gone = conn.execute(
+                "DELETE FROM nodes WHERE lease_until < now() AND node_id <> %s RETURNING node_id",
+                (self.node_id,),
             ).fetchall()
+            # only the lapsed nodes' sessions, through `owners_node` (a beat where no lease
+            # lapsed reads the few rows of `nodes`, never the owners of every session);
+            # a statement of its own, so it sees what their last transactions committed
+            rows = (
+                conn.execute(
+                    "UPDATE owners SET node_id=%s WHERE node_id = ANY(%s) RETURNING app_session_id",
+                    (self.node_id, [str(r[0]) for r in gone]),
+                ).fetchall()
+                if gone
+                else []
+            )
         taken = [str(r[0]) for r in rows]
         if taken:
             log.warning("node %s took over %d App sessions", self.node_id, len(taken))

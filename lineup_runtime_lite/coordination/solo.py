@@ -37,8 +37,8 @@ class Solo:
     def tell(self, payload: str) -> Sequence[Statement]:
         return _NONE
 
-    def owned(self) -> set[str] | None:
-        return None
+    def several(self) -> bool:
+        return False
 
     def join(
         self,

@@ -12,6 +12,7 @@ from typing import Any
 from lineup_runtime_lite.drivers import WORKER_START_TRIES
 from lineup_runtime_lite.drivers.install import InstalledApp
 from lineup_runtime_lite.drivers.shell import Shell
+from lineup_runtime_lite.processes.image import Image
 from lineup_runtime_lite.processes.proctree import Memory, tree_memory
 from lineup_runtime_lite.processes.worker import Worker, WorkerError, WorkerOptions
 from lineup_sdk.sandbox import SharedMemory
@@ -48,6 +49,11 @@ WorkerPort = Callable[..., Worker]
 #: The port a pool uses when it is given none (tests swap it with `monkeypatch`).
 process_port: WorkerPort = Worker
 
+#: The internal switch of the warm image (decision record 0007): under
+#: `isolation="session"` with the process port, session workers are forked from an image
+#: of their app version when it passes its checks; off, every session starts cold.
+WARM_IMAGE = True
+
 
 class WorkerPool:
     """Workers by app version (`isolation="app"`) or by App session (`"session"`: a worker
@@ -80,6 +86,11 @@ class WorkerPool:
         self._locks: dict[Key, asyncio.Lock] = {}
         self.sandbox_report: dict[str, Any] | None = None  # what the last worker enforced
         self._reported: set[tuple[str, str]] = set()
+        #: Under `session`: each app version's image (warm, or the cold verdict kept
+        #: while the version has sessions) and the app it was checked as.
+        self.images: dict[tuple[str, str], Image] = {}
+        self._image_apps: dict[tuple[str, str], InstalledApp] = {}
+        self._image_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     def log_path(self, scope: str, version: str) -> Path:
         """The worker log of an app version (it may not exist yet)."""
@@ -155,8 +166,55 @@ class WorkerPool:
             if lock is not None and not lock.locked():
                 del self._locks[key]
             self.shell.spawn(worker.kill())
+        self._stop_unused_images()
         if self.workers:
             self._arm_sweeper()
+
+    # -- images (isolation="session", decision record 0007) ----------------------------------
+    def _warm_path(self) -> bool:
+        return self.options.isolation == "session" and WARM_IMAGE and self.port is Worker
+
+    def _stop_unused_images(self) -> None:
+        """Stop the image of each version none of whose sessions has a worker left."""
+        used = {(w.scope, w.version) for w in [*self.workers.values(), *self.draining]}
+        for vkey in list(self.images):
+            lock = self._image_locks.get(vkey)
+            if vkey in used or (lock is not None and lock.locked()):
+                continue
+            image = self.images.pop(vkey)
+            self._image_apps.pop(vkey, None)
+            self.shell.spawn(image.stop())
+
+    async def _image(self, scope: str, version: str) -> tuple[Image, InstalledApp]:
+        """The version's image, started (after `check_app`, which is not repeated per fork)
+        if it has none or its image died; a cold verdict is kept while the version has
+        sessions."""
+        vkey = (scope, version)
+        async with self._image_locks.setdefault(vkey, asyncio.Lock()):
+            image = self.images.get(vkey)
+            if image is not None and (not image.warm or image.alive()):
+                return image, self._image_apps[vkey]
+            if image is not None:
+                await image.stop()
+                del self.images[vkey]
+            app = await self.check_app(scope, version)  # the folder, once per image
+            image = Image(
+                app.root,
+                app.model.app.entry,
+                self.log_path(scope, version),
+                sandbox=self.options.sandbox,
+                memory_mb=self.options.memory_mb,
+                processes=self.options.processes,
+                network=app.model.app.network,
+                shared_memory=self.shared_memory,
+            )
+            try:
+                await image.start()
+            except asyncio.CancelledError:
+                await asyncio.shield(image.stop())
+                raise
+            self.images[vkey], self._image_apps[vkey] = image, app
+            return image, app
 
     async def ensure(self, scope: str, version: str, session: str) -> Worker:
         """The running worker of this session's app (of its own session under
@@ -180,9 +238,17 @@ class WorkerPool:
             elif worker is not None:  # a recycled worker: its whole tree goes first
                 await worker.kill()
                 del self.workers[key]
-            app = await self.check_app(scope, version)  # the folder and manifest to use
+            image: Image | None = None
+            checked: InstalledApp | None = None
+            if self._warm_path():
+                image, app = await self._image(scope, version)
+                checked = app if not image.warm else None
             last: WorkerError | None = None
             for _ in range(WORKER_START_TRIES):
+                warm = image is not None and image.warm
+                if not warm and checked is None:
+                    checked = await self.check_app(scope, version)  # the folder to use
+                    app = checked
                 worker = self.port(
                     scope,
                     version,
@@ -193,6 +259,7 @@ class WorkerPool:
                     options=self.options,
                     network=app.model.app.network,
                     shared_memory=self.shared_memory,
+                    **({"image": image} if warm else {}),
                 )
                 try:
                     methods = await worker.start()
@@ -205,7 +272,9 @@ class WorkerPool:
                     await asyncio.shield(worker.kill())
                     raise
                 if worker.sandbox is not None:
-                    self.sandbox_report = worker.sandbox
+                    self.sandbox_report = dict(worker.sandbox)
+                    if image is not None:
+                        self.sandbox_report["image"] = image.status()
                 expected = sorted(
                     t.method
                     for t in self.shell.tools_of(scope, version).values()
@@ -255,6 +324,10 @@ class WorkerPool:
             await worker.kill()
         self.workers.clear()
         self.draining.clear()
+        for image in self.images.values():
+            await image.stop()
+        self.images.clear()
+        self._image_apps.clear()
         if self.shared_memory is not None:
             self.shared_memory.remove()
 

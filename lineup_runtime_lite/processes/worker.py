@@ -23,11 +23,15 @@ import termios
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
+from lineup_runtime_lite.processes.logs import LogPipe
 from lineup_runtime_lite.processes.proctree import tree_cpu_s
 from lineup_sdk.bridge import MAX_MESSAGE, ProtocolError, connect_lines, parse_line
 from lineup_sdk.sandbox import DEFAULT_PROCESSES, Sandbox, SharedMemory, stop_tree
+
+if TYPE_CHECKING:
+    from lineup_runtime_lite.processes.image import Image
 
 __all__ = ["Worker", "WorkerError", "WorkerOptions"]
 
@@ -73,38 +77,6 @@ class WorkerError(Exception):
         super().__init__(message)
         self.kind = kind
         self.reason = reason
-
-
-class _LogPipe(asyncio.Protocol):
-    """The worker's stdout and stderr, appended to its log file up to a byte budget."""
-
-    def __init__(self, path: Path, max_bytes: int) -> None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the umask aside
-        self._fh: IO[bytes] | None = open(  # noqa: SIM115 - closed on EOF
-            path, "ab", opener=lambda name, flags: os.open(name, flags, 0o600)
-        )
-        self._left = max(0, max_bytes - self._fh.tell())
-        self._noted = False
-
-    def data_received(self, data: bytes) -> None:
-        if self._fh is None:
-            return
-        if len(data) <= self._left:
-            self._fh.write(data)
-            self._left -= len(data)
-        else:
-            if self._left:
-                self._fh.write(data[: self._left])
-                self._left = 0
-            if not self._noted:
-                self._noted = True
-                self._fh.write(b"\n[lineup: worker log truncated at its size limit]\n")
-        self._fh.flush()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
 
 
 class _BridgeReader(asyncio.Protocol):
@@ -179,8 +151,14 @@ class Worker:
         options: WorkerOptions | None = None,
         network: bool = False,
         shared_memory: SharedMemory | None = None,
+        image: Image | None = None,
     ) -> None:
         self.scope, self.version = scope, version
+        #: Under `isolation="session"`, the app version's warm image this worker is forked
+        #: from (decision record 0007); None for a cold start.
+        self.image = image
+        self._pid: int | None = None
+        self._pidfd: int | None = None
         self.app_dir, self.entry, self.log_path = app_dir, entry, log_path
         self.options = options or WorkerOptions()
         self._box = Sandbox(
@@ -230,7 +208,26 @@ class Worker:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        return self._proc.pid if self._proc else self._pid
+
+    async def _adopt(self) -> tuple[int, int, int]:
+        """A worker forked from the image: its pipes' other ends and the report the
+        runtime made for it.
+
+        Raises:
+            WorkerError: the fork failed (the pool starts this session cold).
+        """
+        from lineup_runtime_lite.processes.image import ImageError
+
+        assert self.image is not None
+        try:
+            forked = await self.image.take()
+        except ImageError as exc:
+            raise WorkerError("start", str(exc)) from None
+        self._box = forked.box  # its control groups, made with the fork
+        self._pid, self._pidfd = forked.pid, forked.pidfd
+        self.sandbox = forked.report
+        return forked.inbox_w, forked.bridge_r, forked.log_r
 
     def _spawn(self) -> tuple[int, int, int]:
         p2c_r, p2c_w = os.pipe()
@@ -267,12 +264,15 @@ class Worker:
                 could not be sandboxed as the mode requires (`sandbox`).
         """
         loop = asyncio.get_running_loop()
-        try:
-            p2c_w, c2p_r, log_r = self._spawn()
-        except OSError as exc:
-            raise WorkerError("start", f"cannot start the worker: {exc}") from None
+        if self.image is not None:
+            p2c_w, c2p_r, log_r = await self._adopt()
+        else:
+            try:
+                p2c_w, c2p_r, log_r = self._spawn()
+            except OSError as exc:
+                raise WorkerError("start", f"cannot start the worker: {exc}") from None
         log_t, _ = await loop.connect_read_pipe(
-            lambda: _LogPipe(self.log_path, self.options.log_max_bytes),
+            lambda: LogPipe(self.log_path, self.options.log_max_bytes),
             os.fdopen(log_r, "rb", buffering=0),
         )
         read_t, reader = await connect_lines(loop, lambda: _BridgeReader(self), c2p_r)
@@ -284,6 +284,8 @@ class Worker:
         self._transport.set_write_buffer_limits(high=INBOX_HIGH)
         self._transports = [read_t, log_t]
         self._hello = loop.create_future()
+        if self.image is not None:
+            self._transport.write(b'{"t":"go"}\n')
         try:
             hello = await asyncio.wait_for(asyncio.shield(self._hello), HANDSHAKE_TIMEOUT_S)
         except TimeoutError:
@@ -506,7 +508,7 @@ class Worker:
     def _over_cpu(self) -> bool:
         """Past its CPU budget the worker is recycled at once; what it was running ends
         `delivery_interrupted`, reason `cpu_limit` (draining would let it burn on)."""
-        used = tree_cpu_s(self._proc.pid) if self._proc is not None else None
+        used = tree_cpu_s(self.pid) if self.pid is not None else None
         if used is None or used <= self.options.cpu_s:
             return False
         self._die(
@@ -622,6 +624,11 @@ class Worker:
         proc = self._proc
         if proc is not None:
             await asyncio.get_running_loop().run_in_executor(None, stop_tree, proc)
+        if self._pidfd is not None:
+            from lineup_runtime_lite.processes.image import stop_forked
+
+            pidfd, self._pidfd = self._pidfd, None
+            await asyncio.get_running_loop().run_in_executor(None, stop_forked, pidfd)
         for t in self._transports:
             t.close()
         self._box.cleanup()

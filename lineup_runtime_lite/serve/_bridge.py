@@ -60,6 +60,8 @@ FINAL_KINDS = ("result", "error")
 UI_RECHECK_S = 1.0
 #: The runtime's mark on a call that a request created as an MCP task (it opted in).
 TASK_MARK = "mcp_task"
+#: Tasks one `tasks/list` answer lists (its `nextCursor` names the next page).
+TASKS_PAGE = 100
 
 
 @dataclass(frozen=True)
@@ -359,24 +361,37 @@ class Bridge:
         record = await self.own_call(task_id, meta)
         if record is None:
             return None
-        if not await anyio.to_thread.run_sync(self.rt.call_marked, task_id, TASK_MARK):
+        if not await anyio.to_thread.run_sync(self.rt.marks.has, task_id, TASK_MARK):
             return None
         return record
 
     async def mark_task(self, call_id: str) -> None:
         """Remember that a request created this call as a task (kept with the call)."""
-        await anyio.to_thread.run_sync(self.rt.mark_call, call_id, TASK_MARK)
+        await anyio.to_thread.run_sync(self.rt.marks.add, call_id, TASK_MARK)
 
-    async def own_tasks(self, meta: Any) -> list[dict[str, Any]]:
-        """The records of every task a request with `meta` may see, oldest first."""
-        ids = await anyio.to_thread.run_sync(self.rt.marked_calls, TASK_MARK)
+    async def own_tasks(
+        self, meta: Any, cursor: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the records of the tasks a request with `meta` may see, oldest first,
+        after the task `cursor` names, and the cursor of the next page (None: the last):
+        the conversation's marks through their index, never every task ever created."""
+        _, conversation = self.ids(meta)
+        if cursor is not None and not await anyio.to_thread.run_sync(
+            self.rt.marks.has, cursor, TASK_MARK
+        ):
+            raise MCPError(mt.INVALID_PARAMS, "Invalid cursor: it names no task")
+        ids = await anyio.to_thread.run_sync(
+            lambda: self.rt.marks.calls(
+                TASK_MARK, str(conversation), after=cursor, limit=TASKS_PAGE
+            )
+        )
         out = []
         for call_id in ids:
             record = await self.own_call(call_id, meta)
             if record is not None:
                 out.append(record)
         out.sort(key=lambda r: (r["messages"][0]["at"], r["call_id"]))
-        return out
+        return out, (ids[-1] if len(ids) == TASKS_PAGE else None)
 
     def ids(self, meta: Any) -> tuple[str, str]:
         """`(call_id, conversation_id)` from the request's `_meta`, else minted / default."""

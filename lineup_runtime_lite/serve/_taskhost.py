@@ -53,8 +53,10 @@ class TaskHost(Protocol):
         """Remember that a request created this call as a task."""
         ...
 
-    async def own_tasks(self, meta: Any) -> list[dict[str, Any]]:
-        """Every task a request with `meta` may see."""
+    async def own_tasks(
+        self, meta: Any, cursor: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of the tasks a request with `meta` may see, and the next page's cursor."""
         ...
 
     async def wait_final(self, call_id: str) -> dict[str, Any]:

@@ -144,7 +144,12 @@ def install(bridge: TaskHost) -> None:
     ) -> dict[str, Any]:
         gate(ctx)
         meta = params.meta if params is not None else None
-        return {"tasks": [task_of(r) for r in await bridge.own_tasks(meta)]}
+        cursor = params.cursor if params is not None else None
+        records, after = await bridge.own_tasks(meta, cursor)
+        page: dict[str, Any] = {"tasks": [task_of(r) for r in records]}
+        if after is not None:  # a page at a time (MCP pagination), never every task at once
+            page["nextCursor"] = after
+        return page
 
     async def no_update(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
         raise MCPError(mt.METHOD_NOT_FOUND, "Method not found", ctx.method)

@@ -25,6 +25,7 @@ from lineup_runtime_lite.core.messages import AgentMessage
 from lineup_runtime_lite.core.port import CallRead, Facts, LostRace
 from lineup_runtime_lite.core.rows import Action, Activation, Call, Intent, Operation, Session
 from lineup_runtime_lite.store.connection import SqlConnection
+from lineup_runtime_lite.store.marks import CallMarks
 from lineup_runtime_lite.store.records import (
     action_record,
     activation_record,
@@ -59,7 +60,7 @@ _ACTION_ITEM = (
 _OF_SESSION = "app_session_id=?"
 
 
-class SqlFacts:
+class SqlFacts(CallMarks):
     """`Facts` over one database connection: SQLite's, or PostgreSQL's through the store's
     router (`store.postgres`); the statements are written once, in SQL both engines run.
     `coordination` is what differs with several nodes (`Solo` unless the store says)."""
@@ -224,6 +225,15 @@ class SqlFacts:
             "SELECT * FROM app_sessions WHERE app_session_id=?", (app_session_id,)
         ).fetchone()
         return session_record(row) if row is not None else None
+
+    def session_mine(self, app_session_id: str) -> bool:
+        """Whether the App session is this node's (one keyed read; always, for an existing
+        session, with one runtime)."""
+        mine, args = self._mine("app_sessions.app_session_id")
+        row = self.db.execute(
+            f"SELECT 1 FROM app_sessions WHERE app_session_id=?{mine}", (app_session_id, *args)
+        ).fetchone()
+        return row is not None
 
     def app_version(self, scope: str) -> str | None:
         row = self.db.execute("SELECT version FROM apps WHERE scope=?", (scope,)).fetchone()
@@ -533,6 +543,13 @@ class SqlFacts:
         rows = self.db.execute("SELECT body FROM outbox ORDER BY id").fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def outbox_after(self, position: int, limit: int) -> list[tuple[int, AgentMessage]]:
+        # through the key: the rows after `position`, never the history before it
+        rows = self.db.execute(
+            "SELECT id, body FROM outbox WHERE id > ? ORDER BY id LIMIT ?", (position, limit)
+        ).fetchall()
+        return [(int(r[0]), json.loads(r[1])) for r in rows]
+
     def ack(self, ids: list[str]) -> None:
         self.db.executemany("UPDATE outbox SET acked=1 WHERE msg_id=?", [(i,) for i in ids])
 
@@ -547,6 +564,16 @@ class SqlFacts:
         """Every current `(scope, version)`."""
         rows = self.db.execute("SELECT scope, version FROM apps ORDER BY scope").fetchall()
         return [(str(r[0]), str(r[1])) for r in rows]
+
+    def installed_stamp(self) -> list[tuple[str, str, str, str, str]]:
+        """Every current version's `(scope, version, manifest_sha256, key_id, dir)`: what
+        changes when an install, an uninstall or an edit of a record does (one read)."""
+        rows = self.db.execute(
+            "SELECT apps.scope, apps.version, manifest_sha256, key_id, dir FROM apps "
+            "JOIN app_versions ON app_versions.scope=apps.scope "
+            "AND app_versions.version=apps.version ORDER BY apps.scope"
+        ).fetchall()
+        return [(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4])) for r in rows]
 
     def app_rows(self) -> list[dict[str, Any]]:
         rows = self.db.execute(

@@ -27,6 +27,7 @@ from lineup_runtime_lite.coordination.nodes import (
     NODE_TABLE_NAMES,
     NODE_TABLES,
     Nodes,
+    adopt_unowned,
     default_node_id,
     live_nodes,
 )
@@ -439,10 +440,14 @@ class PostgresStore:
                 db.execute("COMMIT")
                 return
             row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            had_owners = db.execute("SELECT to_regclass('owners') IS NOT NULL").fetchone()
             for stmt in NODE_TABLES:  # a database one runtime served before nodes
                 db.execute(stmt)
             text = str(row[0]) if row else ""
             version = int(text) if text.isdigit() else 0
+            if not (had_owners and had_owners[0]) and version >= PG_FIRST_VERSION:
+                for stmt, args in adopt_unowned(self.coordination.node_id):
+                    db.execute(stmt, args)
             if PG_FIRST_VERSION <= version < SCHEMA_VERSION:  # each step's twin, in order
                 for step in range(version + 1, SCHEMA_VERSION + 1):
                     for stmt in PG_MIGRATIONS[step]:

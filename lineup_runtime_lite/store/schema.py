@@ -13,7 +13,7 @@ __all__ = [
 ]
 
 #: The schema a new database gets (`SCHEMA`) and an older one is migrated to on open.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: The whole current schema, for a new database. A change here needs a step in
 #: `MIGRATIONS` (and `SCHEMA_VERSION` bumped to it): `tests/runtime/store/test_store_migrations.py`
@@ -87,6 +87,10 @@ CREATE TABLE ui_action_clients (
 CREATE INDEX ui_actions_queue ON ui_actions (app_session_id, state, seq);
 CREATE INDEX ui_actions_queued ON ui_actions (state, activation_id, seq) WHERE state = 'queued';
 CREATE INDEX ui_actions_delivered ON ui_actions (state, app_session_id, seq) WHERE state = 'delivered';
+CREATE TABLE call_marks (
+  mark TEXT NOT NULL, call_id TEXT NOT NULL, conversation_id TEXT NOT NULL,
+  created_ms INTEGER NOT NULL, PRIMARY KEY (mark, call_id));
+CREATE INDEX call_marks_conversation ON call_marks (mark, conversation_id, created_ms, call_id);
 """
 
 #: Schema 4's indexes (SQL both engines run: PostgreSQL's migration is the same); a
@@ -123,6 +127,38 @@ _V5_INDEXES = (
     "CREATE INDEX ui_actions_delivered ON ui_actions (state, app_session_id, seq) "
     "WHERE state = 'delivered'",
 )
+
+#: Schema 6: an embedder's marks of calls (`Runtime.mark_call`; `lineup serve`'s MCP tasks)
+#: in a table of their own, found by mark and conversation oldest first through its index
+#: (they were meta rows, read whole by every `tasks/list`). A mark lives as long as the call
+#: it marks: the runtime keeps every accepted call (a call_id replays its answer forever,
+#: SPEC 5.2 and 15), so there is at most one row per call and mark.
+_V6_TABLE = (
+    "CREATE TABLE call_marks ("
+    "mark TEXT NOT NULL, call_id TEXT NOT NULL, conversation_id TEXT NOT NULL, "
+    "created_ms INTEGER NOT NULL, PRIMARY KEY (mark, call_id))"
+)
+_V6_INDEX = (
+    "CREATE INDEX call_marks_conversation ON call_marks "
+    "(mark, conversation_id, created_ms, call_id)"
+)
+#: The meta rows `call_mark:<mark>:<call_id>` move into it (a mark has no `:`; a mark of a
+#: call the database does not hold has nothing to list and is dropped).
+_V6_MOVE_SQLITE = (
+    "INSERT OR IGNORE INTO call_marks (mark, call_id, conversation_id, created_ms) "
+    "SELECT substr(m.key, 11, instr(substr(m.key, 11), ':') - 1), c.call_id, "
+    "c.conversation_id, c.created_ms FROM meta m JOIN calls c "
+    "ON c.call_id = substr(m.key, 12 + length(substr(m.key, 11, instr(substr(m.key, 11), ':') - 1))) "
+    "WHERE substr(m.key, 1, 10) = 'call_mark:'"
+)
+_V6_MOVE_PG = (
+    "INSERT INTO call_marks (mark, call_id, conversation_id, created_ms) "
+    "SELECT split_part(m.key, ':', 2), c.call_id, c.conversation_id, c.created_ms "
+    "FROM meta m JOIN calls c "
+    "ON c.call_id = substr(m.key, 12 + length(split_part(m.key, ':', 2))) "
+    "WHERE substr(m.key, 1, 10) = 'call_mark:' ON CONFLICT DO NOTHING"
+)
+_V6_DROP = "DELETE FROM meta WHERE substr(key, 1, 10) = 'call_mark:'"
 
 
 def _if_not_exists(stmt: str) -> str:
@@ -163,6 +199,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # A database that has them already (made by a test or a benchmark from today's schema,
     # then set back to an older version) keeps them, as with schema 4's indexes.
     5: tuple(_if_not_exists(stmt) for stmt in (*_V5_TABLES, *_V5_INDEXES)),
+    # 6: call marks in their own table, found by mark and conversation (issue 36: every
+    # `tasks/list` read every mark ever written), moved there from `meta`.
+    # As with schema 5, a database that has the table already keeps it.
+    6: (_if_not_exists(_V6_TABLE), _if_not_exists(_V6_INDEX), _V6_MOVE_SQLITE, _V6_DROP),
 }
 assert sorted(MIGRATIONS) == list(range(2, SCHEMA_VERSION + 1)), "one step per version"
 
@@ -198,6 +238,12 @@ PG_FIRST_VERSION = 3
 PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: _V4_INDEXES,
     5: (*(_pg_table(stmt) for stmt in _V5_TABLES), *_V5_INDEXES),
+    6: (
+        _if_not_exists(_pg_table(_V6_TABLE)),
+        _if_not_exists(_V6_INDEX),
+        _V6_MOVE_PG,
+        _V6_DROP,
+    ),
 }
 assert sorted(PG_MIGRATIONS) == list(range(PG_FIRST_VERSION + 1, SCHEMA_VERSION + 1)), (
     "a PostgreSQL twin for every step"

@@ -65,6 +65,10 @@ ORIGINS = {"agent": "agent", "ui": "ui", "host": "host", "runtime": "runtime", "
 
 #: Console calls whose method the timeline remembers (for its entries' labels).
 METHODS_REMEMBERED = 1_000
+#: Outbox messages one read of the dev Host's poll takes (it reads on until none are left).
+OUTBOX_PAGE = 500
+#: Ids of the latest outbox messages remembered (was an answer stored?).
+IDS_REMEMBERED = 4_096
 #: Problems of a failed build kept for the page.
 PROBLEMS_SHOWN = 20
 
@@ -156,7 +160,10 @@ class DevHost:
     _timeline_next: int = 0
     #: instance -> the page loads whose `ready` counted
     _loads: dict[str, deque[str]] = field(default_factory=dict)
+    #: The outbox position read up to (`rt.outbox.after`): each poll reads what is new.
     _outbox_seen: int = 0
+    #: The ids of the messages polled last, newest last (is an answer stored?).
+    _recent_ids: dict[str, None] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _call_ids: Any = field(default_factory=lambda: itertools.count(1))
     _session: str = field(default_factory=lambda: secrets.token_hex(3))
@@ -282,15 +289,12 @@ class DevHost:
         """Move new outbox messages into the timeline; True when there were any (then
         Surfaces subscribed to operations are told)."""
         with self._lock:
-            messages = self.rt.outbox.all()
-            fresh = messages[self._outbox_seen :]
-            self._outbox_seen = len(messages)
+            fresh = self._read_new()
             for m in fresh:
                 self._note(self._agent_entry(m))
             if self._maybe_rejected:  # /mcp answers refused before acceptance: not stored
-                stored = {m.get("id") for m in messages}
                 for answer, conversation in self._maybe_rejected:
-                    if answer.get("id") not in stored:
+                    if not self._stored(answer):
                         self._note(
                             self._agent_entry(answer, rejected=True, conversation_id=conversation)
                         )
@@ -298,6 +302,20 @@ class DevHost:
         if fresh:
             self.operations_changed()
         return bool(fresh)
+
+    def _read_new(self) -> list[AgentMessage]:
+        """The outbox messages written since the last poll (a page at a time), never the
+        history before: the outbox grows with every call the runtime ever answered."""
+        fresh: list[AgentMessage] = []
+        while True:
+            page, self._outbox_seen = self.rt.outbox.after(self._outbox_seen, OUTBOX_PAGE)
+            fresh += page
+            for m in page:
+                self._recent_ids[str(m.get("id"))] = None
+            while len(self._recent_ids) > IDS_REMEMBERED:
+                self._recent_ids.pop(next(iter(self._recent_ids)))
+            if len(page) < OUTBOX_PAGE:
+                return fresh
 
     def _agent_entry(self, message: Mapping[str, Any], **more: Any) -> dict[str, Any]:
         """An Agent message as a timeline entry: its method when the console sent it, and
@@ -339,9 +357,11 @@ class DevHost:
             self._methods.pop(next(iter(self._methods)))
 
     def _stored(self, message: Mapping[str, Any]) -> bool:
-        """Whether the outbox holds `message` (an accepted call's answers are all there)."""
-        wanted = message.get("id")
-        return any(m.get("id") == wanted for m in reversed(self.rt.outbox.all()))
+        """Whether the outbox holds `message` (an accepted call's answers are all there),
+        asked after a poll: an answer is stored before it is returned, so a stored one is
+        among the last messages polled."""
+        with self._lock:
+            return str(message.get("id")) in self._recent_ids
 
     # -- UI Actions from Surfaces (SPEC 17) ----------------------------------------------
     def check_live(self, binding: Binding) -> None:

@@ -101,14 +101,19 @@ class Sandbox:
     tmp: Path | None = None
     groups: _cgroups.BoxGroups | None = None
     shared: _cgroups.SharedMemory | None = None  # a memory group over several sandboxes
+    #: The launch of an app version's warm image (decision record 0007): its own procfs,
+    #: and the launcher serves the runtime as the session helper on descriptor `helper`.
+    image: bool = False
+    helper: int | None = None
 
     def __post_init__(self) -> None:
         check_mode(self.mode)
 
-    def prepare(self) -> None:
-        """Create the private, empty temporary folder (it is also the process's HOME) and
-        the tree's control groups where this process can make them."""
-        if self.tmp is None:
+    def prepare(self, *, folder: bool = True) -> None:
+        """Create the private, empty temporary folder (it is also the process's HOME; not
+        for a worker forked from an image, whose tmpfs the helper mounts) and the tree's
+        control groups where this process can make them."""
+        if self.tmp is None and folder:
             self.tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
         if self.groups is None and self.mode != "off" and "cgroups" not in _UNAVAILABLE:
             self.groups = _cgroups.create(self.memory_mb, self.processes, under=self.shared)
@@ -128,6 +133,8 @@ class Sandbox:
             "parent": os.getpid(),
             "cgroups": groups.joins() if groups else [],
             "cgroups_say": groups.describe(self.shared) if groups else {},
+            "image": self.image,
+            "helper": self.helper,
         }
 
     def oom_kills(self) -> int:

@@ -70,9 +70,15 @@ def _read_lists(app_dir: str, network: bool) -> tuple[list[str], list[str]]:
     return read, outside
 
 
-def _launcher(child: int) -> None:
-    """Outside the PID namespace: wait for its init; a SIGTERM ends the whole namespace."""
-    os.closerange(3, 1 << 16)  # the bridge belongs to the child: EOF must reach the runtime
+def _launcher(child: int, helper: int | None = None) -> None:
+    """Outside the PID namespace: wait for its init; a SIGTERM ends the whole namespace.
+    With a `helper` descriptor (an image's launcher, decision record 0007) it also serves
+    the runtime's requests for the session workers forked below (`_helper_loop`)."""
+    if helper is None:
+        os.closerange(3, 1 << 16)  # the bridge belongs to the child: EOF must reach the runtime
+    else:
+        os.closerange(3, helper)
+        os.closerange(helper + 1, 1 << 16)
 
     def stop(signum: int, frame: Any) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -80,6 +86,8 @@ def _launcher(child: int) -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
+    if helper is not None:
+        _helper_loop(child, helper)
     while True:
         try:
             _, status = os.waitpid(child, 0)
@@ -89,6 +97,97 @@ def _launcher(child: int) -> None:
     # the init's exit returns only once every process of the namespace is gone
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)
+
+
+def _helper_loop(child: int, helper: int) -> None:
+    """Serve the runtime's requests until it closes the socket or the image exits: each
+    one JSON line with the user and mount namespace descriptors of a worker forked from
+    the image (`_prepare_session`). The helper never reads what the image writes."""
+    import select
+    import socket
+
+    try:
+        pidfd = os.pidfd_open(child)
+    except OSError:
+        return
+    sock = socket.socket(fileno=helper)
+    poller = select.poll()
+    poller.register(helper, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    while True:
+        try:
+            ready = {fd for fd, _ in poller.poll()}
+        except InterruptedError:
+            continue
+        if pidfd in ready:
+            return  # the image exited: the waiter reaps it
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)
+        except InterruptedError:
+            continue
+        if not data:  # the runtime is gone: so is everything below
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+            return
+        try:
+            req = json.loads(data)
+            _prepare_session(req, fds)
+            reply: dict[str, Any] = {"ok": True}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            reply = {"ok": False, "error": str(exc)[:300]}
+        finally:
+            for fd in fds:
+                os.close(fd)
+        sock.sendall(json.dumps(reply).encode() + b"\n")
+
+
+def _prepare_session(req: dict[str, Any], ns: list[int]) -> None:
+    """The helper's part for one forked worker (`_helper_loop`): its uid and gid maps
+    (`nspid` is its pid in the image's namespace: the helper's `/proc` is the image's
+    procfs), then its private tmpfs, mounted by a throwaway child in its user and mount
+    namespaces `ns` (the worker cannot: Landlock refuses `mount` inside a domain).
+
+    Raises:
+        OSError: a step the kernel refused (the worker is then not used).
+    """
+    from lineup_sdk.sandbox import _linux as k
+
+    if len(ns) != 2:
+        raise OSError(0, "no namespaces")
+    err_r, err_w = os.pipe()
+    try:
+        k.write_id_maps(int(req["uid"]), int(req["gid"]), pid=int(req["nspid"]))
+        first = os.fork()
+        if first == 0:
+            os.close(err_r)
+            _throwaway(req, ns, err_w)
+        os.close(err_w)
+        err_w = -1
+        why = os.read(err_r, 512).decode(errors="replace")
+        _, status = os.waitpid(first, 0)
+    finally:
+        for fd in (err_r, err_w):
+            if fd >= 0:
+                os.close(fd)
+    if os.waitstatus_to_exitcode(status) != 0 or why:
+        raise OSError(0, why or "cannot mount the session's tmpfs and procfs")
+
+
+def _throwaway(req: dict[str, Any], ns: list[int], err: int) -> None:
+    """The helper's throwaway child: into the worker's user namespace (first: it grants
+    the capabilities the mount needs) and mount namespace, where it mounts the session's
+    tmpfs. Exits; what failed is written to `err`."""
+    from lineup_sdk.sandbox import _linux as k
+
+    try:
+        k.setns(ns[0], k.CLONE_NEWUSER)
+        k.setns(ns[1], k.CLONE_NEWNS)
+        k.mount_tmpfs(req["tmp"], int(req["tmp_mb"]), private=False)
+        os._exit(0)
+    except BaseException as exc:
+        os.write(err, str(exc).encode()[:500])
+    finally:
+        os._exit(1)
 
 
 def enter(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -251,15 +350,22 @@ def _enter_linux(
             report["tmp"] = f"private tmpfs {int(cfg['tmp_mb'])} MiB"
         except OSError:
             pass
+    helper = cfg.get("helper")
     if flags & k.CLONE_NEWPID:
         parent = os.getpid()
         pid = os.fork()
         if pid:
-            _launcher(pid)
+            _launcher(pid, helper if userns and flags & k.CLONE_NEWNS else None)
         k.set_parent_death_signal(signal.SIGKILL)
         if os.getppid() != 0 and os.getppid() != parent:
             os._exit(70)  # the waiter died before the death signal was armed
         report["process_tree"] = "pid namespace"
+        if cfg.get("image") and userns:  # its /proc shows its own namespace only
+            with contextlib.suppress(OSError):
+                k.mount_proc("/proc")
+    if helper is not None:
+        with contextlib.suppress(OSError):
+            os.close(helper)  # the helper's, never the image's
     _cap_processes(cfg, report, missing, userns=userns, uid=uid)
     k.no_new_privs()
     unix_blocked = False
@@ -280,6 +386,8 @@ def _enter_linux(
         for path in _read_lists(cfg["app_dir"], network)[0]:
             rules.allow(path, k.FS_READ_FILE | k.FS_READ_DIR | k.FS_EXECUTE)
         rules.allow("/dev/null", k.FS_READ_FILE | k.FS_WRITE_FILE | k.FS_TRUNCATE)
+        if cfg.get("image"):  # its own procfs (the forks' `/proc/self` lies below it)
+            rules.allow("/proc", k.FS_READ_FILE | k.FS_READ_DIR)
         if cfg.get("tmp"):
             rules.allow(cfg["tmp"], rules.handled_fs)
         rules.restrict()

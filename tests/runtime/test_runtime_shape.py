@@ -101,7 +101,7 @@ IO = frozenset(
 #: nodes. They name no engine (an import, a name or a string of SQLite's or PostgreSQL's:
 #: `pg_notify` is one), no `node_id`, and reach nothing through `getattr` or a
 #: `type: ignore`.
-FACTS_MODULES = ("facts", "writes", "records", "connection")
+FACTS_MODULES = ("facts", "writes", "records", "connection", "marks")
 ENGINE = re.compile(r"(?i)sqlite|postgres|psycopg|pg_|node_id")
 #: The most lines a module of the folders that hold the SQL may have (issue 42).
 MAX_LINES = 700

@@ -142,7 +142,7 @@ def test_one_runtime_has_nothing_to_coordinate(tmp_path: Path) -> None:
     store = open_database(tmp_path / "rt.db")
     try:
         solo = store.coordination
-        assert isinstance(solo, Solo) and solo.owned() is None
+        assert isinstance(solo, Solo) and not solo.several()
         assert solo.mine("calls.app_session_id") == ("", ())
         assert not solo.lock("app_session_id=?", ("s1",))
         assert not solo.wake(["r:"]) and not solo.tell("c:1") and not solo.owner("s1")

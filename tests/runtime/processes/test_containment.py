@@ -38,6 +38,7 @@ from tests.runtime.processes.containment_kit import (
     _ids,
     error_code,
     final,
+    host_pid,
     log_line,
     log_path,
     result,
@@ -102,15 +103,27 @@ def open_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
         rt.close()
 
 
+#: The battery runs under both `isolation` values where its rule holds for every worker,
+#: however conversations are split among them (decision record 0007, "Tests").
+both_isolations = pytest.mark.parametrize("isolation", ["app", "session"])
+
+
+@pytest.fixture()
+def isolation() -> str:
+    """The `isolation` the fixtures' runtimes use (`both_isolations` runs a test under each)."""
+    return "app"
+
+
 @pytest.fixture()
 def hostile(
     open_runtime: Callable[..., Runtime],
     trust: TrustStore,
     hostile_bundle: Path,
     probe_bundle: Path,
+    isolation: str,
 ) -> Runtime:
     """A runtime with the hostile app and the probe app installed, on files."""
-    return open_runtime(trust, hostile_bundle, probe_bundle)
+    return open_runtime(trust, hostile_bundle, probe_bundle, isolation=isolation)
 
 
 # -- what the worker starts with -------------------------------------------------------
@@ -172,13 +185,15 @@ def hostile_on_trust_file(
     rt_key: SigningKey,
     hostile_bundle: Path,
     probe_bundle: Path,
+    isolation: str,
 ) -> Runtime:
     trusted(rt_key).save(tmp_path / "trust.toml")
-    rt = open_runtime(tmp_path / "trust.toml", hostile_bundle, probe_bundle)
+    rt = open_runtime(tmp_path / "trust.toml", hostile_bundle, probe_bundle, isolation=isolation)
     result(rt, "conv", "hostile.echo", {"text": "up"})  # the worker (and its log) exist
     return rt
 
 
+@both_isolations
 @pytest.mark.parametrize(
     "target",
     [
@@ -197,12 +212,15 @@ def test_the_worker_cannot_read_outside_its_app(
     rt = hostile_on_trust_file
     path = _targets(rt, tmp_path)[target]
     assert path.exists()
-    assert result(rt, "conv", "hostile.read", {"path": str(path)}) in REFUSED
+    # (a worker with a /proc of its own PID namespace finds no such process there)
+    refused = (*REFUSED, "ENOENT") if target == "runtime-process-environ" else REFUSED
+    assert result(rt, "conv", "hostile.read", {"path": str(path)}) in refused
     # the control: the same tool reads the app's own files
     own = engine_of(rt).apps_dir / SCOPE / VERSION / "hostile_app" / "tools.py"
     assert result(rt, "conv", "hostile.read", {"path": str(own)}) == "ok"
 
 
+@both_isolations
 @pytest.mark.parametrize(
     "target",
     [
@@ -241,6 +259,7 @@ def test_the_worker_cannot_write_outside_its_temp_folder(
     assert result(rt, "conv2", "hostile.echo", {"text": "still"}) == "still"
 
 
+@both_isolations
 def test_workers_write_no_bytecode(hostile: Runtime) -> None:
     result(hostile, "conv", "hostile.shadows")
     assert not list((engine_of(hostile).apps_dir / SCOPE).rglob("__pycache__"))
@@ -286,6 +305,7 @@ def _attempt(rt: Runtime, kind: str, socks: dict[str, Any]) -> str:
     return str(result(rt, "conv", f"hostile.{kind}", {"port": port}))
 
 
+@both_isolations
 @pytest.mark.parametrize("kind", ["tcp", "udp", "unix"])
 def test_without_the_grant_no_connection_leaves_the_worker(
     hostile: Runtime, tmp_path: Path, kind: str
@@ -300,6 +320,7 @@ def test_without_the_grant_no_connection_leaves_the_worker(
         assert outcome in ("ok", "EACCES", "ENETUNREACH", "ECONNREFUSED"), outcome
 
 
+@both_isolations
 def test_an_abstract_unix_socket_is_refused_too(hostile: Runtime) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.bind("\0lineup-escape-test")
@@ -327,6 +348,7 @@ def test_with_the_network_grant_tcp_and_udp_reach_the_host_but_unix_sockets_do_n
 needs_io_uring = pytest.mark.skipif(not io_uring_enabled(), reason="io_uring is disabled here")
 
 
+@both_isolations
 @needs_io_uring
 def test_io_uring_cannot_connect_a_unix_socket_to_the_host(
     hostile: Runtime, tmp_path: Path
@@ -337,6 +359,7 @@ def test_io_uring_cannot_connect_a_unix_socket_to_the_host(
     assert not reached and outcome != "ok", outcome
 
 
+@both_isolations
 @needs_io_uring
 def test_io_uring_cannot_connect_tcp_or_abstract_unix_sockets(
     hostile: Runtime, tmp_path: Path
@@ -355,20 +378,23 @@ def test_io_uring_cannot_connect_tcp_or_abstract_unix_sockets(
             s.accept()
 
 
+@both_isolations
 def test_the_worker_cannot_signal_host_processes(hostile: Runtime) -> None:
     # the runtime's own pid names nothing in the worker's pid namespace
     assert result(hostile, "conv", "hostile.signal", {"pid": os.getpid()}) == "ESRCH"
 
 
+@both_isolations
 def test_the_data_memory_cap_holds(
-    open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path
+    open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path, isolation: str
 ) -> None:
-    rt = open_runtime(trust, hostile_bundle, worker_memory_mb=128)
+    rt = open_runtime(trust, hostile_bundle, worker_memory_mb=128, isolation=isolation)
     assert result(rt, "conv", "hostile.alloc", {"mb": 256}) == "MemoryError"
     assert result(rt, "conv", "hostile.alloc", {"mb": 16}) == "ok"
 
 
 # -- privileges ------------------------------------------------------------------------
+@both_isolations
 def test_a_worker_started_by_root_keeps_no_capabilities(hostile: Runtime) -> None:
     caps = result(hostile, "conv", "hostile.caps")
     zero = "0000000000000000"
@@ -378,10 +404,11 @@ def test_a_worker_started_by_root_keeps_no_capabilities(hostile: Runtime) -> Non
 
 
 # -- temp folder -----------------------------------------------------------------------
+@both_isolations
 def test_filling_the_temp_folder_stops_at_its_bound_and_the_folder_goes_with_the_worker(
-    open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path
+    open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path, isolation: str
 ) -> None:
-    rt = open_runtime(trust, hostile_bundle)
+    rt = open_runtime(trust, hostile_bundle, isolation=isolation)
     got = result(rt, "conv", "hostile.fill_tmp", {"mb": 80})
     assert got["stopped"] == "ENOSPC", got
     assert got["written"] <= 64 << 20
@@ -392,11 +419,13 @@ def test_filling_the_temp_folder_stops_at_its_bound_and_the_folder_goes_with_the
 
 
 # -- processes -------------------------------------------------------------------------
+@both_isolations
 def test_a_setsid_daemon_forked_by_a_handler_is_gone_after_close(
-    open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path
+    open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path, isolation: str
 ) -> None:
-    rt = open_runtime(trust, hostile_bundle)
-    pid = result(rt, "conv", "hostile.daemon")
+    rt = open_runtime(trust, hostile_bundle, isolation=isolation)
+    named = result(rt, "conv", "hostile.daemon")  # as the worker's own /proc numbers it
+    pid = host_pid(worker(rt).pid, named)
     assert pid_alive(pid) and pid != worker(rt).pid
     rt.close()
     assert poll(lambda: not pid_alive(pid), within_s=5), f"daemon {pid} survived close()"
@@ -409,18 +438,23 @@ from lineup_build.signing import key_from_seed
 from lineup_build.trust import TrustedKey, TrustStore
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 from lineup_runtime_lite.internals import engine_of
+from tests.runtime.processes.containment_kit import host_pid
 
 key = key_from_seed(bytes(range(1, 33)))
 trust = TrustStore.from_keys([TrustedKey(key.key_id, key.public_raw, ("*",), "t")])
 rt = Runtime.open(
-    Path(sys.argv[1]) / "rt.db", trust=trust, clock=VirtualClock(), host=HostSimulator("manual")
+    Path(sys.argv[1]) / "rt.db",
+    trust=trust,
+    clock=VirtualClock(),
+    host=HostSimulator("manual"),
+    isolation=sys.argv[5],
 )
 rt.install(sys.argv[2])
 rt.call("w", "c", "hostile.echo", {"text": "x"})
 rt.settle()
-daemon = rt.call("d", "c", "hostile.daemon", {})["result"]
-launcher = engine_of(rt).workers["hostile", "1.0.0"].pid
-print(json.dumps({"daemon": daemon, "launcher": launcher}), flush=True)
+(worker,) = engine_of(rt).workers.values()  # the conversation's (its session's under session)
+daemon = host_pid(worker.pid, rt.call("d", "c", "hostile.daemon", {})["result"])
+print(json.dumps({"daemon": daemon, "worker": worker.pid}), flush=True)
 if sys.argv[3] == "blocked":
     threading.Thread(target=rt.call, args=("b", "c", "hostile.block_loop", {})).start()
 else:
@@ -429,12 +463,13 @@ threading.Event().wait()
 """
 
 
+@both_isolations
 @pytest.mark.parametrize(
     "loop",
     ["idle", "blocked"],
 )
 def test_a_killed_runtime_leaves_no_worker_tree(
-    tmp_path: Path, hostile_bundle: Path, loop: str
+    tmp_path: Path, hostile_bundle: Path, loop: str, isolation: str
 ) -> None:
     import signal
     import subprocess
@@ -442,7 +477,10 @@ def test_a_killed_runtime_leaves_no_worker_tree(
 
     log = tmp_path / "rt.db.apps" / "_logs" / f"{SCOPE}-{VERSION}.log"
     proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED_RUNTIME, str(tmp_path), str(hostile_bundle), loop, str(log)],
+        [
+            *(sys.executable, "-c", KILLED_RUNTIME, str(tmp_path), str(hostile_bundle)),
+            *(loop, str(log), isolation),
+        ],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).parents[3],
@@ -461,9 +499,9 @@ def test_a_killed_runtime_leaves_no_worker_tree(
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
-        if pids:  # our own leftovers: the launcher ends its namespace on SIGTERM
+        if pids:  # our own leftovers: the worker's tree ends on SIGTERM
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pids["launcher"], signal.SIGTERM)
+                os.kill(pids["worker"], signal.SIGTERM)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pids["daemon"], signal.SIGKILL)
             poll(lambda: not [p for p in pids.values() if pid_alive(p)], within_s=5)
@@ -698,18 +736,20 @@ def test_every_handler_thread_stuck_past_its_timeout_gets_the_worker_recycled(
 
 
 # -- sandbox modes and report ----------------------------------------------------------
+@both_isolations
 def test_required_with_a_missing_mechanism_refuses_to_start_the_worker(
-    open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path
+    open_runtime: Callable[..., Runtime], trust: TrustStore, hostile_bundle: Path, isolation: str
 ) -> None:
     with simulate_unavailable("landlock"):
-        rt = open_runtime(trust, hostile_bundle, sandbox="required")
+        rt = open_runtime(trust, hostile_bundle, sandbox="required", isolation=isolation)
         assert rt.sandbox["files"] is None and rt.sandbox["refused"]
         msg = final(rt, "conv", "hostile.echo", {"text": "x"})
     assert error_code(msg) == "activation_failed"
     assert msg["error"]["details"] == {"reason": "worker_failed", "cause": "sandbox_unavailable"}
-    assert not engine_of(rt).workers.get((SCOPE, VERSION))
+    assert not engine_of(rt).workers
 
 
+@both_isolations
 def test_the_sandbox_report_names_every_mechanism_and_the_missing_one_as_none(
     hostile: Runtime,
 ) -> None:
@@ -728,12 +768,17 @@ def test_the_sandbox_report_names_every_mechanism_and_the_missing_one_as_none(
     assert "files: NOT enforced" in describe(seam)
 
 
+@both_isolations
 def test_the_app_cannot_rewrite_what_rt_sandbox_reports(
-    open_runtime: Callable[..., Runtime], trust: TrustStore, rt_key: SigningKey, tmp_path: Path
+    open_runtime: Callable[..., Runtime],
+    trust: TrustStore,
+    rt_key: SigningKey,
+    tmp_path: Path,
+    isolation: str,
 ) -> None:
     bundle = build_app(APPS / "hostile", tmp_path / "spoof", rt_key, SPOOF_REPORT=True)
     with simulate_unavailable("landlock"):
-        rt = open_runtime(trust, bundle)
+        rt = open_runtime(trust, bundle, isolation=isolation)
         assert rt.sandbox["files"] is None
         assert result(rt, "conv", "hostile.read", {"path": "/etc/passwd"}) == "ok"
         assert rt.sandbox["files"] is None, rt.sandbox
@@ -753,6 +798,7 @@ def test_sandbox_off_runs_and_says_so(
 
 
 # -- installed files and trust ---------------------------------------------------------
+@both_isolations
 @pytest.mark.parametrize(
     "planted",
     [
@@ -763,9 +809,13 @@ def test_sandbox_off_runs_and_says_so(
     ],
 )
 def test_a_planted_file_in_an_installed_app_fails_the_next_activation(
-    open_runtime: Callable[..., Runtime], trust: TrustStore, probe_bundle: Path, planted: str
+    open_runtime: Callable[..., Runtime],
+    trust: TrustStore,
+    probe_bundle: Path,
+    planted: str,
+    isolation: str,
 ) -> None:
-    rt = open_runtime(trust, probe_bundle)
+    rt = open_runtime(trust, probe_bundle, isolation=isolation)
     target = engine_of(rt).apps_dir / "probe" / VERSION / planted
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(b"raise SystemExit('planted code ran')\n")
@@ -783,6 +833,7 @@ def _untrusted_next_activation(rt: Runtime, method: str) -> dict[str, Any]:
     return dict(msg["error"]["details"])
 
 
+@both_isolations
 @pytest.mark.parametrize(
     ("change", "cause"),
     [
@@ -798,10 +849,11 @@ def test_a_trust_file_change_after_install_fails_the_next_activation(
     net_bundle: Path,
     change: str,
     cause: str,
+    isolation: str,
 ) -> None:
     path = tmp_path / "trust.toml"
     trusted(rt_key, allow=("network",)).save(path)
-    rt = open_runtime(path, net_bundle)
+    rt = open_runtime(path, net_bundle, isolation=isolation)
     assert result(rt, "first", "hostile.echo", {"text": "ok"}) == "ok"
     if change == "revoke":
         store = trusted(rt_key, allow=("network",))

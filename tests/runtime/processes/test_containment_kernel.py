@@ -47,6 +47,8 @@ THROUGH_FD = (
     *("setflags", "setflags_nodump", "setflags_noatime", "fssetxattr"),
 )
 _ids = iter(range(1, 1 << 30))
+#: The battery runs under both `isolation` values (decision record 0007, "Tests").
+both_isolations = pytest.mark.parametrize("isolation", ["app", "session"])
 
 
 @pytest.fixture()
@@ -113,14 +115,16 @@ def victims(tmp_path: Path) -> dict[str, Path]:
     return {"private": private, "executable": tool}
 
 
+@both_isolations
 def test_metadata_changes_on_host_files_are_refused_and_nothing_changes(
     open_runtime: Callable[..., Runtime],
     kernel_bundle: Path,
     victims: dict[str, Path],
     trust_file: Path,
     tmp_path: Path,
+    isolation: str,
 ) -> None:
-    rt = open_runtime(kernel_bundle)
+    rt = open_runtime(kernel_bundle, isolation=isolation)
     assert rt.sandbox["metadata"] is None or "seccomp" in rt.sandbox["metadata"]
     installed = tmp_path / "rt0" / "rt.db.apps" / SCOPE / "1.0.0"
     targets = {
@@ -155,20 +159,25 @@ def test_metadata_changes_on_host_files_are_refused_and_nothing_changes(
     reopened.close()
 
 
+@both_isolations
 def test_metadata_changes_in_the_private_tmp_are_refused_too(
-    open_runtime: Callable[..., Runtime], kernel_bundle: Path
+    open_runtime: Callable[..., Runtime], kernel_bundle: Path, isolation: str
 ) -> None:
-    rt = open_runtime(kernel_bundle)
+    rt = open_runtime(kernel_bundle, isolation=isolation)
     got = result(rt, "kernel.tmp_meta")
     assert {k: got[k] for k in ATTEMPTS} == dict.fromkeys(ATTEMPTS, "EPERM"), got
     # what that means for authors (README): copy the bytes, not the mode
     assert got["shutil.copyfile"] == "ok" and got["shutil.copy"] == "EPERM", got
 
 
+@both_isolations
 def test_link_and_rename_of_host_files_are_refused(
-    open_runtime: Callable[..., Runtime], kernel_bundle: Path, victims: dict[str, Path]
+    open_runtime: Callable[..., Runtime],
+    kernel_bundle: Path,
+    victims: dict[str, Path],
+    isolation: str,
 ) -> None:
-    rt = open_runtime(kernel_bundle)
+    rt = open_runtime(kernel_bundle, isolation=isolation)
     source = victims["private"]
     before = fingerprint(source)
     got = result(rt, "kernel.relink", {"source": str(source), "target": str(source) + ".moved"})
@@ -191,10 +200,11 @@ def test_the_metadata_rule_is_part_of_required(
 
 
 # -- memory over the worker tree --------------------------------------------------------
+@both_isolations
 def test_a_shared_mapping_over_the_cap_ends_the_delivery_as_memory_limit(
-    open_runtime: Callable[..., Runtime], kernel_bundle: Path
+    open_runtime: Callable[..., Runtime], kernel_bundle: Path, isolation: str
 ) -> None:
-    rt = open_runtime(kernel_bundle, worker_memory_mb=128)
+    rt = open_runtime(kernel_bundle, worker_memory_mb=128, isolation=isolation)
     assert result(rt, "kernel.echo", {"text": "up"}) == "up"
     needs(rt.sandbox, "memory", "memory cgroup")
     msg = final(rt, "kernel.shared_mmap", {"mb": 256})
@@ -206,10 +216,11 @@ def test_a_shared_mapping_over_the_cap_ends_the_delivery_as_memory_limit(
     assert result(rt, "kernel.shared_mmap", {"mb": 32}) == "ok"
 
 
+@both_isolations
 def test_children_cannot_each_take_the_whole_cap(
-    open_runtime: Callable[..., Runtime], kernel_bundle: Path
+    open_runtime: Callable[..., Runtime], kernel_bundle: Path, isolation: str
 ) -> None:
-    rt = open_runtime(kernel_bundle, worker_memory_mb=128)
+    rt = open_runtime(kernel_bundle, worker_memory_mb=128, isolation=isolation)
     assert result(rt, "kernel.echo", {"text": "up"}) == "up"
     needs(rt.sandbox, "memory", "memory cgroup")
     msg = final(rt, "kernel.children", {"count": 3, "mb": 80})
@@ -222,15 +233,17 @@ def test_children_cannot_each_take_the_whole_cap(
 
 
 # -- processes -------------------------------------------------------------------------
+@both_isolations
 @pytest.mark.parametrize("cap", [None, 32], ids=["default", "worker_processes=32"])
 def test_a_fork_bomb_stops_at_the_cap_while_another_app_answers(
     open_runtime: Callable[..., Runtime],
     kernel_bundle: Path,
     probe_bundle: Path,
     cap: int | None,
+    isolation: str,
 ) -> None:
     options = {} if cap is None else {"worker_processes": cap}
-    rt = open_runtime(kernel_bundle, probe_bundle, **options)
+    rt = open_runtime(kernel_bundle, probe_bundle, **options, isolation=isolation)
     assert result(rt, "kernel.echo", {"text": "up"}) == "up"
     limit = cap or 64
     needs(rt.sandbox, "processes", "pids cgroup")
@@ -248,6 +261,7 @@ def test_a_fork_bomb_stops_at_the_cap_while_another_app_answers(
 ROOT = os.geteuid() == 0
 
 
+@both_isolations
 @pytest.mark.parametrize(
     ("missing", "says", "bound"),
     [
@@ -263,9 +277,10 @@ def test_without_a_pids_cgroup_the_fallback_cap_holds_and_is_reported(
     missing: tuple[str, ...],
     says: str,
     bound: int,
+    isolation: str,
 ) -> None:
     with simulate_unavailable(*missing):
-        rt = open_runtime(kernel_bundle)
+        rt = open_runtime(kernel_bundle, isolation=isolation)
         assert result(rt, "kernel.echo", {"text": "up"}) == "up"
     if says is not None and rt.sandbox["processes"] is None and not IN_CI:
         pytest.skip(f"no {missing[-1]} fallback on this kernel: {rt.sandbox}")
@@ -277,11 +292,12 @@ def test_without_a_pids_cgroup_the_fallback_cap_holds_and_is_reported(
     assert result(rt, "kernel.reap") == got["forked"]
 
 
+@both_isolations
 def test_without_cgroups_the_memory_cap_is_reported_as_per_process(
-    open_runtime: Callable[..., Runtime], kernel_bundle: Path
+    open_runtime: Callable[..., Runtime], kernel_bundle: Path, isolation: str
 ) -> None:
     with simulate_unavailable("cgroups"):
-        rt = open_runtime(kernel_bundle, worker_memory_mb=256)
+        rt = open_runtime(kernel_bundle, worker_memory_mb=256, isolation=isolation)
         assert result(rt, "kernel.echo", {"text": "up"}) == "up"
     assert rt.sandbox["memory"] == (
         "data 256 MiB per process only (no memory cgroup: not the whole tree)"
@@ -307,7 +323,7 @@ import json, sys
 from pathlib import Path
 from lineup_runtime_lite import HostSimulator, Runtime, VirtualClock
 rt = Runtime.open(Path(sys.argv[1]) / "rt.db", trust=sys.argv[2], clock=VirtualClock(),
-                  host=HostSimulator(policy="manual"))
+                  host=HostSimulator(policy="manual"), isolation=sys.argv[4])
 rt.install(sys.argv[3])
 msg = rt.call("c1", "conv", "kernel.tmp_meta", {})
 rt.settle()
@@ -324,11 +340,15 @@ def _leftovers(pid: int) -> list[str]:
     return found
 
 
+@both_isolations
 def test_a_killed_runtimes_cgroups_and_sandbox_folders_go_at_the_next_open(
-    tmp_path: Path, trust_file: Path, kernel_bundle: Path
+    tmp_path: Path, trust_file: Path, kernel_bundle: Path, isolation: str
 ) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED_RUNTIME, str(tmp_path), str(trust_file), str(kernel_bundle)],
+        [
+            *(sys.executable, "-c", KILLED_RUNTIME, str(tmp_path), str(trust_file)),
+            *(str(kernel_bundle), isolation),
+        ],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).parents[3],

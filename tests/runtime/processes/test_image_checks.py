@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from lineup_sdk._image import risky_shared_mappings, stray_descriptors, threads_in
+from lineup_sdk.sandbox.forks import risky_shared_mappings, stray_descriptors, threads_in
 
 MAPS = """\
 55d0c0a00000-55d0c0a01000 r--p 00000000 fe:00 1234     /usr/bin/python3.11

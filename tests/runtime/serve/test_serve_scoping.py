@@ -297,20 +297,20 @@ def test_the_task_mark_is_kept_with_the_call_across_a_restart_on_each_engine(
         rt.install(todo_bundle)
         rt.call("c1", "conv", "todo.add", {"title": "a"})
         rt.call("c2", "conv", "todo.add", {"title": "b"})
-        rt.mark_call("c1", "mcp_task")
+        rt.marks.add("c1", "mcp_task")
         with pytest.raises(LineupError) as unknown:
-            rt.mark_call("never", "mcp_task")
+            rt.marks.add("never", "mcp_task")
         assert unknown.value.code == "usage_invalid"
         with pytest.raises(LineupError) as bad:
-            rt.mark_call("c2", "Not A Mark")
+            rt.marks.add("c2", "Not A Mark")
         assert bad.value.code == "usage_invalid"
         rt.settle()
     finally:
         rt.close()
     rt = Runtime.open(db_target, trust=trust, clock=VirtualClock())
     try:
-        assert rt.call_marked("c1", "mcp_task") and not rt.call_marked("c2", "mcp_task")
-        assert rt.marked_calls("mcp_task") == ["c1"]
-        assert rt.marked_calls("other") == []
+        assert rt.marks.has("c1", "mcp_task") and not rt.marks.has("c2", "mcp_task")
+        assert rt.marks.calls("mcp_task") == ["c1"]
+        assert rt.marks.calls("other") == []
     finally:
         rt.close()

@@ -25,24 +25,17 @@ from lineup_build.trust import TrustStore
 from lineup_runtime_lite import Runtime, VirtualClock
 from lineup_runtime_lite.store.facts import SqlFacts
 from lineup_runtime_lite.store.sqlite import Store
-from tests.history_kit import PENDING, T0, add_history, add_pending
+from tests.history_kit import (
+    HISTORY_TABLES,
+    MAX_ROWS,
+    PENDING,
+    T0,
+    add_history,
+    add_pending,
+    rows_read,
+)
 
 HISTORY = 100_000
-#: The tables that grow with every call served.
-HISTORY_TABLES = (
-    "calls",
-    "receipts",
-    "outbox",
-    "activations",
-    "app_sessions",
-    "operations",
-    "im_records",
-    "host_intents",
-    "session_data",
-    "owners",
-    "ui_actions",
-    "ui_action_clients",
-)
 #: The partial indexes holding only unfinished rows (a scan of one reads pending work).
 PARTIAL = (
     "calls_queued",
@@ -54,8 +47,6 @@ PARTIAL = (
 )
 #: Virtual-machine steps one statement may take (a scan of the history takes millions).
 MAX_STEPS = 20_000
-#: Rows one statement may read on PostgreSQL (the history has 100,000 calls).
-MAX_ROWS = 200
 
 #: What a timer tick, a pump, recovery and open read, each with the pending rows it finds.
 READS: dict[str, tuple[Callable[[SqlFacts], Any], Callable[[Any], Any] | None]] = {
@@ -66,6 +57,11 @@ READS: dict[str, tuple[Callable[[SqlFacts], Any], Callable[[Any], Any] | None]] 
     "intent_heads": (lambda f: f.intent_heads(), lambda r: {i.instance for i in r}),
     "outbox_pending": (lambda f: f.outbox_pending(100), lambda r: {m["call_id"] for m in r}),
     "intents_pending": (lambda f: f.intents_pending(), None),
+    # the dev Host's poll (`rt.outbox.after`): what follows the history's 200,000 messages
+    "outbox_after": (
+        lambda f: f.outbox_after(2 * HISTORY, 100),
+        lambda r: {m["call_id"] for _, m in r},
+    ),
     "due_operations": (lambda f: f.due_operations(T0 + 2_000_000), None),
     "next_deadline": (lambda f: f.next_deadline(), None),
     "delivered_of_session": (lambda f: f.delivered_calls("ps2"), None),
@@ -89,8 +85,18 @@ READS: dict[str, tuple[Callable[[SqlFacts], Any], Callable[[Any], Any] | None]] 
     "action": (lambda f: f.action("hs3", "hclient", 4), None),
     "client_mark": (lambda f: f.client_mark("hs3", "hclient"), None),
     "call_and_session": (lambda f: f.call_and_session("hc9", "hconv3", "todo"), None),
+    # `lineup serve`'s MCP tasks (`Runtime.marks`): tasks/get and a tasks/list page
+    "call_marked": (lambda f: f.call_marked("mcp_task", "hc7"), None),
+    "marked_calls_page": (lambda f: f.marked_calls("mcp_task", "hconv2", None, 100), len),
+    "marked_calls_after": (lambda f: f.marked_calls("mcp_task", "hconv2", "hc1", 100), len),
 }
-EXPECTED = {**PENDING, "outbox_pending": {"pc1"}}
+EXPECTED = {
+    **PENDING,
+    "outbox_pending": {"pc1"},
+    "outbox_after": {"pc1"},
+    "marked_calls_page": HISTORY // 5_000,  # 20 calls per conversation
+    "marked_calls_after": HISTORY // 5_000 - 1,
+}
 
 
 class Recording:
@@ -133,7 +139,7 @@ def history_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     Store(path).close()
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("BEGIN")
-    add_history(con, HISTORY)
+    add_history(con, HISTORY, marks=HISTORY)
     add_pending(con)
     con.execute("COMMIT")
     con.close()
@@ -244,20 +250,6 @@ def test_open_recovery_and_a_tick_read_no_history(
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------
-def _rows_read(node: dict[str, Any]) -> int:
-    """Rows a plan node and its children read: what each scan returned and what its
-    filters removed, per loop."""
-    loops = int(node.get("Actual Loops", 1))
-    own = 0
-    if "Scan" in node["Node Type"]:
-        own = (
-            int(node.get("Actual Rows", 0))
-            + int(node.get("Rows Removed by Filter", 0))
-            + int(node.get("Rows Removed by Index Recheck", 0))
-        ) * loops
-    return own + sum(_rows_read(child) for child in node.get("Plans", ()))
-
-
 @pytest.fixture(scope="module")
 def pg_history(pg_server: Any) -> Iterator[Any]:
     from lineup_runtime_lite.store.postgres import PostgresStore
@@ -266,7 +258,7 @@ def pg_history(pg_server: Any) -> Iterator[Any]:
     store = PostgresStore(fresh_database(pg_server), node_id="history-node")
     try:
         with store.transaction(fault_points=False) as db:
-            add_history(db, HISTORY, owner="history-node")
+            add_history(db, HISTORY, owner="history-node", marks=HISTORY)
             add_pending(db, owner="history-node")
             # another node's pending work: this node's reads must not find it
             db.execute(
@@ -304,17 +296,18 @@ def test_postgres_reads_of_pending_work_do_not_grow_with_history(
     for sql, args in recording.seen:
         (row,) = pg_history.all("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, args)
         plan = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-        rows = _rows_read(plan[0]["Plan"])
+        rows = rows_read(plan[0]["Plan"])
         assert rows <= MAX_ROWS, (sql, rows, json.dumps(plan, indent=1)[:3000])
     if name in EXPECTED and shown is not None:
         assert shown(found) == EXPECTED[name]
 
 
-@pytest.mark.parametrize("start", [3, 4])
-def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
-    """Schema 4's indexes and schema 5's UI Action tables (SPEC 17) have PostgreSQL twins: a
-    database written at schema 3 or 4 gets what it lacks on open, its facts kept; one below
-    the first PostgreSQL schema is refused."""
+@pytest.mark.parametrize("start", [3, 4, 5])
+def test_postgres_moves_an_older_database_to_6(pg_url: str, start: int) -> None:
+    """Schema 4's indexes, schema 5's UI Action tables (SPEC 17) and schema 6's call marks
+    have PostgreSQL twins: a database written at schema 3, 4 or 5 gets what it lacks on
+    open, its facts kept and its call marks moved out of `meta`; one below the first
+    PostgreSQL schema is refused."""
     import psycopg
 
     from lineup_runtime_lite.internals import V4_INDEXES, V5_INDEXES
@@ -322,7 +315,7 @@ def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
     from lineup_runtime_lite.store.schema import SCHEMA_VERSION
     from lineup_sdk.errors import LineupError
 
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
     names = [stmt.split(" ON ")[0].split()[-1] for stmt in (*V4_INDEXES, *V5_INDEXES)]
     store = open_database(pg_url, node_id="n1")
     try:
@@ -335,14 +328,24 @@ def test_postgres_moves_an_older_database_to_5(pg_url: str, start: int) -> None:
         if start == 3:
             for name in names[: len(V4_INDEXES)]:
                 conn.execute(f"DROP INDEX {name}")
-        conn.execute("DROP TABLE ui_actions")
-        conn.execute("DROP TABLE ui_action_clients")
+        if start < 5:
+            conn.execute("DROP TABLE ui_actions")
+            conn.execute("DROP TABLE ui_action_clients")
+        conn.execute("DROP TABLE call_marks")
+        for key in ("call_mark:mcp_task:hc3", "call_mark:mcp_task:hc1", "call_mark:x:nocall"):
+            conn.execute("INSERT INTO meta VALUES (%s, '1')", (key,))
     store = open_database(pg_url, node_id="n1")
     try:
-        assert store.meta("schema_version") == "5"
+        assert store.meta("schema_version") == "6"
         found = {r[0] for r in store.all("SELECT indexname FROM pg_indexes")}
-        assert set(names) <= found
+        assert set(names) | {"call_marks_conversation"} <= found
         assert store.one("SELECT count(*) FROM calls")[0] == 40
+        assert store.all(
+            "SELECT mark, call_id, conversation_id, created_ms FROM call_marks ORDER BY call_id"
+        ) == [("mcp_task", "hc1", "hconv2", T0 + 1), ("mcp_task", "hc3", "hconv2", T0 + 3)]
+        assert (
+            store.one("SELECT count(*) FROM meta WHERE substr(key, 1, 10) = 'call_mark:'")[0] == 0
+        )
         with store.transaction(fault_points=False) as db:  # the new tables take actions
             db.execute(
                 "INSERT INTO ui_actions (app_session_id, seq, client_id, client_seq, name, "

@@ -178,8 +178,9 @@ def test_a_failed_migration_step_leaves_the_database_at_its_old_version(
     assert "superseded" in cols  # the steps before the broken one stand
     assert dirs and not any(d.startswith("/") for d in dirs)
     assert "calls_queued" in indexes
-    assert "ui_actions" not in tables  # the broken step (5) rolled back whole
-    assert "ui_actions_queued" not in indexes
+    assert "ui_actions" in tables and "ui_actions_queued" in indexes
+    assert "call_marks" not in tables  # the broken step (6) rolled back whole
+    assert "call_marks_conversation" not in indexes
     Store(old_db).close()  # and the next open migrates it
     assert _version(old_db) == SCHEMA_VERSION
 
@@ -261,7 +262,7 @@ def test_a_schema_4_database_gets_the_ui_action_tables_and_keeps_its_facts(
     con.close()
     Store(db).close()
     Store(tmp_path / "new.db").close()
-    assert _version(db) == SCHEMA_VERSION == 5
+    assert _version(db) == SCHEMA_VERSION >= 5
     migrated, new = sqlite3.connect(db), sqlite3.connect(tmp_path / "new.db")
     try:
         assert _schema(migrated) == _schema(new)
@@ -290,3 +291,47 @@ def test_a_schema_4_database_gets_the_ui_action_tables_and_keeps_its_facts(
         out = rt.surface("c2", "queue").act("queue.push", {"item": "b"}, client_id="c", seq=1)
         assert out["revision"] == 2
         invariants.check(rt)
+
+
+# -- schema 5 -> 6: call marks in a table of their own -------------------------------------------
+def test_call_marks_move_from_meta_to_their_table(tmp_path: Path, trust: TrustStore) -> None:
+    """Schema 6 (issue 36): the marks an older runtime kept as `call_mark:<mark>:<call_id>`
+    meta rows move to `call_marks`, each with its call's conversation and time; a mark of a
+    call the database does not hold is dropped, and no mark is left in `meta`. The database
+    is the schema-4 fixture with the marks a schema-5 runtime wrote (`Runtime.marks.add`)."""
+    db = tmp_path / "old5.db"
+    shutil.copyfile(FIXTURE_4, db)
+    con = sqlite3.connect(db)
+    con.executemany(
+        "INSERT INTO meta VALUES (?, '1')",
+        [
+            ("call_mark:mcp_task:t1",),
+            ("call_mark:other:t1",),
+            ("call_mark:mcp_task:t2",),
+            ("call_mark:mcp_task:gone",),
+            ("call_mark:a_b:t2",),
+        ],
+    )
+    con.commit()
+    con.close()
+    with Runtime.open(db, trust=trust, clock=VirtualClock()) as rt:
+        assert rt.marks.calls("mcp_task") == ["t1", "t2"]
+        assert rt.marks.calls("mcp_task", "c1", after="t1") == ["t2"]
+        assert rt.marks.calls("other") == ["t1"] and rt.marks.calls("a_b") == ["t2"]
+        assert rt.marks.has("t2", "mcp_task") and not rt.marks.has("gone", "mcp_task")
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute(
+            "SELECT mark, call_id, conversation_id, created_ms FROM call_marks ORDER BY 1, 2"
+        ).fetchall()
+        left = con.execute("SELECT count(*) FROM meta WHERE key LIKE 'call_mark%'").fetchone()
+    finally:
+        con.close()
+    assert rows == [
+        ("a_b", "t2", "c1", START),
+        ("mcp_task", "t1", "c1", START),
+        ("mcp_task", "t2", "c1", START),
+        ("other", "t1", "c1", START),
+    ]
+    assert left == (0,)
+    assert _version(db) == SCHEMA_VERSION == 6

@@ -34,6 +34,11 @@ if getattr(switches, "SPOOF_REPORT", False):  # claim a containment the sandbox 
             _report["files"] = "landlock abi 7 (spoofed)"
         _frame = _frame.f_back
 
+# what the build's switches ask the import to leave behind (decision record 0007)
+from hostile_app import taint  # noqa: E402
+
+taint.setup(switches)
+
 # capabilities and delivery ids seen by earlier deliveries, kept to be reused later
 _SAVED: dict[str, Any] = {}
 
@@ -43,6 +48,22 @@ def _outcome(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno is not None:
         return errno.errorcode.get(exc.errno, str(exc.errno))
     return type(exc).__name__
+
+
+def _bridge_fd(ctx: ToolContext) -> int:
+    """The bridge's write end (non-blocking: asyncio owns it), found from the worker's own
+    objects: its number differs between a cold worker and one forked from a warm image."""
+    sd: Any = ctx.session_data
+    return int(sd._bridge._writer.get_extra_info("pipe").fileno())
+
+
+def _inbox_transport(loop: Any) -> Any:
+    """The transport reading the worker's inbox (its only read pipe)."""
+    for key in loop._selector.get_map().values():
+        owner = getattr(getattr(key.data[0], "_callback", None), "__self__", None)
+        if type(owner).__name__ == "_UnixReadPipeTransport":
+            return owner
+    raise LookupError("no inbox")
 
 
 def _say(line: str) -> None:
@@ -292,7 +313,7 @@ def _bad_line(kind: str, own: int) -> bytes:
 def bad_line(ctx: ToolContext, kind: str) -> None:
     """Write one malformed bridge line straight to the bridge, then wait."""
     sd: Any = ctx.session_data
-    fd = int(sys.argv[-1])  # the bridge's write end (non-blocking: asyncio owns it)
+    fd = _bridge_fd(ctx)
     view = memoryview(_bad_line(kind, sd._delivery))
     while view:
         try:
@@ -363,7 +384,7 @@ async def alloc(ctx: ToolContext, mb: int) -> str:
 @tools.tool("hostile.partial_line", activation="app_ready", timeout_s=60)
 def partial_line(ctx: ToolContext) -> None:
     """Start a bridge line and never finish it."""
-    os.write(int(sys.argv[-1]), b'{"t":"result","id":')
+    os.write(_bridge_fd(ctx), b'{"t":"result","id":')
     time.sleep(60)
 
 
@@ -432,14 +453,13 @@ def burn(ctx: ToolContext) -> str:
 @tools.tool("hostile.close_inbox", activation="app_ready", timeout_s=60)
 async def close_inbox(ctx: ToolContext) -> None:
     """Close the worker's own inbox (the runtime → worker pipe), then never answer."""
-    os.close(int(sys.argv[-2]))
+    os.close(_inbox_transport(asyncio.get_running_loop()).get_extra_info("pipe").fileno())
     await asyncio.sleep(60)
 
 
 def _stop_reading_inbox(loop: Any) -> None:
     """Pause the inbox's transport, kept referenced (collected, it would close the pipe)."""
-    key = loop._selector.get_key(int(sys.argv[-2]))
-    _SAVED["inbox"] = key.data[0]._callback.__self__
+    _SAVED["inbox"] = _inbox_transport(loop)
     _SAVED["inbox"].pause_reading()
 
 
@@ -466,7 +486,7 @@ def flood(ctx: ToolContext, n: int, stop_reading: bool = True) -> None:
 
     loop.call_soon_threadsafe(stop)
     stopped.wait(10)
-    fd = int(sys.argv[-1])  # the bridge's write end (non-blocking: asyncio owns it)
+    fd = _bridge_fd(ctx)
     lines = b"".join(
         json.dumps(
             {"t": "sd", "id": 10**6 + i, "d": sd._delivery, "cap": sd._cap, "op": "get"}
@@ -481,3 +501,111 @@ def flood(ctx: ToolContext, n: int, stop_reading: bool = True) -> None:
         except BlockingIOError:
             select.select([], [fd], [], 1)
     time.sleep(60)
+
+
+# -- what an import leaves behind, and reaching other sessions (decision record 0007) --
+@tools.tool("hostile.taint_put", activation="app_ready")
+async def taint_put(ctx: ToolContext, which: str, text: str) -> dict[str, Any]:
+    """Write `text` into an import-time thing (`region`, `file_map`, `pair`, `vault`);
+    the vault's address beside the outcome."""
+    return {"outcome": taint.put(which, text), "vault": taint.address(taint.VAULT)}
+
+
+@tools.tool("hostile.taint_get", activation="app_ready")
+async def taint_get(ctx: ToolContext, which: str) -> str:
+    """What an import-time thing holds as this worker sees it."""
+    return str(taint.get(which))
+
+
+@tools.tool("hostile.import_file", activation="app_ready")
+async def import_file(ctx: ToolContext) -> dict[str, Any]:
+    """Where the import wrote its file (None without the switch), and what reading it gives."""
+    path = taint.IMPORT_FILE
+    return {"path": path, "read": taint._read(path) if path else None}
+
+
+@tools.tool("hostile.write_text", activation="app_ready")
+async def write_text(ctx: ToolContext, path: str, text: str) -> str:
+    """Write `text` to `path` (created or replaced): `ok` or the errno name."""
+    try:
+        with open(path, "w") as fh:
+            fh.write(text)
+    except OSError as exc:
+        return _outcome(exc)
+    return "ok"
+
+
+@tools.tool("hostile.reach", activation="app_ready")
+async def reach(
+    ctx: ToolContext, pids: list[int], addr: int, files: list[str], tmp: str | None = None
+) -> dict[str, Any]:
+    """Try every way at other processes and files; what `/proc` lists beside it."""
+    got: dict[str, Any] = taint.reach(pids, addr, files, tmp)
+    got["listing"] = taint.proc_listing()
+    return got
+
+
+@tools.tool("hostile.fork_spy", activation="app_ready")
+def fork_spy(
+    ctx: ToolContext, pids: list[int], addr: int, files: list[str], tmp: str | None = None
+) -> dict[str, Any]:
+    """Aim the at-fork hooks, fork, and report what every hook found so far (those that
+    ran when this worker was made included)."""
+    taint.TARGETS.update(pids=pids, addr=addr, files=files, tmp=tmp)
+    found: dict[str, Any] = taint.fork_and_report()
+    return found
+
+
+@tools.tool("hostile.sysv", activation="app_ready")
+async def sysv(ctx: ToolContext, key: int, text: str | None = None) -> str:
+    """Make SysV segment `key` holding `text`, or (no text) read the one that exists."""
+    return str(taint.sysv(key, text))
+
+
+@tools.tool("hostile.listen", activation="app_ready")
+async def listen(ctx: ToolContext) -> dict[str, Any]:
+    """Listen on a loopback TCP port and bind a UDP one, kept open: the ports, or why not."""
+    out: dict[str, Any] = {}
+    for kind, family in (("tcp", socket.SOCK_STREAM), ("udp", socket.SOCK_DGRAM)):
+        s = socket.socket(socket.AF_INET, family)
+        try:
+            s.bind(("127.0.0.1", 0))
+            if kind == "tcp":
+                s.listen()
+        except OSError as exc:
+            s.close()
+            out[kind] = _outcome(exc)
+            continue
+        _SAVED[f"listen_{kind}"] = s
+        out[kind] = s.getsockname()[1]
+    return out
+
+
+@tools.tool("hostile.random", activation="app_ready")
+async def draws(ctx: ToolContext) -> dict[str, int]:
+    """The next draw of the `random` module and of a generator made at import."""
+    import random
+
+    return {"module": random.getrandbits(64), "import": taint.RNG.getrandbits(64)}
+
+
+@tools.tool("hostile.listened", activation="app_ready")
+async def listened(ctx: ToolContext) -> dict[str, str]:
+    """What reached the sockets `hostile.listen` opened: `nothing`, `connected`, `received`."""
+    out: dict[str, str] = {}
+    for kind in ("tcp", "udp"):
+        s = _SAVED.get(f"listen_{kind}")
+        if s is None:
+            out[kind] = "absent"
+            continue
+        s.setblocking(False)
+        try:
+            if kind == "tcp":
+                s.accept()[0].close()
+                out[kind] = "connected"
+            else:
+                s.recvfrom(64)
+                out[kind] = "received"
+        except BlockingIOError:
+            out[kind] = "nothing"
+    return out

@@ -20,8 +20,17 @@ tools = define_agent_tools(app_scope="kernel")
 
 #: Children forked by `forks`, kept to be reaped by `reap`.
 _CHILDREN: list[int] = []
-#: Names this worker process (its pid is 1 in its own PID namespace).
-_PROCESS = os.urandom(8).hex()
+#: Names this worker process (its pid is 1 in its own PID namespace), made at its first
+#: call: what the import made is the same in every worker forked from one warm image.
+_PROCESS: list[str] = []
+
+
+def _process() -> str:
+    if not _PROCESS:
+        _PROCESS.append(os.urandom(8).hex())
+    return _PROCESS[0]
+
+
 #: Memory `hold` keeps, until the worker ends.
 _HELD: list[bytearray] = []
 #: What `remember` was told last, by whichever conversation: a module global.
@@ -142,7 +151,7 @@ async def remember(ctx: ToolContext, value: str) -> dict[str, Any]:
     """Keep `value` in a module global; return what was there and who put it."""
     before = dict(_REMEMBERED)
     _REMEMBERED.update(value=value, conversation=ctx.conversation_id)
-    return {"before": before, "process": _PROCESS}
+    return {"before": before, "process": _process()}
 
 
 @tools.tool("kernel.nap", activation="app_ready", timeout_s=60)
@@ -151,7 +160,7 @@ async def nap(ctx: ToolContext, seconds: float) -> dict[str, Any]:
     import asyncio
 
     await asyncio.sleep(seconds)
-    return {"process": _PROCESS}
+    return {"process": _process()}
 
 
 @tools.tool("kernel.hold", activation="app_ready")
