@@ -519,10 +519,10 @@ def test_a_runtime_without_cap_sys_ptrace_starts_sessions_cold_and_says_why(
     """A runtime not run as root cannot take a non-dumpable fork's pipes (`pidfd_getfd`):
     it starts no image at all, its sessions start cold, each its own contained process,
     and `rt.sandbox["image"]` says why."""
-    from lineup_runtime_lite.processes import image
+    from lineup_runtime_lite.processes import image as image_module
     from lineup_sdk.sandbox.forks import CAP_SYS_PTRACE
 
-    monkeypatch.setattr(image, "has_capability", lambda cap: cap != CAP_SYS_PTRACE)
+    monkeypatch.setattr(image_module, "has_capability", lambda cap: cap != CAP_SYS_PTRACE)
     rt = open_runtime(kernel_bundle, isolation="session")
     result(rt, "x", "kernel.remember", {"value": SECRET})
     y = result(rt, "y", "kernel.remember", {"value": "y's"})
