@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import pytest
 
@@ -100,7 +101,7 @@ def test_heartbeats_within_max_age_share_one_read_of_the_process_table(
 
     monkeypatch.setattr(proctree, "_read_table", read_table)
     monkeypatch.setattr(proctree, "_last", None)
-    monkeypatch.setattr(proctree.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
     assert proctree.tree_cpu_s(pid, max_age_s=0.5) == 100 / proctree._TICK
     now[0] += 0.49
     assert proctree.tree_cpu_s(pid, max_age_s=0.5) == 100 / proctree._TICK  # shared
