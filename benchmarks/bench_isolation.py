@@ -14,7 +14,9 @@ For `isolation="app"` and `"session"`, interleaved round by round (the order alt
    has an init below it) per session, and the processes outside every worker's tree (an
    image and its launcher) in total.
 3. Throughput at `--sessions` conversations (50): `call_many` of one call per conversation,
-   repeated, once every session is up (calls/s), as a ratio to `app`'s.
+   repeated until `--calls` (2000; 250 made a window of a few tenths of a second, which
+   the machine's other load swung by 2x either way), once every session is up and, under
+   `session`, the image has made up its spares again (calls/s), as a ratio to `app`'s.
 4. Worker start-up under `isolation="app"`, this checkout beside commit `--baseline`
    (89ded1c, before the warm image): a fresh process opens a runtime on a new database
    file, installs the app and times its first call (the worker's start, its handshake and
@@ -26,7 +28,8 @@ at most 10 MiB PSS, throughput at 50 conversations at least 0.8x `app`'s, and wo
 start-up under `app` no slower than at 89ded1c. SPEC 13.3's rule for the default: `session`
 once the first two hold; else `app`. The run prints each bar and the verdict.
 
-Run: python benchmarks/bench_isolation.py [--rounds 5] [--sessions 50] [--baseline 89ded1c]
+Run: python benchmarks/bench_isolation.py [--rounds 5] [--sessions 50] [--calls 2000]
+         [--baseline 89ded1c]
          [--baseline-dir DIR] [--no-baseline] [--json] [--smoke]
 """
 
@@ -143,7 +146,20 @@ def _final(rt: Any, call_id: str, conversation: str, n: int) -> None:
     assert record is not None and any(m["stage"] == "result" for m in record["messages"])
 
 
-def one_round(bundle: Path, trust: Any, mode: str, sessions: int, tmp: Path) -> dict[str, float]:
+def _spares_made(rt: Any, timeout_s: float = 30.0) -> None:
+    """Wait (real time) until no image is making a spare: under `session`, each new
+    session takes a spare and the image makes it up again in the background (a fork, a
+    control-group move, the checks); that is a new session's cost, not throughput's."""
+    deadline = time.monotonic() + timeout_s
+    while any(image.making for image in engine_of(rt).pool.images.values()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the image's spares were not made within {timeout_s:g} s")
+        time.sleep(0.005)
+
+
+def one_round(
+    bundle: Path, trust: Any, mode: str, sessions: int, tmp: Path, total_calls: int = 2000
+) -> dict[str, float]:
     from lineup_runtime_lite import Runtime, VirtualClock
 
     db = Path(tempfile.mkdtemp(dir=tmp)) / "rt.db"
@@ -156,8 +172,9 @@ def one_round(bundle: Path, trust: Any, mode: str, sessions: int, tmp: Path) -> 
         for i in range(sessions - 2):
             _final(rt, f"open{i}", f"c{i}", i)
         convs = ["c-warm", "c-first", *(f"c{i}" for i in range(sessions - 2))]
+        _spares_made(rt)  # the last sessions' spares are made up outside the timed phase
         memory = _session_memory(rt, sessions)
-        calls, batches = 0, 5
+        calls, batches = 0, max(5, -(-total_calls // sessions))
         t0 = time.perf_counter()
         for b in range(batches):
             rt.call_many([(f"t{b}-{i}", c, "bench.ping", {"n": i}) for i, c in enumerate(convs)])
@@ -171,6 +188,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument(
+        "--calls",
+        type=int,
+        default=2000,
+        help="calls per throughput phase (at least 5 per conversation)",
+    )
     parser.add_argument("--baseline", default=BASELINE, help="the commit to compare start-up with")
     parser.add_argument(
         "--baseline-dir",
@@ -185,6 +208,7 @@ def main() -> None:
     if args.smoke:  # every measurement and report line runs; the baseline only when asked
         args.rounds = 1
         args.sessions = 2
+        args.calls = 10
         args.no_baseline = args.no_baseline or args.baseline == BASELINE
     old = None if args.no_baseline else baseline_python(args.baseline, args.baseline_dir)
     head = subprocess.run(
@@ -193,7 +217,7 @@ def main() -> None:
     print(
         f"python {sys.version.split()[0]}  cpus {os.cpu_count()}  checkout {head or '?'}  "
         f"baseline {args.baseline if old else '-'}  load {os.getloadavg()[0]:.2f}  "
-        f"rounds {args.rounds}  sessions {args.sessions}  (no randomness: fixed workload)",
+        f"rounds {args.rounds}  sessions {args.sessions}  calls {args.calls}  (no randomness: fixed workload)",
         flush=True,
     )
     got: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
@@ -203,7 +227,7 @@ def main() -> None:
         bundle, trust = _bundle(tmp)  # bench_sandbox's one-tool app
         for r in range(args.rounds):
             for mode in MODES if r % 2 == 0 else MODES[::-1]:
-                got[mode].append(one_round(bundle, trust, mode, args.sessions, tmp))
+                got[mode].append(one_round(bundle, trust, mode, args.sessions, tmp, args.calls))
             versions = [("checkout", sys.executable, True)]
             if old is not None:
                 versions.append(("baseline", str(old), False))

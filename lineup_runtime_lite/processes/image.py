@@ -134,6 +134,12 @@ class Image:
         """The launcher's (the session helper's) pid; the image is its child."""
         return self._proc.pid if self._proc else None
 
+    @property
+    def making(self) -> bool:
+        """Whether a spare is being made now (forked, moved, checked): `take` then
+        refills in the background."""
+        return self._making is not None
+
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None and self._ctl is not None
 

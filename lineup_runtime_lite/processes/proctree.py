@@ -10,6 +10,7 @@ workers overstates what they cost (SPEC 13.3, the conversations row).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 __all__ = [
@@ -39,8 +40,28 @@ def _stat(pid: str) -> tuple[int, int] | None:
         return None
 
 
-def _table() -> tuple[dict[int, list[int]], dict[int, int]] | None:
-    """Children by parent and CPU ticks by pid of every live process; None without `/proc`."""
+Table = tuple[dict[int, list[int]], dict[int, int]]
+
+#: The last table read and when (`time.monotonic()`): one worker's heartbeat may reuse
+#: what another's read a moment ago (`tree_cpu_s`'s `max_age_s`).
+_last: tuple[float, Table] | None = None
+
+
+def _table(max_age_s: float = 0.0) -> Table | None:
+    """Children by parent and CPU ticks by pid of every live process, read at most
+    `max_age_s` ago; None without `/proc`."""
+    global _last
+    now = time.monotonic()
+    last = _last
+    if last is not None and now - last[0] < max_age_s:
+        return last[1]
+    table = _read_table()
+    if table is not None:
+        _last = (now, table)
+    return table
+
+
+def _read_table() -> Table | None:
     try:
         names = [n for n in os.listdir("/proc") if n.isdigit()]
     except OSError:
@@ -65,10 +86,13 @@ def _walk(root: int, children: dict[int, list[int]]) -> list[int]:
     return out
 
 
-def tree_cpu_s(root: int) -> float | None:
-    """CPU-seconds used by `root` and every live descendant (and what they reaped);
-    None where `/proc` is not there to read (not Linux)."""
-    table = _table()
+def tree_cpu_s(root: int, max_age_s: float = 0.0) -> float | None:
+    """CPU-seconds used by `root` and every live descendant (and what they reaped), from
+    a table of every process read at most `max_age_s` ago (a read costs one `stat` per
+    process on the machine: 50 session workers' heartbeats each reading their own spent
+    a tenth of the runtime's CPU); None where `/proc` is not there to read (not Linux),
+    or `root` started after that read."""
+    table = _table(max_age_s)
     if table is None or root not in table[1]:
         return None
     children, ticks = table

@@ -527,7 +527,7 @@ def test_a_runtime_without_cap_sys_ptrace_starts_sessions_cold_and_says_why(
     result(rt, "x", "kernel.remember", {"value": SECRET})
     y = result(rt, "y", "kernel.remember", {"value": "y's"})
     assert y["before"] == {}
-    image = _image(rt)
-    assert image["state"] == "cold", image
-    assert "CAP_SYS_PTRACE" in image["reason"], image
+    status = _image(rt)
+    assert status["state"] == "cold", status
+    assert "CAP_SYS_PTRACE" in status["reason"], status
     assert all(not i.alive() for i in engine_of(rt).pool.images.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import pytest
 
@@ -82,3 +83,30 @@ def test_a_tree_sums_every_process_it_can_read_and_skips_the_rest(
     assert proctree.tree_memory(10) == Memory(rss=46000, pss=26400, uss=21900)
     monkeypatch.setattr(proctree, "process_memory", lambda pid: None)
     assert proctree.tree_memory(10) is None
+
+
+def test_heartbeats_within_max_age_share_one_read_of_the_process_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each session worker's heartbeat reads its CPU time from a table of every process;
+    50 of them each reading their own cost the runtime a tenth of its CPU (issue 43). A
+    read younger than `max_age_s` is shared; an older one, or `max_age_s=0`, is read anew."""
+    reads: list[int] = []
+    now = [100.0]
+    pid = os.getpid()
+
+    def read_table() -> tuple[dict[int, list[int]], dict[int, int]]:
+        reads.append(1)
+        return {}, {pid: 100 * len(reads)}
+
+    monkeypatch.setattr(proctree, "_read_table", read_table)
+    monkeypatch.setattr(proctree, "_last", None)
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    assert proctree.tree_cpu_s(pid, max_age_s=0.5) == 100 / proctree._TICK
+    now[0] += 0.49
+    assert proctree.tree_cpu_s(pid, max_age_s=0.5) == 100 / proctree._TICK  # shared
+    assert len(reads) == 1
+    now[0] += 0.02
+    assert proctree.tree_cpu_s(pid, max_age_s=0.5) == 200 / proctree._TICK  # too old
+    assert proctree.tree_cpu_s(pid) == 300 / proctree._TICK  # max_age_s=0: always read
+    assert len(reads) == 3
