@@ -20,8 +20,9 @@ ROOT = Path(__file__).parents[3]
 #: `module: names` every user-facing document or generated project imports.
 PUBLIC = {
     "lineup_runtime_lite": (
-        *("AsyncOutbox", "AsyncRuntime", "AsyncSurface", "Clock", "HostSimulator"),
-        *("Outbox", "RealClock", "Runtime", "Surface", "VirtualClock"),
+        *("AsyncMarks", "AsyncOutbox", "AsyncRuntime", "AsyncSurface", "Clock"),
+        *("HostSimulator", "Marks", "Outbox", "RealClock", "Runtime", "Surface"),
+        "VirtualClock",
         # `Runtime.open(isolation=...)`'s modes and their check (`lineup --isolation`)
         *("DEFAULT_ISOLATION", "ISOLATIONS", "check_isolation"),
     ),
